@@ -1,0 +1,183 @@
+// Package gates defines the host-side tools ("gates") that a sandboxed
+// command can call through the gatebridge mailbox, a registry to hold them,
+// and the built-in gates.
+//
+// # Contract
+//
+// A [Gate] describes itself with a [Spec] and runs with [Gate.Call]. The
+// caller (package bridge) owns the mailbox: a gate never sees call files,
+// only decoded arguments, the stdin bytes the wrapper sent, and two writers
+// that are already capped. A gate reports its outcome as an exit code and an
+// error:
+//
+//   - (code, nil): the gate ran; code is the wrapper's exit status.
+//   - (_, err) with err an [*ExitError]: exit with err.Code, message on stderr.
+//   - (_, err) wrapping [ErrDenied]: exit 126 (path escapes, policy).
+//   - (_, err) wrapping [ErrUsage]: exit 2.
+//   - any other error: exit 1 with "gatebridge: NAME: ERR" on stderr.
+//
+// ctx carries the gate's timeout; a gate must return soon after ctx is done.
+// The caller turns an expired deadline into exit 124 and a panic into exit 1.
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Exit codes shared by wrappers, gates and the bridge (see README "Exit codes").
+const (
+	ExitOK      = 0
+	ExitFailure = 1   // the gate failed
+	ExitUsage   = 2   // bad arguments
+	ExitTimeout = 124 // the gate or the wait for the host timed out
+	ExitDenied  = 126 // refused by policy (path outside the root, limit, …)
+	ExitUnknown = 127 // no such gate
+)
+
+var (
+	// ErrDenied marks a request refused by policy; it maps to exit 126.
+	ErrDenied = errors.New("denied")
+	// ErrUsage marks bad arguments; it maps to exit 2.
+	ErrUsage = errors.New("usage")
+)
+
+// ExitError carries an explicit exit code and a message for stderr.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Deniedf returns an error that maps to exit 126.
+func Deniedf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrDenied}, a...)...)
+}
+
+// Usagef returns an error that maps to exit 2.
+func Usagef(format string, a ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
+}
+
+// StdinMode says when the wrapper forwards its standard input to the gate.
+// Stdin is never read when it is a terminal.
+type StdinMode int
+
+const (
+	// StdinNone: the gate never reads stdin (the default).
+	StdinNone StdinMode = iota
+	// StdinIfNoArgs: stdin is sent only when the gate is called with no
+	// arguments (submit, gb_echo), so `while read f; do submit x; done < list`
+	// does not swallow the loop's input.
+	StdinIfNoArgs
+	// StdinAlways: stdin is always sent (write_file).
+	StdinAlways
+)
+
+// String returns "none", "if-no-args" or "always".
+func (m StdinMode) String() string {
+	switch m {
+	case StdinIfNoArgs:
+		return "if-no-args"
+	case StdinAlways:
+		return "always"
+	default:
+		return "none"
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m StdinMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Param documents one parameter of a gate, for humans and for models.
+type Param struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Required    bool   `json:"required"`
+	Variadic    bool   `json:"variadic,omitempty"`
+	Flag        bool   `json:"flag,omitempty"` // an option such as --limit N
+}
+
+// Spec describes a gate.
+type Spec struct {
+	Name    string        `json:"name"`
+	Summary string        `json:"summary"` // one line
+	Usage   string        `json:"usage"`   // e.g. "read_file [--offset N] [--limit N] PATH"
+	Params  []Param       `json:"params"`
+	Stdin   StdinMode     `json:"stdin"`
+	Timeout time.Duration `json:"-"` // 0: the session's default gate timeout
+}
+
+// Call is one invocation of a gate.
+type Call struct {
+	// SessionID and ID identify the call (for logs; never use them as paths).
+	SessionID string
+	ID        string
+	// Args are the arguments after the gate name, byte for byte.
+	Args []string
+	// Stdin is what the wrapper forwarded; nil when nothing was sent.
+	Stdin []byte
+	// Stdout and Stderr are capped by the caller; writes past the cap are
+	// dropped and reported to the sandbox.
+	Stdout io.Writer
+	Stderr io.Writer
+	// SetAnswer records the session's final answer (used by submit).
+	// It may be nil; gates must check.
+	SetAnswer func(string)
+}
+
+// Gate is a host-side tool callable from the sandbox.
+type Gate interface {
+	// Spec describes the gate. It must return the same value every time.
+	Spec() Spec
+	// Call runs the gate once. It may be called concurrently.
+	Call(ctx context.Context, c *Call) (exitCode int, err error)
+}
+
+// Func adapts a Go function to a [Gate].
+//
+//	reg.Register(gates.Func(gates.Spec{Name: "weather", Summary: "…"},
+//		func(ctx context.Context, c *gates.Call) (int, error) {
+//			fmt.Fprintln(c.Stdout, "sunny")
+//			return 0, nil
+//		}))
+func Func(spec Spec, fn func(ctx context.Context, c *Call) (int, error)) Gate {
+	return &funcGate{spec: spec, fn: fn}
+}
+
+type funcGate struct {
+	spec Spec
+	fn   func(ctx context.Context, c *Call) (int, error)
+}
+
+var _ Gate = (*funcGate)(nil)
+
+func (g *funcGate) Spec() Spec { return g.spec }
+func (g *funcGate) Call(ctx context.Context, c *Call) (int, error) {
+	return g.fn(ctx, c)
+}
+
+// ExitCodeOf maps a gate's (code, err) to the wrapper's exit status.
+func ExitCodeOf(code int, err error) int {
+	if err == nil {
+		return code
+	}
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, ErrDenied):
+		return ExitDenied
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	case errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	default:
+		return ExitFailure
+	}
+}

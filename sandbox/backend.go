@@ -1,0 +1,121 @@
+// Package sandbox runs a command with a gatebridge session mounted, in one
+// of several isolation backends: [Local] (no isolation), bwrap (bubblewrap
+// namespaces) and docker (a container).
+//
+// # Contract
+//
+// A [Backend] receives a neutral [Spec]: the host directories of the session
+// and how each must be mounted, the workspace, env, command and limits. It
+// knows nothing about gates or the mailbox protocol. [Backend.Run] blocks
+// until the command has exited and every process it started is gone, then
+// returns its exit status and captured output.
+//
+// Cancelling ctx stops the command the same way a timeout does (SIGTERM to
+// the whole process tree, SIGKILL after [Spec.KillGrace]) and Run still
+// returns a [Result] with Canceled set; Run returns a non-nil error only when
+// the command could not be started or supervised (the backend is unusable,
+// the image is missing, …). Such errors are [*Error] values carrying a hint.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Backend runs commands in one kind of sandbox.
+type Backend interface {
+	// Name is "local", "bwrap" or "docker".
+	Name() string
+	// Run runs spec.Command to completion (see the package contract).
+	Run(ctx context.Context, spec *Spec) (*Result, error)
+}
+
+// Checker is implemented by backends that can tell whether they can run on
+// this machine (for `--sandbox auto` and `gatebridge doctor`).
+type Checker interface {
+	// Check returns nil when the backend can run, else an [*Error] whose
+	// Hint says how to fix it.
+	Check(ctx context.Context) error
+}
+
+// SessionDirs are the host paths of one gatebridge session.
+type SessionDirs struct {
+	Root      string // the session directory itself
+	Bin       string // wrappers: read-only inside
+	Calls     string // written by the sandbox
+	Responses string // written by the host: read-only inside
+	Tmp       string // TMPDIR for the command: writable inside
+}
+
+// Spec describes one command to run.
+type Spec struct {
+	// Command is argv; Command[0] is looked up in the sandbox's PATH.
+	Command []string
+	// Env is extra environment (KEY=VALUE) for the command. The backend adds
+	// PATH (session bin first), TMPDIR, GATEBRIDGE_CALLS_DIR and
+	// GATEBRIDGE_RESPONSES_DIR pointing at the paths it mounted.
+	Env []string
+	// Session is the session to mount.
+	Session SessionDirs
+	// Workspace is the host directory the command starts in.
+	Workspace string
+	// WorkspaceWritable allows writes to the workspace where the backend can
+	// enforce read-only mounts.
+	WorkspaceWritable bool
+	// Stdin is the command's standard input; nil means /dev/null.
+	Stdin io.Reader
+	// Stdout and Stderr receive output live; nil discards it.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout bounds the command's run time; 0 means none.
+	Timeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL; 0 means 2s.
+	KillGrace time.Duration
+	// MaxOutput caps the bytes captured per stream (head and tail are kept);
+	// 0 means 1 MiB. Live streaming is not capped.
+	MaxOutput int64
+	// Labels are extra metadata a backend may attach (docker labels).
+	Labels map[string]string
+}
+
+// Result is the outcome of [Backend.Run].
+type Result struct {
+	ExitCode int // 124 on timeout; 128+N when killed by signal N
+	TimedOut bool
+	Canceled bool // ctx was cancelled (SIGINT/SIGTERM to gatebridge)
+	Stdout   []byte
+	Stderr   []byte
+	// StdoutDropped and StderrDropped count bytes cut from the middle of
+	// the captured streams; Truncated is true when either is non-zero.
+	StdoutDropped int64
+	StderrDropped int64
+	Truncated     bool
+	Duration      time.Duration
+	// Info is backend-specific detail for the result (image, container id).
+	Info map[string]string
+}
+
+// Error is a backend failure with a hint for the user.
+type Error struct {
+	Backend string
+	Op      string // what was being done, e.g. "start bwrap"
+	Err     error
+	Hint    string // how to fix it; may be empty
+}
+
+func (e *Error) Error() string {
+	return e.Backend + ": " + e.Op + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrUnavailable is wrapped by errors saying a backend cannot run here.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// Defaults for Spec fields left zero.
+const (
+	DefaultKillGrace = 2 * time.Second
+	DefaultMaxOutput = 1 << 20
+)
