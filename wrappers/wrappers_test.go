@@ -1,0 +1,402 @@
+package wrappers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// shells are the interpreters every wrapper must work under.
+func shells(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for name, argv := range map[string][]string{
+		"dash":    {"dash"},
+		"bash":    {"bash"},
+		"busybox": {"busybox", "sh"},
+	} {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s not installed (CI installs it): %v", name, err)
+			}
+			t.Logf("skipping shell %s: not installed", name)
+			continue
+		}
+		out[name] = argv
+	}
+	return out
+}
+
+// fakeHost answers calls in dir the way the bridge does, with a trivial
+// gate: stdout = each arg as "<len>:<bytes>\n", stdin appended as "stdin:<len>:<bytes>".
+type fakeHost struct {
+	dir  string
+	mu   sync.Mutex
+	seen map[string]bool
+	exit int
+	big  bool // force the cat path (no .text marker)
+	wake bool
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	dir := t.TempDir()
+	for _, d := range []string{"bin", "calls", "responses"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &fakeHost{dir: dir, seen: map[string]bool{}, wake: true, done: make(chan struct{})}
+	h.wg.Add(1)
+	go h.loop()
+	t.Cleanup(func() { close(h.done); h.wg.Wait() })
+	return h
+}
+
+func (h *fakeHost) loop() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		ents, _ := os.ReadDir(filepath.Join(h.dir, "calls"))
+		for _, e := range ents {
+			id := e.Name()
+			cd := filepath.Join(h.dir, "calls", id)
+			if _, err := os.Stat(filepath.Join(cd, "ready")); err != nil {
+				continue
+			}
+			h.mu.Lock()
+			dup := h.seen[id]
+			h.seen[id] = true
+			exit := h.exit
+			h.mu.Unlock()
+			if dup {
+				continue
+			}
+			h.answer(id, cd, exit)
+		}
+	}
+}
+
+func (h *fakeHost) answer(id, cd string, exit int) {
+	var out bytes.Buffer
+	gate, _ := os.ReadFile(filepath.Join(cd, "gate"))
+	fmt.Fprintf(&out, "gate:%s\n", gate)
+	for n := 0; ; n++ {
+		b, err := os.ReadFile(filepath.Join(cd, "args", strconv.Itoa(n)))
+		if err != nil {
+			break
+		}
+		fmt.Fprintf(&out, "%d:%s\n", len(b), b)
+	}
+	if b, err := os.ReadFile(filepath.Join(cd, "stdin")); err == nil {
+		fmt.Fprintf(&out, "stdin:%d:%s", len(b), b)
+	}
+	rd := filepath.Join(h.dir, "responses")
+	os.WriteFile(filepath.Join(rd, id+".stdout"), out.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(rd, id+".stderr"), []byte("err-"+string(gate)), 0o644)
+	if !h.big {
+		os.WriteFile(filepath.Join(rd, id+".text"), nil, 0o644)
+	}
+	os.WriteFile(filepath.Join(rd, ".tmp-"+id), []byte(strconv.Itoa(exit)+"\n"), 0o644)
+	os.Rename(filepath.Join(rd, ".tmp-"+id), filepath.Join(rd, id+".exit"))
+	if h.wake {
+		if f, err := os.OpenFile(filepath.Join(cd, "wake"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Write([]byte("\n"))
+			f.Close()
+		}
+	}
+}
+
+func (h *fakeHost) install(t *testing.T, s Spec) string {
+	t.Helper()
+	if err := WriteDir(filepath.Join(h.dir, "bin"), []Spec{s}); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(h.dir, "bin", s.Name)
+}
+
+func runWrapper(t *testing.T, shell []string, script string, env []string, stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shell[0], append(append(shell[1:], script), args...)...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return so.String(), se.String(), code
+}
+
+var hostileArgs = []string{
+	"plain", "a b", "", "it's", `"dq"`, "tab\there", "new\nline", "trail\n", "\n", "$HOME", "`id`",
+	"$(id)", `back\slash\n`, "-n", "-e", "--", "-", "*", "?", "[a]", "~", ";", "|", "&", "\xff\xfe\x80", "é", " lead", "trail ",
+	strings.Repeat("x", 5000),
+}
+
+func expected(gate string, args []string, stdin *string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gate:%s\n", gate)
+	for _, a := range args {
+		fmt.Fprintf(&b, "%d:%s\n", len(a), a)
+	}
+	if stdin != nil {
+		fmt.Fprintf(&b, "stdin:%d:%s", len(*stdin), *stdin)
+	}
+	return b.String()
+}
+
+func TestArgsRoundTripByteExact(t *testing.T) {
+	for name, sh := range shells(t) {
+		for _, mode := range []struct {
+			name string
+			env  []string
+			big  bool
+		}{{"fifo-text", nil, false}, {"fifo-cat", nil, true}, {"poll", []string{"GATEBRIDGE_WAKE=poll"}, false}} {
+			t.Run(name+"/"+mode.name, func(t *testing.T) {
+				h := newFakeHost(t)
+				h.big = mode.big
+				h.wake = mode.env == nil
+				script := h.install(t, Spec{Name: "probe"})
+				out, errOut, code := runWrapper(t, sh, script, mode.env, nil, hostileArgs...)
+				if code != 0 {
+					t.Fatalf("exit %d, stderr %q", code, errOut)
+				}
+				if want := expected("probe", hostileArgs, nil); out != want {
+					t.Errorf("stdout mismatch\n got %q\nwant %q", out, want)
+				}
+				if errOut != "err-probe" {
+					t.Errorf("stderr = %q, want %q", errOut, "err-probe")
+				}
+			})
+		}
+	}
+}
+
+func TestExitCodePropagates(t *testing.T) {
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t)
+			h.exit = 42
+			script := h.install(t, Spec{Name: "probe"})
+			if _, _, code := runWrapper(t, sh, script, nil, nil, "x"); code != 42 {
+				t.Fatalf("exit = %d, want 42", code)
+			}
+		})
+	}
+}
+
+func TestStdinModes(t *testing.T) {
+	in := "a\nb\n\xff"
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t)
+			none := h.install(t, Spec{Name: "none"})
+			always := h.install(t, Spec{Name: "always", Stdin: StdinAlways})
+			noargs := h.install(t, Spec{Name: "noargs", Stdin: StdinIfNoArgs})
+			check := func(script, gate string, args []string, want *string) {
+				t.Helper()
+				out, se, code := runWrapper(t, sh, script, nil, []byte(in), args...)
+				if code != 0 {
+					t.Fatalf("%s: exit %d: %s", gate, code, se)
+				}
+				if w := expected(gate, args, want); out != w {
+					t.Errorf("%s %q: got %q want %q", gate, args, out, w)
+				}
+			}
+			check(none, "none", nil, nil)
+			check(always, "always", []string{"f"}, &in)
+			check(noargs, "noargs", nil, &in)
+			check(noargs, "noargs", []string{"x"}, nil)
+		})
+	}
+}
+
+func TestMissingCallsDir(t *testing.T) {
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteDir(dir, []Spec{{Name: "probe"}}); err != nil {
+				t.Fatal(err)
+			}
+			_, se, code := runWrapper(t, sh, filepath.Join(dir, "probe"), []string{"GATEBRIDGE_CALLS_DIR=" + dir + "/nope"}, nil)
+			if code != 1 || !strings.Contains(se, "gatebridge: probe: calls dir") {
+				t.Fatalf("exit %d stderr %q", code, se)
+			}
+		})
+	}
+}
+
+func TestWaitTimeout(t *testing.T) {
+	for name, sh := range shells(t) {
+		for _, mode := range []string{"fifo", "poll"} {
+			if name == "dash" && mode == "fifo" {
+				continue // dash has no read -t: the fifo wait relies on the host
+			}
+			t.Run(name+"/"+mode, func(t *testing.T) {
+				dir := t.TempDir()
+				os.Mkdir(filepath.Join(dir, "calls"), 0o755)
+				os.Mkdir(filepath.Join(dir, "responses"), 0o755)
+				os.Mkdir(filepath.Join(dir, "bin"), 0o755)
+				WriteDir(filepath.Join(dir, "bin"), []Spec{{Name: "probe"}})
+				_, se, code := runWrapper(t, sh, filepath.Join(dir, "bin", "probe"),
+					[]string{"GATEBRIDGE_WAIT_TIMEOUT=1", "GATEBRIDGE_WAKE=" + mode}, nil)
+				if code != 124 || !strings.Contains(se, "timed out waiting for the host") {
+					t.Fatalf("exit %d stderr %q", code, se)
+				}
+			})
+		}
+	}
+}
+
+func TestMalformedExitCode(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"bin", "calls", "responses"} {
+		os.Mkdir(filepath.Join(dir, d), 0o755)
+	}
+	WriteDir(filepath.Join(dir, "bin"), []Spec{{Name: "probe"}})
+	// a host that answers with garbage in .exit
+	go func() {
+		for range 2000 {
+			ents, _ := os.ReadDir(filepath.Join(dir, "calls"))
+			for _, e := range ents {
+				if _, err := os.Stat(filepath.Join(dir, "calls", e.Name(), "ready")); err == nil {
+					os.WriteFile(filepath.Join(dir, "responses", e.Name()+".exit"), []byte("rm -rf /\n"), 0o644)
+					if f, err := os.OpenFile(filepath.Join(dir, "calls", e.Name(), "wake"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+						f.Write([]byte("\n"))
+						f.Close()
+					}
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	_, se, code := runWrapper(t, []string{"dash"}, filepath.Join(dir, "bin", "probe"), nil, nil)
+	if code != 1 || !strings.Contains(se, "malformed exit code") {
+		t.Fatalf("exit %d stderr %q", code, se)
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	good := []string{"read_file", "gb_echo", "x", "git-log", "a.b", "c++", "X9", "search"}
+	for _, n := range good {
+		if err := ValidateName(n); err != nil {
+			t.Errorf("ValidateName(%q) = %v, want nil", n, err)
+		}
+	}
+	bad := map[string]string{
+		"":                      "empty",
+		"done":                  "keyword",
+		"if":                    "keyword",
+		"echo":                  "builtin",
+		"cd":                    "builtin",
+		"read":                  "builtin",
+		"test":                  "builtin",
+		"printf":                "builtin",
+		"[":                     "letters",
+		"cat":                   "wrapper itself",
+		"ls":                    "busybox",
+		"a/b":                   "letters",
+		"../x":                  "letters",
+		"-x":                    "letters",
+		".hidden":               "letters",
+		"a b":                   "letters",
+		"x=1":                   "letters",
+		"é":                     "letters",
+		"a\nb":                  "letters",
+		strings.Repeat("a", 65): "longer than",
+	}
+	for n, why := range bad {
+		err := ValidateName(n)
+		if err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ValidateName(%q) = %v, want error mentioning %q", n, err, why)
+		}
+	}
+}
+
+func TestScriptHasNoInjectedText(t *testing.T) {
+	evil := "x\n$(touch /tmp/pwned)\r\n`id`; rm -rf / \u2028 '\" \x00"
+	s, err := Script(Spec{Name: "probe", Summary: evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(s), "\n")
+	for _, l := range lines {
+		if strings.Contains(l, "touch /tmp/pwned") && !strings.HasPrefix(l, "# ") {
+			t.Fatalf("summary escaped its comment: %q", l)
+		}
+	}
+	if bytes.ContainsAny(s, "\x00\r") {
+		t.Fatal("script contains NUL or CR")
+	}
+	if _, err := Script(Spec{Name: "a;b"}); err == nil {
+		t.Fatal("bad name accepted")
+	}
+}
+
+func FuzzScript(f *testing.F) {
+	f.Add("probe", "summary")
+	f.Add("x", "a\n$(id)\n`id`")
+	f.Add("done", "")
+	f.Add("a'b", "'; exit 3; '")
+	f.Fuzz(func(t *testing.T, name, summary string) {
+		s, err := Script(Spec{Name: name, Summary: summary})
+		if err != nil {
+			if ValidateName(name) == nil {
+				t.Fatalf("valid name %q rejected: %v", name, err)
+			}
+			return
+		}
+		// Everything after the fixed header must be the fixed template.
+		text := string(s)
+		hdr := "#!/bin/sh\n# gatebridge wrapper for gate " + name + " (generated, do not edit)\n"
+		if !strings.HasPrefix(text, hdr) {
+			t.Fatalf("unexpected header: %q", text[:min(len(text), 120)])
+		}
+		rest := text[len(hdr):]
+		if strings.HasPrefix(rest, "# ") {
+			nl := strings.IndexByte(rest, '\n')
+			rest = rest[nl+1:]
+		}
+		if !strings.HasPrefix(rest, "g='"+name+"'\n"+scriptHead) {
+			t.Fatalf("summary leaked into the script body: %q", rest[:min(len(rest), 200)])
+		}
+		if strings.ContainsAny(summary, "\n") && strings.Count(text, "\n") != strings.Count(string(mustScript(t, name)), "\n")+1 &&
+			strings.TrimSpace(sanitizeComment(summary)) != "" {
+			t.Fatalf("line count changed by summary")
+		}
+	})
+}
+
+func mustScript(t *testing.T, name string) []byte {
+	s, err := Script(Spec{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
