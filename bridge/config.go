@@ -1,0 +1,125 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// WatchMode selects how the host notices new calls.
+type WatchMode string
+
+const (
+	// WatchAuto uses filesystem events plus a periodic rescan, and falls
+	// back to polling when events cannot be set up.
+	WatchAuto WatchMode = "auto"
+	// WatchEvents requires filesystem events (plus the periodic rescan).
+	WatchEvents WatchMode = "events"
+	// WatchPoll scans calls/ every PollInterval and makes wrappers poll.
+	WatchPoll WatchMode = "poll"
+)
+
+// Limits bound what one session accepts from the sandbox. Each field names
+// its config key (bridge.limits.KEY) in the errors the sandbox sees.
+type Limits struct {
+	MaxCalls       int           `json:"max_calls"`        // calls per session
+	MaxConcurrent  int           `json:"max_concurrent"`   // gates running at once
+	MaxArgs        int           `json:"max_args"`         // arguments per call
+	MaxArgBytes    int64         `json:"max_arg_bytes"`    // total argument bytes per call
+	MaxStdinBytes  int64         `json:"max_stdin_bytes"`  // stdin bytes per call
+	MaxOutputBytes int64         `json:"max_output_bytes"` // stdout and stderr bytes per call, each
+	GateTimeout    time.Duration `json:"gate_timeout"`     // default run time of a gate
+	MaxScanEntries int           `json:"max_scan_entries"` // entries read from calls/ per scan
+}
+
+// DefaultLimits are the limits used for zero fields.
+var DefaultLimits = Limits{
+	MaxCalls:       100_000,
+	MaxConcurrent:  16,
+	MaxArgs:        4096,
+	MaxArgBytes:    1 << 20,
+	MaxStdinBytes:  16 << 20,
+	MaxOutputBytes: 4 << 20,
+	GateTimeout:    60 * time.Second,
+	MaxScanEntries: 20_000,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxCalls > 0 {
+		d.MaxCalls = l.MaxCalls
+	}
+	if l.MaxConcurrent > 0 {
+		d.MaxConcurrent = l.MaxConcurrent
+	}
+	if l.MaxArgs > 0 {
+		d.MaxArgs = l.MaxArgs
+	}
+	if l.MaxArgBytes > 0 {
+		d.MaxArgBytes = l.MaxArgBytes
+	}
+	if l.MaxStdinBytes > 0 {
+		d.MaxStdinBytes = l.MaxStdinBytes
+	}
+	if l.MaxOutputBytes > 0 {
+		d.MaxOutputBytes = l.MaxOutputBytes
+	}
+	if l.GateTimeout > 0 {
+		d.GateTimeout = l.GateTimeout
+	}
+	if l.MaxScanEntries > 0 {
+		d.MaxScanEntries = l.MaxScanEntries
+	}
+	return d
+}
+
+// Config configures a [Session].
+type Config struct {
+	// Gates are the gates the sandbox may call. Required.
+	Gates *gates.Registry
+	// Dir is where session directories are created; "" means os.TempDir().
+	// The sandbox user must be able to traverse it.
+	Dir string
+	// Limits bound what the sandbox may ask for; zero fields take
+	// [DefaultLimits].
+	Limits Limits
+	// Watch selects how calls are noticed; "" means [WatchAuto].
+	Watch WatchMode
+	// PollInterval is the scan period in poll mode; 0 means 10ms.
+	PollInterval time.Duration
+	// RescanInterval is the safety rescan period with events; 0 means 1s.
+	RescanInterval time.Duration
+	// Keep leaves the session directory in place on Close (debugging).
+	Keep bool
+	// Audit, when set, receives one JSON line per call attempt.
+	Audit io.Writer
+	// Logf, when set, receives warnings (e.g. falling back to polling).
+	Logf func(format string, args ...any)
+}
+
+// ErrNoGates is returned by [Open] when Config.Gates is nil.
+var ErrNoGates = errors.New("bridge: config has no gate registry")
+
+func (c *Config) validate() error {
+	if c.Gates == nil {
+		return ErrNoGates
+	}
+	switch c.Watch {
+	case "":
+		c.Watch = WatchAuto
+	case WatchAuto, WatchEvents, WatchPoll:
+	default:
+		return fmt.Errorf("bridge: watch mode %q: want auto, events or poll", c.Watch)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 10 * time.Millisecond
+	}
+	if c.RescanInterval <= 0 {
+		c.RescanInterval = time.Second
+	}
+	c.Limits = c.Limits.withDefaults()
+	return nil
+}

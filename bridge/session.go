@@ -1,0 +1,529 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/wrappers"
+)
+
+// ErrClosed is returned by methods of a closed [Session].
+var ErrClosed = errors.New("bridge: session closed")
+
+var errHubClosed = errors.New("bridge: watcher closed")
+
+// Session is one command's mailbox: a session directory, the watcher that
+// notices calls in it, and the workers that answer them.
+type Session struct {
+	id        string
+	cfg       Config
+	dirs      sandbox.SessionDirs
+	callsPath string
+	mode      WatchMode // effective: events or poll
+
+	callsFd, respFd int
+
+	ctx    context.Context // cancelled by Close: stops the loop and gates
+	cancel context.CancelFunc
+	loopWG sync.WaitGroup
+	workWG sync.WaitGroup
+	gateWG sync.WaitGroup // gate goroutines, including abandoned ones
+
+	kick    chan struct{}
+	drainCh chan chan struct{}
+	pmu     sync.Mutex
+	pending map[string]struct{}
+	rescan  bool
+
+	queue chan *call
+
+	mu        sync.Mutex
+	state     map[string]uint8 // id → stateWatched | stateDone
+	watched   int
+	claimed   int
+	inflight  int
+	idle      *sync.Cond
+	records   []CallRecord
+	ignored   int
+	answer    *string
+	closed    bool
+	tmpSerial uint64
+	auditMu   sync.Mutex
+}
+
+const (
+	stateWatched uint8 = 1
+	stateDone    uint8 = 2
+)
+
+type call struct {
+	id    string
+	dirFd int
+	start time.Time
+}
+
+// Open creates a session directory under cfg.Dir with bin/ (the wrappers
+// for cfg.Gates), calls/, responses/ and tmp/, and starts answering calls.
+// The caller must Close it.
+func Open(cfg Config) (*Session, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	parent := cfg.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	root, err := os.MkdirTemp(parent, "gb-")
+	if err != nil {
+		return nil, fmt.Errorf("bridge: create session dir: %w", err)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, err
+	}
+	s := &Session{
+		id:        uuid.NewString(),
+		cfg:       cfg,
+		callsPath: filepath.Join(root, "calls"),
+		callsFd:   -1,
+		respFd:    -1,
+		kick:      make(chan struct{}, 1),
+		drainCh:   make(chan chan struct{}),
+		pending:   map[string]struct{}{},
+		state:     map[string]uint8{},
+		queue:     make(chan *call, cfg.Limits.MaxConcurrent),
+	}
+	s.idle = sync.NewCond(&s.mu)
+	s.dirs = sandbox.SessionDirs{
+		Root:      root,
+		Bin:       filepath.Join(root, "bin"),
+		Calls:     s.callsPath,
+		Responses: filepath.Join(root, "responses"),
+		Tmp:       filepath.Join(root, "tmp"),
+	}
+	if err := s.setup(); err != nil {
+		s.closeFds()
+		if !cfg.Keep {
+			os.RemoveAll(root)
+		}
+		return nil, err
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mode = WatchPoll
+	if cfg.Watch != WatchPoll {
+		if err := theHub.register(s); err != nil {
+			if cfg.Watch == WatchEvents {
+				s.cancel()
+				s.closeFds()
+				os.RemoveAll(root)
+				return nil, fmt.Errorf("bridge: watch %s: %w", s.callsPath, err)
+			}
+			s.logf("gatebridge: filesystem events unavailable (%v); polling every %v", err, cfg.PollInterval)
+		} else {
+			s.mode = WatchEvents
+		}
+	}
+	for range cfg.Limits.MaxConcurrent {
+		s.workWG.Add(1)
+		go s.worker()
+	}
+	s.loopWG.Add(1)
+	go s.loop()
+	return s, nil
+}
+
+func (s *Session) setup() error {
+	// 0755 everywhere: the sandbox user may differ from ours and must
+	// traverse the session and read bin/ and responses/. Backends that run
+	// as another user make calls/ and tmp/ writable for it.
+	if err := os.Chmod(s.dirs.Root, 0o755); err != nil {
+		return fmt.Errorf("bridge: chmod session dir: %w", err)
+	}
+	for _, d := range []string{s.dirs.Bin, s.dirs.Calls, s.dirs.Responses, s.dirs.Tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("bridge: create session dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			return fmt.Errorf("bridge: chmod session dir: %w", err)
+		}
+	}
+	specs := s.cfg.Gates.Specs()
+	ws := make([]wrappers.Spec, len(specs))
+	for i, sp := range specs {
+		ws[i] = wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: wrappers.StdinMode(sp.Stdin)}
+	}
+	if err := wrappers.WriteDir(s.dirs.Bin, ws); err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	var err error
+	if s.callsFd, err = unix.Open(s.dirs.Calls, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("bridge: open calls dir: %w", err)
+	}
+	if s.respFd, err = unix.Open(s.dirs.Responses, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("bridge: open responses dir: %w", err)
+	}
+	return nil
+}
+
+func (s *Session) closeFds() {
+	if s.callsFd >= 0 {
+		unix.Close(s.callsFd)
+		s.callsFd = -1
+	}
+	if s.respFd >= 0 {
+		unix.Close(s.respFd)
+		s.respFd = -1
+	}
+}
+
+// ID returns the session's id.
+func (s *Session) ID() string { return s.id }
+
+// Dirs returns the host paths of the session directory.
+func (s *Session) Dirs() sandbox.SessionDirs { return s.dirs }
+
+// WatchMode returns how the session notices calls: events or poll.
+func (s *Session) WatchMode() WatchMode { return s.mode }
+
+// Env returns the environment the wrappers need besides the paths a
+// backend sets (see [sandbox.SessionEnv]): the wake mode and how long a
+// wrapper waits for the host before giving up with exit 124.
+func (s *Session) Env() []string {
+	wake := "fifo"
+	if s.mode == WatchPoll {
+		wake = "poll"
+	}
+	maxT := s.cfg.Limits.GateTimeout
+	for _, sp := range s.cfg.Gates.Specs() {
+		maxT = max(maxT, sp.Timeout)
+	}
+	wait := int(math.Ceil((maxT + 30*time.Second).Seconds()))
+	return []string{
+		wrappers.EnvWake + "=" + wake,
+		wrappers.EnvWaitTimeout + "=" + strconv.Itoa(wait),
+		"GATEBRIDGE_SESSION_ID=" + s.id,
+	}
+}
+
+func (s *Session) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// notify is called by the hub for an event about id.
+func (s *Session) notify(e watchEvent) {
+	s.pmu.Lock()
+	if len(s.pending) < 4*s.cfg.Limits.MaxScanEntries {
+		s.pending[e.id] = struct{}{}
+	} else {
+		s.rescan = true
+	}
+	s.pmu.Unlock()
+	s.poke()
+}
+
+// notifyRescan asks for a full scan (events may have been lost).
+func (s *Session) notifyRescan() {
+	s.pmu.Lock()
+	s.rescan = true
+	s.pmu.Unlock()
+	s.poke()
+}
+
+func (s *Session) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the one goroutine that claims calls; workers answer them.
+func (s *Session) loop() {
+	defer s.loopWG.Done()
+	defer close(s.queue)
+	interval := s.cfg.RescanInterval
+	if s.mode == WatchPoll {
+		interval = s.cfg.PollInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	s.scan() // calls published before the watch existed
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kick:
+			s.pmu.Lock()
+			ids, full := s.pending, s.rescan
+			s.pending, s.rescan = map[string]struct{}{}, false
+			s.pmu.Unlock()
+			if full {
+				s.scan()
+			}
+			for id := range ids {
+				s.consider(id)
+			}
+		case <-t.C:
+			s.scan()
+		case ack := <-s.drainCh:
+			s.scan()
+			close(ack)
+		}
+	}
+}
+
+// scan lists calls/ (up to MaxScanEntries names) and considers each.
+func (s *Session) scan() {
+	names, err := readDirNames(s.callsFd, s.cfg.Limits.MaxScanEntries)
+	if err != nil {
+		s.logf("gatebridge: scan calls: %v", err)
+	}
+	for _, id := range names {
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.consider(id)
+	}
+}
+
+// ValidID reports whether id is acceptable as a call id: 1–128 bytes of
+// [A-Za-z0-9_.-], not starting with a dot.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// consider claims id if its ready marker exists. Every path that gives up
+// on an id for good marks it done, so it is handled at most once.
+func (s *Session) consider(id string) {
+	s.mu.Lock()
+	st := s.state[id]
+	if st == stateDone || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if st == 0 && len(s.state) >= 2*s.cfg.Limits.MaxCalls+s.cfg.Limits.MaxScanEntries {
+		s.ignored++
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+
+	start := time.Now()
+	if !ValidID(id) {
+		s.markDone(id, st)
+		budget := 64
+		removeAllAt(s.callsFd, id, &budget)
+		s.record(CallRecord{ID: quoteCap(id, 64), Decision: DecisionRejected, ExitCode: -1,
+			Error: "invalid call id (want 1-128 bytes of [A-Za-z0-9_.-], not starting with a dot)", Start: start})
+		return
+	}
+	dirFd, err := openDirAt(s.callsFd, id)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return
+		}
+		s.markDone(id, st)
+		s.reject(id, -1, start, gates.ExitDenied, fmt.Errorf("call %v", err))
+		return
+	}
+	rst, err := statAt(dirFd, "ready")
+	if err != nil {
+		if st == 0 && s.mode == WatchEvents {
+			s.mu.Lock()
+			canWatch := s.watched < 4*s.cfg.Limits.MaxConcurrent+64
+			if canWatch {
+				s.state[id] = stateWatched
+				s.watched++
+			}
+			s.mu.Unlock()
+			if canWatch {
+				theHub.addCallDir(filepath.Join(s.callsPath, id))
+			}
+			rst, err = statAt(dirFd, "ready") // watch, then look again
+		}
+		if err != nil {
+			unix.Close(dirFd)
+			return
+		}
+	}
+	s.markDone(id, st)
+	s.mu.Lock()
+	s.claimed++
+	over := s.claimed > s.cfg.Limits.MaxCalls
+	s.mu.Unlock()
+	if rst.Mode&unix.S_IFMT != unix.S_IFREG {
+		s.reject(id, dirFd, start, gates.ExitDenied, fmt.Errorf("call ready %v", ErrNotRegular))
+		unix.Close(dirFd)
+		return
+	}
+	if over {
+		s.reject(id, dirFd, start, gates.ExitDenied, &limitError{fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), "max_calls"})
+		unix.Close(dirFd)
+		return
+	}
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	select {
+	case s.queue <- &call{id: id, dirFd: dirFd, start: start}:
+	case <-s.ctx.Done():
+		unix.Close(dirFd)
+		s.finish()
+	}
+}
+
+func (s *Session) markDone(id string, prev uint8) {
+	s.mu.Lock()
+	s.state[id] = stateDone
+	if prev == stateWatched {
+		s.watched--
+	}
+	s.mu.Unlock()
+	if prev == stateWatched {
+		theHub.removeCallDir(filepath.Join(s.callsPath, id))
+	}
+}
+
+func (s *Session) finish() {
+	s.mu.Lock()
+	s.inflight--
+	if s.inflight == 0 {
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) worker() {
+	defer s.workWG.Done()
+	for c := range s.queue {
+		s.handle(c)
+		unix.Close(c.dirFd)
+		s.finish()
+	}
+}
+
+// Drain answers every call already published and waits until no call is
+// in flight. Run calls it after the command exits, so calls made just before
+// the exit (or by background processes) are answered and recorded.
+func (s *Session) Drain() {
+	ack := make(chan struct{})
+	select {
+	case s.drainCh <- ack:
+		<-ack
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	for s.inflight > 0 {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
+}
+
+// Close stops the watcher, waits for calls in flight (gates are cancelled),
+// and removes the session directory unless Config.Keep is set.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.mode == WatchEvents {
+		theHub.unregister(s)
+	}
+	s.cancel()
+	s.loopWG.Wait()
+	s.workWG.Wait()
+	gatesDone := make(chan struct{})
+	go func() { s.gateWG.Wait(); close(gatesDone) }()
+	var err error
+	select {
+	case <-gatesDone:
+	case <-time.After(5 * time.Second):
+		err = errors.New("bridge: close: a gate ignored cancellation and is still running")
+	}
+	s.closeFds()
+	if !s.cfg.Keep {
+		if rerr := os.RemoveAll(s.dirs.Root); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("bridge: remove session dir: %w", rerr))
+		}
+	}
+	return err
+}
+
+// Calls returns the records of all calls so far.
+func (s *Session) Calls() []CallRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]CallRecord(nil), s.records...)
+}
+
+// Answer returns the answer recorded by submit, if any.
+func (s *Session) Answer() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answer == nil {
+		return "", false
+	}
+	return *s.answer, true
+}
+
+func (s *Session) setAnswer(a string) {
+	s.mu.Lock()
+	s.answer = &a
+	s.mu.Unlock()
+}
+
+// Ignored counts call entries dropped because the session's id table was
+// full (a flood far past bridge.limits.max_calls).
+func (s *Session) Ignored() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ignored
+}
+
+func (s *Session) record(r CallRecord) {
+	s.mu.Lock()
+	if len(s.records) < s.cfg.Limits.MaxCalls+1000 {
+		s.records = append(s.records, r)
+	}
+	s.mu.Unlock()
+	if s.cfg.Audit != nil {
+		line, err := json.Marshal(auditRecord{Time: r.Start.UTC(), Session: s.id, CallRecord: r})
+		if err == nil {
+			s.auditMu.Lock()
+			s.cfg.Audit.Write(append(line, '\n'))
+			s.auditMu.Unlock()
+		}
+	}
+}
+
+type auditRecord struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	CallRecord
+}
