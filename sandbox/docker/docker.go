@@ -1,0 +1,655 @@
+// Package docker is the docker [sandbox.Backend]: each command runs in a
+// fresh, labelled, network-less container ([Backend]) or as an exec in a
+// long-lived one ([Sandbox], see [Backend.Start]).
+//
+// # Mounts
+//
+// The session directory is mounted at [Config.SessionPath]
+// (/gatebridge/session): the root read-only, calls/ and tmp/ read-write,
+// bin/ and responses/ read-only, so the container can neither write nor
+// replace them. The workspace is mounted at /workspace, read-only unless
+// [sandbox.Spec.WorkspaceWritable]; it is the working directory. /tmp is a
+// tmpfs, the root filesystem is read-only, all capabilities are dropped.
+//
+// # Users
+//
+// When gatebridge runs as a non-root user the container runs as the same
+// uid:gid, so the host can remove whatever the command wrote. As root it
+// runs as 65534:65534 (nobody) and calls/ and tmp/ are chowned to it first;
+// root can clean up anyway. [Config.User] overrides both.
+//
+// # Cleanup
+//
+// Every container carries the labels io.gatebridge.owner=gatebridge,
+// io.gatebridge.session, io.gatebridge.pid and io.gatebridge.host, is
+// force-removed on every path out of Run (with a fresh context, so a
+// cancelled ctx does not skip it), and [Backend.Prune] removes those whose
+// owning process is gone.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+)
+
+var _ sandbox.Backend = (*Backend)(nil)
+var _ sandbox.Checker = (*Backend)(nil)
+
+// Labels set on every container.
+const (
+	LabelOwner      = "io.gatebridge.owner" // always OwnerValue
+	LabelSession    = "io.gatebridge.session"
+	LabelPID        = "io.gatebridge.pid"  // pid of the gatebridge process that owns it
+	LabelHost       = "io.gatebridge.host" // hostname of that process
+	LabelPersistent = "io.gatebridge.persistent"
+	OwnerValue      = "gatebridge"
+)
+
+// Defaults for [Config] fields left zero.
+const (
+	DefaultPath          = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	DefaultSessionPath   = "/gatebridge/session"
+	DefaultWorkspacePath = "/workspace"
+	DefaultMemory        = 512 << 20
+	DefaultNanoCPUs      = 1_000_000_000
+	DefaultPidsLimit     = 256
+	DefaultNetwork       = "none"
+	DefaultTmpfsSize     = 64 << 20
+	// NobodyUser is the container user when gatebridge runs as root.
+	NobodyUser = "65534:65534"
+)
+
+// Wake modes for [Config.Wake].
+const (
+	WakeAuto = ""     // poll on Docker Desktop or a non-Linux host, else FIFO
+	WakePoll = "poll" // always set GATEBRIDGE_WAKE=poll
+	WakeFIFO = "fifo" // never set it
+)
+
+// EnvWake is set to "poll" in the container when FIFOs cannot wake it.
+const EnvWake = "GATEBRIDGE_WAKE"
+
+// Config configures a [Backend]. The zero value of every field means the
+// default named in its comment; booleans are phrased so false is the safe
+// default.
+type Config struct {
+	// Image to run; default [TestImage]. Run never pulls; Check tries to.
+	Image string
+	// User is the container user as "uid:gid"; default the host uid:gid,
+	// or [NobodyUser] when gatebridge runs as root.
+	User string
+	// Memory limit in bytes; default 512 MiB; -1 for none.
+	Memory int64
+	// NanoCPUs is the CPU quota in 1e-9 CPUs; default 1 CPU; -1 for none.
+	NanoCPUs int64
+	// PidsLimit caps processes in the container; default 256; -1 for none.
+	PidsLimit int64
+	// Network is the network mode; default "none" (only lo).
+	Network string
+	// TmpfsSize is the size of the /tmp tmpfs in bytes; default 64 MiB.
+	TmpfsSize int64
+	// WritableRootfs leaves the image's root filesystem writable; default
+	// read-only.
+	WritableRootfs bool
+	// AllowNewPrivileges drops no-new-privileges; default set.
+	AllowNewPrivileges bool
+	// CapAdd lists capabilities kept; default none (ALL dropped).
+	CapAdd []string
+	// NoInit runs the command as PID 1; default docker-init reaps zombies
+	// and forwards signals.
+	NoInit bool
+	// SessionPath is where the session is mounted inside; default
+	// /gatebridge/session.
+	SessionPath string
+	// WorkspacePath is where the workspace is mounted inside and the
+	// working directory; default /workspace.
+	WorkspacePath string
+	// Wake is WakeAuto (default), WakePoll or WakeFIFO.
+	Wake string
+	// Labels are added to every container (Spec.Labels too).
+	Labels map[string]string
+	// Client talks to the engine; default client.New(client.FromEnv)
+	// (DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH, …) with API
+	// version negotiation, closed by [Backend.Close].
+	Client client.APIClient
+	// PullProgress receives pull progress in Check; default os.Stderr.
+	PullProgress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Image == "" {
+		c.Image = TestImage
+	}
+	if c.Memory == 0 {
+		c.Memory = DefaultMemory
+	}
+	if c.NanoCPUs == 0 {
+		c.NanoCPUs = DefaultNanoCPUs
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = DefaultPidsLimit
+	}
+	if c.Network == "" {
+		c.Network = DefaultNetwork
+	}
+	if c.TmpfsSize == 0 {
+		c.TmpfsSize = DefaultTmpfsSize
+	}
+	if c.SessionPath == "" {
+		c.SessionPath = DefaultSessionPath
+	}
+	if c.WorkspacePath == "" {
+		c.WorkspacePath = DefaultWorkspacePath
+	}
+	if c.PullProgress == nil {
+		c.PullProgress = os.Stderr
+	}
+	return c
+}
+
+// Backend runs each command in a fresh container. It is safe for
+// concurrent use.
+type Backend struct {
+	cfg        Config
+	cli        client.APIClient
+	ownsClient bool
+
+	wakeOnce sync.Once
+	wakePoll bool
+}
+
+// New returns a Backend. It does not contact the engine; [Backend.Check]
+// does.
+func New(cfg Config) (*Backend, error) {
+	cfg = cfg.withDefaults()
+	switch cfg.Wake {
+	case WakeAuto, WakePoll, WakeFIFO:
+	default:
+		return nil, fmt.Errorf("docker: unknown wake mode %q", cfg.Wake)
+	}
+	if cfg.User != "" {
+		if _, _, ok := parseUser(cfg.User); !ok {
+			return nil, fmt.Errorf("docker: user %q is not uid:gid", cfg.User)
+		}
+	}
+	b := &Backend{cfg: cfg, cli: cfg.Client}
+	if b.cli == nil {
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			return nil, &sandbox.Error{Backend: "docker", Op: "create client", Err: err,
+				Hint: "check DOCKER_HOST, DOCKER_CERT_PATH and DOCKER_TLS_VERIFY"}
+		}
+		b.cli, b.ownsClient = cli, true
+	}
+	return b, nil
+}
+
+// Close releases the client when New created it.
+func (b *Backend) Close() error {
+	if b.ownsClient {
+		return b.cli.Close()
+	}
+	return nil
+}
+
+// Name returns "docker".
+func (b *Backend) Name() string { return "docker" }
+
+// Config returns the configuration with defaults applied.
+func (b *Backend) Config() Config { return b.cfg }
+
+// Client returns the engine client.
+func (b *Backend) Client() client.APIClient { return b.cli }
+
+// containerUser returns the user to run as and whether calls/ and tmp/
+// must be chowned to it (host is root, container user is not).
+func (b *Backend) containerUser() (user string, uid, gid int, chown bool) {
+	user = b.cfg.User
+	if user == "" {
+		if os.Geteuid() == 0 {
+			user = NobodyUser
+		} else {
+			user = fmt.Sprintf("%d:%d", os.Geteuid(), os.Getegid())
+		}
+	}
+	uid, gid, _ = parseUser(user)
+	return user, uid, gid, os.Geteuid() == 0 && uid != 0
+}
+
+func parseUser(s string) (uid, gid int, ok bool) {
+	u, g, found := strings.Cut(s, ":")
+	if !found {
+		g = u
+	}
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
+}
+
+// chownWritable gives the container user the session dirs it writes.
+func chownWritable(uid, gid int, dirs ...string) error {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", d)
+		}
+		if err := os.Lchown(d, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insideDirs returns the session layout under p inside the container.
+func insideDirs(p string) sandbox.SessionDirs {
+	return sandbox.SessionDirs{
+		Root:      p,
+		Bin:       path.Join(p, "bin"),
+		Calls:     path.Join(p, "calls"),
+		Responses: path.Join(p, "responses"),
+		Tmp:       path.Join(p, "tmp"),
+	}
+}
+
+// usePoll reports whether FIFO wake-ups cannot cross into the container.
+func (b *Backend) usePoll(ctx context.Context) bool {
+	switch b.cfg.Wake {
+	case WakePoll:
+		return true
+	case WakeFIFO:
+		return false
+	}
+	b.wakeOnce.Do(func() {
+		if runtime.GOOS != "linux" {
+			b.wakePoll = true
+			return
+		}
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		info, err := b.cli.Info(ictx, client.InfoOptions{})
+		b.wakePoll = err == nil && isDockerDesktop(info.Info.OperatingSystem)
+	})
+	return b.wakePoll
+}
+
+func isDockerDesktop(os string) bool { return strings.Contains(os, "Docker Desktop") }
+
+// env builds the container environment.
+func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []string) []string {
+	base := sandbox.SessionEnv(inside, DefaultPath)
+	if b.usePoll(ctx) {
+		base = append(base, EnvWake+"=poll")
+	}
+	return sandbox.MergeEnv(base, extra)
+}
+
+func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string]string {
+	l := map[string]string{}
+	for k, v := range b.cfg.Labels {
+		l[k] = v
+	}
+	for k, v := range extra {
+		l[k] = v
+	}
+	if spec != nil {
+		for k, v := range spec.Labels {
+			l[k] = v
+		}
+		if _, ok := l[LabelSession]; !ok && spec.Session.Root != "" {
+			l[LabelSession] = filepath.Base(spec.Session.Root)
+		}
+	}
+	host, _ := os.Hostname()
+	l[LabelOwner] = OwnerValue
+	l[LabelPID] = strconv.Itoa(os.Getpid())
+	l[LabelHost] = host
+	return l
+}
+
+func bind(src, dst string, ro bool) mount.Mount {
+	return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: ro}
+}
+
+func (b *Backend) hostConfig(mounts []mount.Mount) *container.HostConfig {
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(b.cfg.Network),
+		ReadonlyRootfs: !b.cfg.WritableRootfs,
+		CapDrop:        []string{"ALL"},
+		CapAdd:         b.cfg.CapAdd,
+		Mounts:         mounts,
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpfsSize)},
+		LogConfig:      container.LogConfig{Type: "none"},
+	}
+	if !b.cfg.AllowNewPrivileges {
+		hc.SecurityOpt = []string{"no-new-privileges"}
+	}
+	if !b.cfg.NoInit {
+		t := true
+		hc.Init = &t
+	}
+	if b.cfg.Memory > 0 {
+		hc.Memory = b.cfg.Memory
+		hc.MemorySwap = b.cfg.Memory // no swap on top
+	}
+	if b.cfg.NanoCPUs > 0 {
+		hc.NanoCPUs = b.cfg.NanoCPUs
+	}
+	if b.cfg.PidsLimit > 0 {
+		p := b.cfg.PidsLimit
+		hc.PidsLimit = &p
+	}
+	return hc
+}
+
+// cleanupCtx is a short context that survives the caller's cancellation.
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// Run runs spec in a new container and removes it (see the package doc and
+// the [sandbox.Backend] contract).
+func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
+	if len(spec.Command) == 0 {
+		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
+	}
+	user, uid, gid, chown := b.containerUser()
+	if chown {
+		if err := chownWritable(uid, gid, spec.Session.Calls, spec.Session.Tmp); err != nil {
+			return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
+		}
+	}
+	inside := insideDirs(b.cfg.SessionPath)
+	var mounts []mount.Mount
+	if spec.Session.Root != "" {
+		mounts = append(mounts, bind(spec.Session.Root, inside.Root, true))
+	}
+	for _, m := range []struct {
+		src, dst string
+		ro       bool
+	}{
+		{spec.Session.Bin, inside.Bin, true},
+		{spec.Session.Responses, inside.Responses, true},
+		{spec.Session.Calls, inside.Calls, false},
+		{spec.Session.Tmp, inside.Tmp, false},
+	} {
+		if m.src != "" {
+			mounts = append(mounts, bind(m.src, m.dst, m.ro))
+		}
+	}
+	workdir := "/"
+	if spec.Workspace != "" {
+		mounts = append(mounts, bind(spec.Workspace, b.cfg.WorkspacePath, !spec.WorkspaceWritable))
+		workdir = b.cfg.WorkspacePath
+	}
+	cfg := &container.Config{
+		Image:        b.cfg.Image,
+		User:         user,
+		Env:          b.env(ctx, inside, spec.Env),
+		Cmd:          spec.Command,
+		Entrypoint:   []string{},
+		WorkingDir:   workdir,
+		Labels:       b.labels(spec, nil),
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	if spec.Stdin != nil {
+		cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = true, true, true
+	}
+
+	start := time.Now()
+	// Create with a context the caller cannot cancel: a create that
+	// succeeds after we stopped listening would leak the container.
+	cctx, cancel := cleanupCtx(ctx)
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.hostConfig(mounts)})
+	cancel()
+	if err != nil {
+		return nil, b.createError(err)
+	}
+	id := created.ID
+	defer b.remove(ctx, id)
+
+	res, err := b.attachStartWait(ctx, id, spec)
+	if err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	res.Info = map[string]string{"image": b.cfg.Image, "container_id": id}
+	return res, nil
+}
+
+func (b *Backend) remove(ctx context.Context, id string) {
+	rctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	_, _ = b.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+}
+
+func (b *Backend) createError(err error) error {
+	if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
+		return &sandbox.Error{Backend: "docker", Op: "create container",
+			Err:  fmt.Errorf("image %s not found locally: %w", b.cfg.Image, err),
+			Hint: imageHint(b.cfg.Image)}
+	}
+	return engineError("create container", err)
+}
+
+func imageHint(image string) string {
+	h := fmt.Sprintf("provide image %s locally: ", image)
+	if image == TestImage {
+		h += "run `make test-image` (go run ./sandbox/docker/testimage), or "
+	}
+	return h + "`docker load -i IMAGE.tar`, or pick another with --image"
+}
+
+// engineError wraps an engine failure with a hint about reaching it.
+func engineError(op string, err error) error {
+	e := &sandbox.Error{Backend: "docker", Op: op, Err: err}
+	msg := strings.ToLower(err.Error())
+	switch {
+	case strings.Contains(msg, "permission denied"):
+		e.Err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		e.Hint = "no permission on the docker socket: add your user to the `docker` group (then log in again) or set DOCKER_HOST"
+	case client.IsErrConnectionFailed(err) || strings.Contains(msg, "connect"):
+		e.Err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		e.Hint = "is the docker engine running? set DOCKER_HOST to its socket (e.g. unix:///var/run/docker.sock)"
+	}
+	return e
+}
+
+// attachStartWait attaches, registers the wait, starts the container,
+// streams output and enforces timeout and cancellation.
+func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.Spec) (*sandbox.Result, error) {
+	bg := context.WithoutCancel(ctx)
+	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{
+		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return nil, engineError("attach container", err)
+	}
+	defer att.Close()
+	waitCtx, stopWait := context.WithCancel(bg)
+	defer stopWait()
+	wait := b.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+
+	sctx, cancel := cleanupCtx(ctx)
+	_, err = b.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
+	cancel()
+	if err != nil {
+		return nil, startError(err)
+	}
+
+	out := newStreams(spec)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
+	}()
+	if spec.Stdin != nil {
+		// This goroutine ends when Stdin returns EOF or an error; closing
+		// the connection after exit makes its next write fail.
+		go func() {
+			_, _ = io.Copy(att.Conn, spec.Stdin)
+			if cw, ok := att.Conn.(client.CloseWriter); ok {
+				_ = cw.CloseWrite()
+			}
+		}()
+	}
+
+	kill := func(sig string) {
+		kctx, cancel := cleanupCtx(ctx)
+		defer cancel()
+		_, _ = b.cli.ContainerKill(kctx, id, client.ContainerKillOptions{Signal: sig})
+	}
+	st := newStopper(ctx, spec, func() { kill("TERM") }, func() { kill("KILL") })
+	defer st.stopTimers()
+
+	var code int
+	for done := false; !done; {
+		select {
+		case r := <-wait.Result:
+			if r.Error != nil && r.Error.Message != "" {
+				return nil, engineError("wait for container", errors.New(r.Error.Message))
+			}
+			code, done = int(r.StatusCode), true
+		case err := <-wait.Error:
+			return nil, engineError("wait for container", err)
+		case <-st.TimeoutC:
+			st.OnTimeout()
+		case <-st.DoneC:
+			st.OnDone()
+		case <-st.GraceC:
+			st.OnGrace()
+		}
+	}
+	// The container has exited: its output ends promptly.
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		att.Close()
+		<-copied
+	}
+	return out.result(code, st), nil
+}
+
+func startError(err error) error {
+	e := engineError("start container", err).(*sandbox.Error)
+	if e.Hint == "" && strings.Contains(err.Error(), "executable file not found") {
+		e.Hint = "the command is not in the image's PATH"
+	}
+	return e
+}
+
+// streams tees output into the live writers and head+tail captures.
+type streams struct {
+	outCap, errCap *sandbox.Capture
+	stdout, stderr io.Writer
+}
+
+func newStreams(spec *sandbox.Spec) *streams {
+	s := &streams{outCap: sandbox.NewCapture(spec.MaxOutput), errCap: sandbox.NewCapture(spec.MaxOutput)}
+	s.stdout, s.stderr = io.Writer(s.outCap), io.Writer(s.errCap)
+	if spec.Stdout != nil {
+		s.stdout = io.MultiWriter(s.outCap, liveWriter{spec.Stdout})
+	}
+	if spec.Stderr != nil {
+		s.stderr = io.MultiWriter(s.errCap, liveWriter{spec.Stderr})
+	}
+	return s
+}
+
+// liveWriter never fails, so a broken live writer does not stop capture.
+type liveWriter struct{ w io.Writer }
+
+func (l liveWriter) Write(p []byte) (int, error) {
+	_, _ = l.w.Write(p)
+	return len(p), nil
+}
+
+func (s *streams) result(code int, st *stopper) *sandbox.Result {
+	r := &sandbox.Result{
+		ExitCode:      code,
+		Stdout:        s.outCap.Bytes(),
+		Stderr:        s.errCap.Bytes(),
+		StdoutDropped: s.outCap.Dropped(),
+		StderrDropped: s.errCap.Dropped(),
+	}
+	r.Truncated = r.StdoutDropped > 0 || r.StderrDropped > 0
+	if st.stopped {
+		r.ExitCode = 124
+		r.TimedOut = st.timedOut
+		r.Canceled = !st.timedOut
+	}
+	return r
+}
+
+// stopper turns a timeout or ctx cancellation into TERM, then KILL after
+// the grace period. Its owner selects on TimeoutC, DoneC and GraceC and
+// calls the matching method; it is used from one goroutine.
+type stopper struct {
+	term, kill func()
+	grace      time.Duration
+	timer      *time.Timer
+	graceT     *time.Timer
+	TimeoutC   <-chan time.Time
+	DoneC      <-chan struct{}
+	GraceC     <-chan time.Time
+	stopped    bool
+	timedOut   bool
+}
+
+func newStopper(ctx context.Context, spec *sandbox.Spec, term, kill func()) *stopper {
+	s := &stopper{grace: spec.KillGrace, term: term, kill: kill, DoneC: ctx.Done()}
+	if s.grace <= 0 {
+		s.grace = sandbox.DefaultKillGrace
+	}
+	if spec.Timeout > 0 {
+		s.timer = time.NewTimer(spec.Timeout)
+		s.TimeoutC = s.timer.C
+	}
+	return s
+}
+
+func (s *stopper) OnTimeout() { s.TimeoutC = nil; s.begin(true) }
+func (s *stopper) OnDone()    { s.DoneC = nil; s.begin(false) }
+func (s *stopper) OnGrace()   { s.GraceC = nil; s.kill() }
+
+func (s *stopper) begin(timedOut bool) {
+	if s.stopped {
+		return
+	}
+	s.stopped, s.timedOut = true, timedOut
+	s.term()
+	s.graceT = time.NewTimer(s.grace)
+	s.GraceC = s.graceT.C
+}
+
+func (s *stopper) stopTimers() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.graceT != nil {
+		s.graceT.Stop()
+	}
+}

@@ -1,0 +1,140 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/moby/moby/client"
+)
+
+// engine returns a client for tests, skipping (or failing when
+// GATEBRIDGE_REQUIRE_BACKENDS names docker) when the engine is unreachable,
+// and builds the test image when it is missing.
+func engine(t testing.TB) client.APIClient {
+	t.Helper()
+	engineOnce.Do(func() {
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			engineErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+			engineErr = err
+			return
+		}
+		bctx, bcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer bcancel()
+		if _, err := BuildTestImage(bctx, cli, TestImageOptions{}); err != nil {
+			engineErr = err
+			return
+		}
+		engineCli = cli
+	})
+	if engineErr != nil {
+		if strings.Contains(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), "docker") {
+			t.Fatalf("docker backend required but unusable: %v", engineErr)
+		}
+		t.Skipf("docker engine unusable: %v", engineErr)
+	}
+	return engineCli
+}
+
+var (
+	engineOnce sync.Once
+	engineCli  client.APIClient
+	engineErr  error
+)
+
+// newBackend returns a backend with a unique label so tests can count
+// their containers.
+func newBackend(t testing.TB, cfg Config) (*Backend, string) {
+	t.Helper()
+	cfg.Client = engine(t)
+	tag := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000000")
+	cfg.Labels = map[string]string{"io.gatebridge.test": tag}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, tag
+}
+
+// containersWith lists all containers labelled io.gatebridge.test=tag.
+func containersWith(t testing.TB, cli client.APIClient, tag string) []string {
+	t.Helper()
+	f := client.Filters{}
+	f.Add("label", "io.gatebridge.test="+tag)
+	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range res.Items {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// newSession makes a session layout under dir like bridge does.
+func newSession(t testing.TB, dir string) sandbox.SessionDirs {
+	t.Helper()
+	s := sandbox.SessionDirs{
+		Root:      dir,
+		Bin:       filepath.Join(dir, "bin"),
+		Calls:     filepath.Join(dir, "calls"),
+		Responses: filepath.Join(dir, "responses"),
+		Tmp:       filepath.Join(dir, "tmp"),
+	}
+	for _, d := range []string{s.Root, s.Bin, s.Calls, s.Responses, s.Tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+type runOpt func(*sandbox.Spec)
+
+func run(t testing.TB, b sandbox.Backend, ctx context.Context, script string, opts ...runOpt) *sandbox.Result {
+	t.Helper()
+	res, err := runErr(t, b, ctx, script, opts...)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return res
+}
+
+func runErr(t testing.TB, b sandbox.Backend, ctx context.Context, script string, opts ...runOpt) (*sandbox.Result, error) {
+	t.Helper()
+	dir := t.TempDir()
+	spec := &sandbox.Spec{
+		Command:   []string{"sh", "-c", script},
+		Session:   newSession(t, filepath.Join(dir, "session")),
+		Workspace: filepath.Join(dir, "ws"),
+		KillGrace: 500 * time.Millisecond,
+	}
+	if err := os.MkdirAll(spec.Workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(spec)
+	}
+	return b.Run(ctx, spec)
+}
+
+func withStdin(s string) runOpt { return func(sp *sandbox.Spec) { sp.Stdin = strings.NewReader(s) } }
+func withEnv(kv ...string) runOpt {
+	return func(sp *sandbox.Spec) { sp.Env = append(sp.Env, kv...) }
+}
+func withSpec(f func(*sandbox.Spec)) runOpt { return f }
+
+func out(r *sandbox.Result) string { return string(bytes.TrimSpace(r.Stdout)) }
