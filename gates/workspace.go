@@ -1,0 +1,223 @@
+package gates
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// workspace is a directory tree that file gates may touch. Every access goes
+// through an [os.Root] opened per call, so "..", absolute symlinks and
+// symlinks leading outside the tree are refused by the kernel-level walk,
+// not by string checks alone.
+type workspace struct {
+	dir     string   // absolute, cleaned host path
+	aliases []string // absolute prefixes that name dir (dir, its real path, the sandbox mount point)
+}
+
+// newWorkspace checks that dir is an existing directory. alias, if set, is
+// the absolute path at which the sandbox sees dir.
+func newWorkspace(field, dir, alias string) (*workspace, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("gates: options: %s is required", field)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("gates: options: %s: %w", field, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("gates: options: %s: %w", field, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("gates: options: %s: %q is not a directory", field, abs)
+	}
+	w := &workspace{dir: abs, aliases: []string{abs}}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		w.aliases = append(w.aliases, real)
+	}
+	if alias != "" {
+		if !filepath.IsAbs(alias) {
+			return nil, fmt.Errorf("gates: options: sandbox path for %s: %q is not absolute", field, alias)
+		}
+		w.aliases = append(w.aliases, filepath.Clean(alias))
+	}
+	return w, nil
+}
+
+// open opens the workspace for one call; the caller closes it.
+func (w *workspace) open() (*os.Root, error) {
+	r, err := os.OpenRoot(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return r, nil
+}
+
+// rel turns a path given by the sandbox into a clean path relative to the
+// workspace ("." for the root itself). Relative paths are taken from the
+// workspace root. Absolute paths are accepted only under the workspace (its
+// host path, its real path or the sandbox mount point) and made relative;
+// anything else, and any path climbing out with "..", is denied (exit 126).
+// Symlinks are checked later, when [os.Root] walks the path.
+func (w *workspace) rel(gate, p string) (string, error) {
+	if p == "" {
+		return "", Usagef("%s: empty path", gate)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", Usagef("%s: path contains a NUL byte", gate)
+	}
+	clean := filepath.Clean(p)
+	if filepath.IsAbs(clean) {
+		for _, a := range w.aliases {
+			if r, ok := under(a, clean); ok {
+				return r, nil
+			}
+		}
+		return "", outside(gate, p)
+	}
+	if clean != "." && !filepath.IsLocal(clean) {
+		return "", outside(gate, p)
+	}
+	return clean, nil
+}
+
+// under reports whether the clean absolute path p is prefix or inside it,
+// and returns p relative to prefix.
+func under(prefix, p string) (string, bool) {
+	if p == prefix {
+		return ".", true
+	}
+	if prefix == string(filepath.Separator) {
+		return p[1:], true
+	}
+	if rest, ok := strings.CutPrefix(p, prefix+string(filepath.Separator)); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+func outside(gate, p string) error {
+	return Deniedf("%s: %s is outside the workspace", gate, quoteArg(p))
+}
+
+// isEscape reports whether err is os.Root refusing a path that leaves the
+// root. The standard library does not export that error, so match its text.
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return err != nil && err.Error() == "path escapes from parent"
+}
+
+// pathErr turns an error from an os.Root operation on the user's path p into
+// the gate's error: escapes are denied (exit 126), others read
+// `read_file: open "x": no such file or directory` and still match
+// errors.Is(err, fs.ErrNotExist).
+func pathErr(gate, op, p string, err error) error {
+	if isEscape(err) {
+		return outside(gate, p)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: %s %s: %w", gate, op, quoteArg(p), err)
+}
+
+// kind names the type of a non-regular, non-directory file.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsDir():
+		return "a directory"
+	default:
+		return "not a regular file"
+	}
+}
+
+// openRegular opens rel for reading if it is a regular file (after
+// following symlinks inside the root). It stats first and opens with
+// O_NONBLOCK, then checks the open file again, so a FIFO or device planted
+// (or swapped in) never blocks the gate.
+func openRegular(gate string, r *os.Root, rel, p string) (*os.File, fs.FileInfo, error) {
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return nil, nil, pathErr(gate, "stat", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi, notRegular(gate, p, fi.Mode())
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|oNonblock, 0)
+	if err != nil {
+		return nil, nil, pathErr(gate, "open", p, err)
+	}
+	fi, err = f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, pathErr(gate, "stat", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fi, notRegular(gate, p, fi.Mode())
+	}
+	return f, fi, nil
+}
+
+func notRegular(gate, p string, m fs.FileMode) error {
+	if m.IsDir() {
+		return fmt.Errorf("%s: %s is a directory", gate, quoteArg(p))
+	}
+	return Deniedf("%s: %s is %s; only regular files are read", gate, quoteArg(p), kind(m))
+}
+
+// openDir opens rel if it is a directory, without blocking on special files.
+func openDir(gate string, r *os.Root, rel, p string) (*os.File, error) {
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return nil, pathErr(gate, "stat", p, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: %s is not a directory", gate, quoteArg(p))
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|oNonblock|oDirectory, 0)
+	if err != nil {
+		return nil, pathErr(gate, "open", p, err)
+	}
+	return f, nil
+}
+
+// limitedCopy copies at most max bytes of src to dst and reports whether src
+// had more.
+func limitedCopy(dst io.Writer, src io.Reader, max int64) (more bool, err error) {
+	n, err := io.Copy(dst, io.LimitReader(src, max))
+	if err != nil || n < max {
+		return false, err
+	}
+	var b [1]byte
+	k, _ := src.Read(b[:])
+	return k > 0, nil
+}
+
+// displayName returns name for one line of output: as is, or Go-quoted when
+// it holds control characters or invalid UTF-8 (so it stays on one line).
+func displayName(name string) string {
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return fmt.Sprintf("%q", name)
+		}
+	}
+	return name
+}
