@@ -1,0 +1,306 @@
+package gates
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+func newReadFile(ws *workspace, o Options) Gate {
+	const name = "read_file"
+	max := o.MaxFileBytes
+	return newBuiltin(Spec{
+		Name: name,
+		Summary: fmt.Sprintf("Print a file from the workspace, whole or a range of lines. "+
+			"Files over %d bytes must be read in ranges.", max),
+		Usage: "read_file [--offset N] [--limit N] PATH",
+		Params: []Param{
+			{Name: "--offset N", Description: "Skip the first N lines (0-based: --offset 0 starts at line 1).", Flag: true},
+			{Name: "--limit N", Description: "Print at most N lines.", Flag: true},
+			{Name: "PATH", Description: "File, relative to the workspace root.", Required: true},
+		},
+	}, argSpec{options: []string{"offset", "limit"}, min: 1, max: 1},
+		func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
+			g := &readFile{ws: ws, max: max}
+			return g.run(ctx, c, p)
+		})
+}
+
+type readFile struct {
+	ws  *workspace
+	max int64
+}
+
+func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) {
+	const name = "read_file"
+	offset, err := p.count("offset", 0)
+	if err != nil {
+		return 0, err
+	}
+	limit, err := p.count("limit", -1)
+	if err != nil {
+		return 0, err
+	}
+	path := p.pos[0]
+	rel, err := g.ws.rel(name, path)
+	if err != nil {
+		return 0, err
+	}
+	r, err := g.ws.open()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	defer r.Close()
+	f, fi, err := openRegular(name, r, rel, path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	out := stdout(c)
+
+	_, ranged := p.opts["offset"]
+	if _, ok := p.opts["limit"]; ok {
+		ranged = true
+	}
+	if !ranged {
+		if fi.Size() > g.max {
+			return 0, Deniedf("%s: %s is %d bytes, over the %d-byte limit; read it in parts with --offset and --limit",
+				name, quoteArg(path), fi.Size(), g.max)
+		}
+		more, err := limitedCopy(out, f, g.max)
+		if err != nil {
+			return 0, pathErr(name, "read", path, err)
+		}
+		if more {
+			return 0, Deniedf("%s: %s grew past the %d-byte limit while being read", name, quoteArg(path), g.max)
+		}
+		return ExitOK, nil
+	}
+	return g.lines(ctx, out, f, path, offset, limit)
+}
+
+// lines prints lines [offset, offset+limit) of f (limit < 0: to the end),
+// reading in bounded chunks so a huge line or file never sits in memory.
+func (g *readFile) lines(ctx context.Context, out io.Writer, f io.Reader, path string, offset, limit int64) (int, error) {
+	const name = "read_file"
+	br := bufio.NewReaderSize(f, 64<<10)
+	var line, printed, written int64
+	for i := 0; limit < 0 || printed < limit; i++ {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 && line >= offset {
+			if written+int64(len(chunk)) > g.max {
+				out.Write(chunk[:g.max-written])
+				return 0, Deniedf("%s: stopped after %d bytes (the limit); use a smaller --limit", name, g.max)
+			}
+			if _, werr := out.Write(chunk); werr != nil {
+				return 0, fmt.Errorf("%s: write: %w", name, werr)
+			}
+			written += int64(len(chunk))
+		}
+		switch {
+		case err == nil: // a whole line
+			if line >= offset {
+				printed++
+			}
+			line++
+		case errors.Is(err, bufio.ErrBufferFull): // the same line continues
+		case errors.Is(err, io.EOF):
+			return ExitOK, nil
+		default:
+			return 0, pathErr(name, "read", path, err)
+		}
+	}
+	return ExitOK, nil
+}
+
+func newListDir(ws *workspace, o Options) Gate {
+	const name = "list_dir"
+	maxEntries := o.MaxDirEntries
+	return newBuiltin(Spec{
+		Name:    name,
+		Summary: "List a workspace directory: one entry per line, sorted; directories end in /, symlinks are listed but not followed.",
+		Usage:   "list_dir [PATH]",
+		Params: []Param{
+			{Name: "PATH", Description: "Directory, relative to the workspace root (default: the root)."},
+		},
+	}, argSpec{min: 0, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
+		path := "."
+		if len(p.pos) == 1 {
+			path = p.pos[0]
+		}
+		rel, err := ws.rel(name, path)
+		if err != nil {
+			return 0, err
+		}
+		r, err := ws.open()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		defer r.Close()
+		d, err := openDir(name, r, rel, path)
+		if err != nil {
+			return 0, err
+		}
+		defer d.Close()
+		ents, more, err := readDirBounded(ctx, d, maxEntries)
+		if err != nil {
+			return 0, pathErr(name, "read directory", path, err)
+		}
+		var sb strings.Builder
+		for _, e := range ents {
+			sb.WriteString(displayName(e.Name()))
+			if e.IsDir() {
+				sb.WriteByte('/')
+			}
+			sb.WriteByte('\n')
+		}
+		if more {
+			fmt.Fprintf(&sb, "... listing stopped at %d entries\n", maxEntries)
+		}
+		if _, err := io.WriteString(stdout(c), sb.String()); err != nil {
+			return 0, fmt.Errorf("%s: write: %w", name, err)
+		}
+		return ExitOK, nil
+	})
+}
+
+// readDirBounded reads at most max entries of d, sorted by name, and
+// reports whether there were more.
+func readDirBounded(ctx context.Context, d *os.File, max int) ([]fs.DirEntry, bool, error) {
+	var ents []fs.DirEntry
+	for len(ents) <= max {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		batch, err := d.ReadDir(min(1024, max+1-len(ents)))
+		ents = append(ents, batch...)
+		if errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	more := len(ents) > max
+	if more {
+		ents = ents[:max]
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, more, nil
+}
+
+func newWriteFile(ws *workspace, o Options) Gate {
+	const name = "write_file"
+	max := o.MaxFileBytes
+	return newBuiltin(Spec{
+		Name: name,
+		Summary: fmt.Sprintf("Write stdin to a file in the writable workspace, replacing it atomically and creating parent directories; "+
+			"at most %d bytes, never through a symlink. Prints nothing.", max),
+		Usage: "write_file PATH < CONTENT",
+		Params: []Param{
+			{Name: "PATH", Description: "File, relative to the writable workspace root.", Required: true},
+		},
+		Stdin: StdinAlways,
+	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
+		path := p.pos[0]
+		rel, err := ws.rel(name, path)
+		if err != nil {
+			return 0, err
+		}
+		if int64(len(c.Stdin)) > max {
+			return 0, Deniedf("%s: content is %d bytes, over the %d-byte limit", name, len(c.Stdin), max)
+		}
+		r, err := ws.open()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		defer r.Close()
+		if err := writeAtomic(r, rel, path, c.Stdin); err != nil {
+			return 0, err
+		}
+		return ExitOK, nil
+	})
+}
+
+// writeAtomic writes data to rel through a temporary file in the same
+// directory and a rename. Every existing component of rel must be a real
+// directory (the last one a regular file or absent): symlinks are refused.
+func writeAtomic(r *os.Root, rel, path string, data []byte) error {
+	const name = "write_file"
+	if rel == "." {
+		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
+	}
+	perm := fs.FileMode(0o644)
+	keepPerm := false
+	parts := strings.Split(rel, string(filepath.Separator))
+	for i := range parts {
+		sub := filepath.Join(parts[:i+1]...)
+		fi, err := r.Lstat(sub)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return pathErr(name, "stat", path, err)
+		}
+		last := i == len(parts)-1
+		switch m := fi.Mode(); {
+		case m&fs.ModeSymlink != 0:
+			return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(sub))
+		case !last && !m.IsDir():
+			return fmt.Errorf("%s: %s is not a directory", name, quoteArg(sub))
+		case last && m.IsDir():
+			return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
+		case last && !m.IsRegular():
+			return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
+		case last:
+			perm, keepPerm = m.Perm(), true
+		}
+	}
+	dir := filepath.Dir(rel)
+	if dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return pathErr(name, "create directory", path, err)
+		}
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(dir, "."+filepath.Base(rel)+".gb-tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return pathErr(name, "create", path, err)
+	}
+	err = func() error {
+		if _, err := f.Write(data); err != nil {
+			return err
+		}
+		if keepPerm {
+			if err := f.Chmod(perm); err != nil {
+				return err
+			}
+		}
+		return f.Sync()
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Rename(tmp, rel)
+	}
+	if err != nil {
+		r.Remove(tmp)
+		return pathErr(name, "write", path, err)
+	}
+	return nil
+}
