@@ -1,0 +1,358 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gatebridge/gatebridge/wrappers"
+)
+
+// DefaultMaxOutputBytes caps each output stream of a command gate when
+// [CommandSpec.MaxOutputBytes] is 0.
+const DefaultMaxOutputBytes = 1 << 20
+
+// defaultCommandPath is the command's PATH when the host has none.
+const defaultCommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// CommandSpec configures a gate that runs a host command. Field names in
+// error messages are the snake_case forms (allow_args, max_output_bytes, …).
+//
+// The sandbox chooses only the arguments after Command, and only the first
+// of those is checked: it must be one of AllowArgs or fully match
+// AllowPattern. Later arguments are passed on unchecked, so pick commands
+// whose allowed subcommands are safe with any further arguments (for
+// example, `git diff --output=FILE` writes files). With neither AllowArgs
+// nor AllowPattern the gate takes no arguments at all.
+type CommandSpec struct {
+	// Name is the gate name (see [wrappers.ValidateName]).
+	Name string
+	// Summary describes the gate for models; empty gives "Run `CMD` on the host."
+	Summary string
+	// Command is the fixed start of argv. Command[0] is resolved with
+	// exec.LookPath when the gate is built.
+	Command []string
+	// AllowArgs lists the values the first argument may take.
+	AllowArgs []string
+	// AllowPattern is an RE2 expression the first argument may fully match
+	// instead. With no argument, the first argument counts as "".
+	AllowPattern string
+	// Dir is the working directory; empty means the host process's.
+	Dir string
+	// Timeout bounds one run (the bridge applies it through [Spec.Timeout],
+	// and the gate applies it too); 0 means the session's gate timeout.
+	Timeout time.Duration
+	// MaxOutputBytes caps stdout and stderr, each; the rest is dropped and
+	// a marker is written on stderr. 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int64
+	// Env is the complete environment (KEY=VALUE): the host environment is
+	// not inherited, except PATH, which is added when Env has none.
+	Env []string
+	// Stdin forwards the wrapper's standard input to the command.
+	Stdin bool
+}
+
+type commandGate struct {
+	spec    Spec
+	name    string
+	path    string   // resolved Command[0]
+	argv    []string // Command as given
+	allow   []string
+	re      *regexp.Regexp
+	dir     string
+	timeout time.Duration
+	maxOut  int64
+	env     []string
+	stdin   bool
+}
+
+var _ Gate = (*commandGate)(nil)
+
+// NewCommand builds a gate that runs s.Command plus the caller's
+// arguments, without a shell, in its own process group. Errors name the
+// field at fault.
+func NewCommand(s CommandSpec) (Gate, error) {
+	fail := func(field, format string, a ...any) error {
+		return fmt.Errorf("gates: command gate %q: %s: %s", s.Name, field, fmt.Sprintf(format, a...))
+	}
+	if !commandsSupported {
+		return nil, fail("command", "command gates are not supported on this platform")
+	}
+	if err := wrappers.ValidateName(s.Name); err != nil {
+		return nil, fail("name", "%v", err)
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return nil, fail("command", "empty")
+	}
+	for i, a := range s.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fail("command", "element %d contains a NUL byte", i)
+		}
+	}
+	path, err := exec.LookPath(s.Command[0])
+	if err != nil {
+		return nil, fail("command", "%v", err)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, fail("command", "%v", err)
+	}
+	for i, a := range s.AllowArgs {
+		if a == "" || strings.IndexByte(a, 0) >= 0 {
+			return nil, fail("allow_args", "element %d is empty or contains a NUL byte", i)
+		}
+	}
+	g := &commandGate{
+		name:    s.Name,
+		path:    path,
+		argv:    slices.Clone(s.Command),
+		allow:   slices.Clone(s.AllowArgs),
+		timeout: s.Timeout,
+		maxOut:  s.MaxOutputBytes,
+		stdin:   s.Stdin,
+	}
+	if s.AllowPattern != "" {
+		if g.re, err = regexp.Compile(`^(?:` + s.AllowPattern + `)$`); err != nil {
+			return nil, fail("allow_pattern", "%v", err)
+		}
+	}
+	if s.Dir != "" {
+		if g.dir, err = filepath.Abs(s.Dir); err != nil {
+			return nil, fail("dir", "%v", err)
+		}
+		fi, err := os.Stat(g.dir)
+		if err != nil {
+			return nil, fail("dir", "%v", err)
+		}
+		if !fi.IsDir() {
+			return nil, fail("dir", "%q is not a directory", g.dir)
+		}
+	}
+	if s.Timeout < 0 {
+		return nil, fail("timeout", "negative")
+	}
+	if s.MaxOutputBytes < 0 {
+		return nil, fail("max_output_bytes", "negative")
+	}
+	if g.maxOut == 0 {
+		g.maxOut = DefaultMaxOutputBytes
+	}
+	hasPath := false
+	for i, kv := range s.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+			return nil, fail("env", "element %d: want KEY=VALUE, got %s", i, quoteArg(kv))
+		}
+		hasPath = hasPath || k == "PATH"
+	}
+	g.env = slices.Clone(s.Env)
+	if !hasPath {
+		p := os.Getenv("PATH")
+		if p == "" {
+			p = defaultCommandPath
+		}
+		g.env = append(g.env, "PATH="+p)
+	}
+	g.spec = g.makeSpec(s)
+	return g, nil
+}
+
+func (g *commandGate) makeSpec(s CommandSpec) Spec {
+	sp := Spec{
+		Name:    g.name,
+		Summary: s.Summary,
+		Timeout: s.Timeout,
+		Usage:   g.name,
+	}
+	if sp.Summary == "" {
+		sp.Summary = fmt.Sprintf("Run `%s` on the host.", strings.Join(g.argv, " "))
+	}
+	if s.Stdin {
+		sp.Stdin = StdinAlways
+	}
+	if len(g.allow) == 0 && g.re == nil {
+		return sp
+	}
+	first := Param{Name: "ARG", Description: "First argument: " + g.allowedText() + ".", Required: !g.allowed("")}
+	if g.re == nil {
+		sp.Usage += " {" + strings.Join(g.allow, "|") + "}"
+	} else {
+		sp.Usage += " ARG"
+	}
+	sp.Usage += " [ARGS...]"
+	sp.Params = []Param{first, {
+		Name:        "ARGS",
+		Description: "Passed to the command as they are (no shell).",
+		Variadic:    true,
+	}}
+	return sp
+}
+
+func (g *commandGate) Spec() Spec { return g.spec }
+
+// allowedText describes the allowed first arguments.
+func (g *commandGate) allowedText() string {
+	var alts []string
+	if len(g.allow) > 0 {
+		alts = append(alts, "one of "+strings.Join(g.allow, ", "))
+	}
+	if g.re != nil {
+		alts = append(alts, "matching the RE2 expression "+g.re.String())
+	}
+	return strings.Join(alts, ", or ")
+}
+
+func (g *commandGate) allowed(first string) bool {
+	return slices.Contains(g.allow, first) || g.re != nil && g.re.MatchString(first)
+}
+
+// check applies the first-argument policy.
+func (g *commandGate) check(args []string) error {
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return Usagef("%s: argument contains a NUL byte", g.name)
+		}
+	}
+	if len(g.allow) == 0 && g.re == nil {
+		if len(args) > 0 {
+			return Deniedf("%s: takes no arguments", g.name)
+		}
+		return nil
+	}
+	first := ""
+	if len(args) > 0 {
+		first = args[0]
+	}
+	if g.allowed(first) {
+		return nil
+	}
+	if len(args) == 0 {
+		return Deniedf("%s: missing first argument; allowed: %s", g.name, g.allowedText())
+	}
+	return Deniedf("%s: first argument %s is not allowed; allowed: %s", g.name, quoteArg(first), g.allowedText())
+}
+
+// Call runs the command. Its exit status is the gate's; death by signal N
+// gives 128+N. When ctx ends the whole process group is killed and the
+// error wraps ctx.Err() (exit 124 for a deadline). Processes the command
+// leaves behind in its group are killed when it exits.
+func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
+	if err := g.check(c.Args); err != nil {
+		return 0, err
+	}
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", g.name, err)
+	}
+
+	// The child gets the write ends of our own pipes, so cmd.Wait returns as
+	// soon as the command exits, even if something it started holds them.
+	var closers []io.Closer
+	closeAll := func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", g.name, err)
+	}
+	closers = append(closers, outR, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll()
+		return 0, fmt.Errorf("%s: %w", g.name, err)
+	}
+	closers = append(closers, errR, errW)
+	var inR, inW *os.File
+	if g.stdin && len(c.Stdin) > 0 {
+		if inR, inW, err = os.Pipe(); err != nil {
+			closeAll()
+			return 0, fmt.Errorf("%s: %w", g.name, err)
+		}
+		closers = append(closers, inR, inW)
+	}
+	defer closeAll()
+
+	cmd := exec.CommandContext(ctx, g.path)
+	cmd.Args = append(slices.Clone(g.argv), c.Args...)
+	cmd.Dir = g.dir
+	cmd.Env = g.env
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if inR != nil {
+		cmd.Stdin = inR
+	}
+	setProcessGroup(cmd)
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("%s: start %s: %w", g.name, g.argv[0], err)
+	}
+	outW.Close()
+	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
+
+	var outTrunc, errTrunc bool
+	done := make(chan struct{}, 3)
+	go func() { outTrunc = copyCapped(stdout(c), outR, g.maxOut); done <- struct{}{} }()
+	go func() { errTrunc = copyCapped(stderr(c), errR, g.maxOut); done <- struct{}{} }()
+	workers := 2
+	if inW != nil {
+		workers++
+		go func() { inW.Write(c.Stdin); inW.Close(); done <- struct{}{} }()
+	}
+
+	waitErr := cmd.Wait()
+	killGroup(cmd.Process.Pid) // whatever the command left behind
+	grace := time.NewTimer(time.Second)
+	defer grace.Stop()
+	for workers > 0 {
+		select {
+		case <-done:
+			workers--
+		case <-grace.C:
+			// Something outside the group (setsid) still holds a pipe:
+			// closing our ends unblocks the copies.
+			closeAll()
+		}
+	}
+
+	if outTrunc {
+		fmt.Fprintf(stderr(c), "\ngatebridge: %s: stdout truncated at %d bytes\n", g.name, g.maxOut)
+	}
+	if errTrunc {
+		fmt.Fprintf(stderr(c), "\ngatebridge: %s: stderr truncated at %d bytes\n", g.name, g.maxOut)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: command stopped: %w", g.name, err)
+	}
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		return exitStatus(ee.ProcessState), nil
+	}
+	if waitErr != nil {
+		return 0, fmt.Errorf("%s: %w", g.name, waitErr)
+	}
+	return ExitOK, nil
+}
+
+// copyCapped copies src to dst up to max bytes, drains the rest, and
+// reports whether anything was dropped.
+func copyCapped(dst io.Writer, src io.Reader, max int64) (truncated bool) {
+	io.Copy(dst, io.LimitReader(src, max))
+	n, _ := io.Copy(io.Discard, src)
+	return n > 0
+}
