@@ -149,6 +149,11 @@ func readDirNames(fd int, max int) ([]string, error) {
 		return nil, err
 	}
 	unix.CloseOnExec(dup)
+	// dup shares the offset: rewind so every scan sees the whole directory.
+	if _, err := unix.Seek(dup, 0, 0); err != nil {
+		unix.Close(dup)
+		return nil, err
+	}
 	f := os.NewFile(uintptr(dup), "dir")
 	defer f.Close()
 	var names []string
