@@ -82,7 +82,10 @@ type Spec struct {
 
 // Result is the outcome of [Backend.Run].
 type Result struct {
-	ExitCode int // 124 on timeout; 128+N when killed by signal N
+	// ExitCode is the command's exit status: 128+N when killed by signal
+	// N, [ExitTimedOut] (124) on timeout, [ExitCanceled] (130) when ctx was
+	// cancelled, whatever the signal that ended the command.
+	ExitCode int
 	TimedOut bool
 	Canceled bool // ctx was cancelled (SIGINT/SIGTERM to gatebridge)
 	Stdout   []byte
@@ -113,6 +116,14 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrUnavailable is wrapped by errors saying a backend cannot run here.
 var ErrUnavailable = errors.New("backend unavailable")
+
+// Exit codes [Result.ExitCode] takes when the backend, not the command,
+// decided the outcome.
+const (
+	ExitTimedOut = 124 // Spec.Timeout elapsed (TimedOut is set)
+	ExitNotFound = 127 // Command[0] is not in the sandbox's PATH
+	ExitCanceled = 130 // ctx was cancelled (Canceled is set), as a shell reports SIGINT
+)
 
 // Defaults for Spec fields left zero.
 const (

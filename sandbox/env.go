@@ -11,19 +11,27 @@ const (
 
 // SessionEnv returns the environment entries that point the wrappers at the
 // session as mounted inside the sandbox (inside are the in-sandbox paths),
-// with inside.Bin prepended to basePath.
+// with inside.Bin prepended to basePath. Entries for empty paths are left
+// out, and PATH never gets an empty element (which would search the cwd).
 func SessionEnv(inside SessionDirs, basePath string) []string {
-	path := inside.Bin
-	if basePath != "" {
-		path += ":" + basePath
+	var path []string
+	for _, p := range []string{inside.Bin, basePath} {
+		if p != "" {
+			path = append(path, p)
+		}
 	}
-	return []string{
-		"PATH=" + path,
-		"TMPDIR=" + inside.Tmp,
-		EnvCallsDir + "=" + inside.Calls,
-		EnvResponsesDir + "=" + inside.Responses,
-		EnvSessionDir + "=" + inside.Root,
+	var env []string
+	add := func(key, val string) {
+		if val != "" {
+			env = append(env, key+"="+val)
+		}
 	}
+	add("PATH", strings.Join(path, ":"))
+	add("TMPDIR", inside.Tmp)
+	add(EnvCallsDir, inside.Calls)
+	add(EnvResponsesDir, inside.Responses)
+	add(EnvSessionDir, inside.Root)
+	return env
 }
 
 // MergeEnv returns base with the entries of over added, later keys

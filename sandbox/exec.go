@@ -1,0 +1,40 @@
+package sandbox
+
+import (
+	"os"
+	"time"
+)
+
+// Tuning of the process supervisor; variables so tests can shorten them.
+var (
+	// drainDelay is how long Run keeps reading stdout and stderr after every
+	// process it can kill is gone: a process that escaped (setsid, double
+	// fork out of the group) may still hold the pipes open.
+	drainDelay = 250 * time.Millisecond
+	// reapLimit bounds the wait for killed processes to disappear after
+	// SIGKILL (they normally vanish within milliseconds).
+	reapLimit = 5 * time.Second
+)
+
+// procTree signals every process a started command consists of.
+type procTree interface {
+	// terminate sends SIGTERM to every process of the command.
+	terminate()
+	// kill sends SIGKILL to every process of the command.
+	kill()
+	// alive reports whether a process of the command other than the main
+	// one (already reaped) still runs. Zombies do not count.
+	alive() bool
+}
+
+// process is one OS process a backend starts for a Spec.
+type process struct {
+	backend string
+	path    string // executable, already resolved
+	args    []string
+	env     []string
+	dir     string
+	extra   []*os.File // ExtraFiles: fd 3, 4, …
+	// tree returns the procTree of the started main process.
+	tree func(main *os.Process) procTree
+}

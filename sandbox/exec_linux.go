@@ -1,0 +1,285 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runProcess runs p under the supervision described in the package
+// contract: live streaming plus capture, timeout and cancellation (SIGTERM,
+// then SIGKILL after the grace), reaping of leftovers, exit-code mapping.
+func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
+	grace := spec.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	res := &Result{}
+	outCap, errCap := NewCapture(spec.MaxOutput), NewCapture(spec.MaxOutput)
+
+	var closers []io.Closer
+	closeAll := func() {
+		for _, c := range closers {
+			c.Close()
+		}
+		closers = nil
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, &Error{Backend: p.backend, Op: "create stdout pipe", Err: err}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, &Error{Backend: p.backend, Op: "create stderr pipe", Err: err}
+	}
+	closers = append(closers, outW, errW)
+
+	cmd := &exec.Cmd{
+		Path:       p.path,
+		Args:       p.args,
+		Env:        p.env,
+		Dir:        p.dir,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: p.extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+		// Only stdin can be an exec-managed pipe (a non-*os.File reader);
+		// do not let a reader that never returns hold up Wait.
+		WaitDelay: drainDelay,
+	}
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
+	} else {
+		devNull, err := os.Open(os.DevNull)
+		if err != nil {
+			closeAll()
+			outR.Close()
+			errR.Close()
+			return nil, &Error{Backend: p.backend, Op: "open " + os.DevNull, Err: err}
+		}
+		closers = append(closers, devNull)
+		cmd.Stdin = devNull
+	}
+
+	start := time.Now()
+	started := make(chan error, 1)
+	waited := make(chan struct{})
+	// Pdeathsig belongs to the thread that forks: keep this goroutine on
+	// its thread until the process is reaped, so that the thread outlives
+	// the child and the child dies only with gatebridge.
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait() // the outcome is in cmd.ProcessState
+		close(waited)
+	}()
+	if err := <-started; err != nil {
+		closeAll()
+		outR.Close()
+		errR.Close()
+		return nil, &Error{Backend: p.backend, Op: "start " + p.path, Err: err}
+	}
+	closeAll() // the child has its copies
+
+	var copiers sync.WaitGroup
+	copiers.Add(2)
+	go copyOut(&copiers, outR, outCap, spec.Stdout)
+	go copyOut(&copiers, errR, errCap, spec.Stderr)
+
+	tree := p.tree(cmd.Process)
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-waited:
+	case <-timeout:
+		res.TimedOut = true
+	case <-ctx.Done():
+		res.Canceled = true
+	}
+	if res.TimedOut || res.Canceled {
+		tree.terminate()
+		select {
+		case <-waited:
+		case <-time.After(grace):
+			tree.kill()
+			<-waited
+		}
+	}
+	// The main process is gone; so must be everything it left behind.
+	if tree.alive() {
+		tree.terminate()
+		if !waitGone(tree, grace) {
+			tree.kill()
+			waitGone(tree, reapLimit)
+		}
+	}
+	res.Duration = time.Since(start)
+
+	// Whatever still holds the pipes is out of reach: read what it wrote
+	// for a moment more, then stop.
+	deadline := time.Now().Add(drainDelay)
+	outR.SetReadDeadline(deadline)
+	errR.SetReadDeadline(deadline)
+	copiers.Wait()
+	outR.Close()
+	errR.Close()
+
+	res.ExitCode = exitCode(cmd.ProcessState)
+	switch {
+	case res.TimedOut:
+		res.ExitCode = ExitTimedOut
+	case res.Canceled:
+		res.ExitCode = ExitCanceled
+	}
+	res.Stdout, res.StdoutDropped = outCap.Bytes(), outCap.Dropped()
+	res.Stderr, res.StderrDropped = errCap.Bytes(), errCap.Dropped()
+	res.Truncated = res.StdoutDropped > 0 || res.StderrDropped > 0
+	return res, nil
+}
+
+// waitGone polls until tree has no live process or limit passes.
+func waitGone(tree procTree, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
+		if !tree.alive() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(d)
+	}
+}
+
+// copyOut copies r into the capture and, while it accepts writes, into live.
+func copyOut(wg *sync.WaitGroup, r io.Reader, c *Capture, live io.Writer) {
+	defer wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			c.Write(buf[:n])
+			if live != nil {
+				if _, werr := live.Write(buf[:n]); werr != nil {
+					live = nil // keep capturing; never block the command
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// exitCode maps a process state to a shell-style exit code.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// groupTree is the process group of a command started with Setpgid.
+type groupTree struct{ pgid int }
+
+func newGroupTree(p *os.Process) procTree { return groupTree{pgid: p.Pid} }
+
+func (g groupTree) terminate() { syscall.Kill(-g.pgid, syscall.SIGTERM) }
+func (g groupTree) kill()      { syscall.Kill(-g.pgid, syscall.SIGKILL) }
+
+func (g groupTree) alive() bool {
+	if err := syscall.Kill(-g.pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	// Something is in the group; zombies waiting for a reaper that is not
+	// us do not count.
+	found := false
+	scanProc(func(pid int, stat procStat) bool {
+		if stat.pgrp == g.pgid && stat.state != 'Z' && stat.state != 'X' {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// procStat holds the fields of /proc/<pid>/stat Run needs.
+type procStat struct {
+	state byte
+	ppid  int
+	pgrp  int
+}
+
+// readProcStat parses /proc/<pid>/stat.
+func readProcStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// pid (comm) state ppid pgrp …; comm may contain spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procStat{}, false
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+}
+
+// scanProc calls fn for every process in /proc until fn returns false.
+func scanProc(fn func(pid int, stat procStat) bool) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		st, ok := readProcStat(pid)
+		if !ok {
+			continue
+		}
+		if !fn(pid, st) {
+			return
+		}
+	}
+}

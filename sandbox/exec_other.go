@@ -1,0 +1,21 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+)
+
+var errUnsupported = fmt.Errorf("%w: not supported on %s", ErrUnavailable, runtime.GOOS)
+
+func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
+	return nil, &Error{Backend: p.backend, Op: "run", Err: errUnsupported,
+		Hint: "gatebridge runs commands on Linux only; use the docker backend from a Linux host"}
+}
+
+func newGroupTree(*os.Process) procTree { return nil }
+
+func newNSTree(*os.Process, *bwrapStatus) procTree { return nil }

@@ -1,0 +1,84 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
+)
+
+func TestLocalConformance(t *testing.T) {
+	sandboxtest.Run(t, func(*testing.T) sandbox.Backend { return sandbox.NewLocal() }, sandboxtest.Options{})
+}
+
+func TestLocalCommandNotFound(t *testing.T) {
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("")
+	spec.Command = []string{"gatebridge-no-such-command"}
+	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != sandbox.ExitNotFound || !bytes.Contains(res.Stderr, []byte("command not found")) {
+		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+}
+
+// The session's bin/ is searched for Command[0] itself, not only by the
+// shell.
+func TestLocalCommandFromBin(t *testing.T) {
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("")
+	spec.Command = []string{"gb-hello", "x"}
+	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Stdout) != "hello-from-bin x\n" {
+		t.Errorf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// A process that leaves the process group cannot be killed by the local
+// backend, but must not make Run wait for it either.
+func TestLocalEscapedProcessDoesNotHang(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	m := sandboxtest.Marker()
+	t.Cleanup(func() { killMarked(m) })
+	spec := f.Spec("setsid sleep " + m + " & echo done")
+	start := time.Now()
+	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v", d)
+	}
+	if string(res.Stdout) != "done\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	// This also shows that the leftover check of the suite sees processes.
+	if len(sandboxtest.HostProcesses(m)) == 0 {
+		t.Error("the escaped sleep is not visible to HostProcesses")
+	}
+}
+
+func killMarked(marker string) {
+	for _, p := range sandboxtest.HostProcesses(marker) {
+		pid, _, _ := strings.Cut(p, ":")
+		var n int
+		for _, c := range pid {
+			n = n*10 + int(c-'0')
+		}
+		syscall.Kill(n, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,657 @@
+// Package sandboxtest is the conformance suite every [sandbox.Backend] must
+// pass. It is for tests only; nothing else imports it.
+//
+//	func TestBackend(t *testing.T) {
+//		sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return mybackend.New() },
+//			sandboxtest.Options{Isolated: true})
+//	}
+//
+// Scripts run under /bin/sh -c and use only POSIX utilities that busybox,
+// dash and bash provide. The session and workspace directories are created
+// mode 0777 (so an unprivileged container user can use them, and so only a
+// read-only mount can make the isolation checks pass) under parents made
+// traversable (0755).
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// Options tune the suite to a backend.
+type Options struct {
+	// Isolated enables the isolation checks: bin/ and responses/ not
+	// writable, the workspace read-only unless WorkspaceWritable, only the
+	// lo network interface, host files outside the mounts invisible, no
+	// capabilities, host processes invisible.
+	Isolated bool
+	// NoLeftovers fails t when a process whose argv holds marker still runs
+	// on the host. Nil scans this host's /proc, which sees local, bwrap and
+	// local docker engine processes alike.
+	NoLeftovers func(t *testing.T, marker string)
+	// Serial disables t.Parallel in the subtests.
+	Serial bool
+	// Shell runs the scripts; "" means /bin/sh.
+	Shell string
+}
+
+// Timing of the scripts that must be stopped.
+const (
+	shortTimeout = 1500 * time.Millisecond
+	shortGrace   = 300 * time.Millisecond
+	safety       = 30 * time.Second // bound on anything that should be quick
+)
+
+// Fixture is a fake session and workspace on the host.
+type Fixture struct {
+	Session   sandbox.SessionDirs
+	Workspace string
+	// Secret is a file outside every mount; its content is SecretText.
+	Secret     string
+	SecretText string
+	shell      string
+}
+
+// NewFixture creates a session (bin/ calls/ responses/ tmp/), a workspace
+// holding ws-marker, and a secret file elsewhere, under t.TempDir.
+func NewFixture(t *testing.T, opt Options) *Fixture {
+	t.Helper()
+	root := traversableTempDir(t)
+	f := &Fixture{
+		Session: sandbox.SessionDirs{
+			Root:      filepath.Join(root, "session"),
+			Bin:       filepath.Join(root, "session", "bin"),
+			Calls:     filepath.Join(root, "session", "calls"),
+			Responses: filepath.Join(root, "session", "responses"),
+			Tmp:       filepath.Join(root, "session", "tmp"),
+		},
+		Workspace:  filepath.Join(root, "workspace"),
+		SecretText: "gatebridge-secret-" + strconv.Itoa(rand.IntN(1e9)),
+		shell:      opt.Shell,
+	}
+	if f.shell == "" {
+		f.shell = "/bin/sh"
+	}
+	for _, d := range []string{f.Session.Root, f.Session.Bin, f.Session.Calls, f.Session.Responses, f.Session.Tmp, f.Workspace} {
+		mkdir(t, d, 0o777)
+	}
+	write(t, filepath.Join(f.Workspace, "ws-marker"), "workspace-here\n", 0o666)
+	write(t, filepath.Join(f.Session.Responses, "pre"), "response-here\n", 0o666)
+	write(t, filepath.Join(f.Session.Bin, "gb-hello"), "#!/bin/sh\necho hello-from-bin \"$@\"\n", 0o755)
+	outside := traversableTempDir(t)
+	f.Secret = filepath.Join(outside, "secret")
+	write(t, f.Secret, f.SecretText, 0o644)
+	return f
+}
+
+// traversableTempDir returns t.TempDir() with it and its parent mode 0755,
+// so that an unprivileged sandbox user can reach paths below it.
+func traversableTempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func mkdir(t *testing.T, d string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, mode); err != nil { // umask
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, name, data string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(data), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(name, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Spec returns a Spec running script under the shell with the fixture's
+// session and workspace, a 30 s safety timeout and a short kill grace.
+func (f *Fixture) Spec(script string) *sandbox.Spec {
+	return &sandbox.Spec{
+		Command:   []string{f.shell, "-c", script},
+		Session:   f.Session,
+		Workspace: f.Workspace,
+		Timeout:   safety,
+		KillGrace: shortGrace,
+	}
+}
+
+// Buffer is a bytes.Buffer safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Marker returns a unique number usable as `sleep <marker>` (about 10
+// years), so the sleeping process can be found by its argv.
+func Marker() string { return strconv.Itoa(300_000_000 + rand.IntN(600_000_000)) }
+
+// HostNoLeftovers fails t when a process on this host has marker as an
+// argument. Zombies (empty cmdline) do not count.
+func HostNoLeftovers(t *testing.T, marker string) {
+	t.Helper()
+	if pids := HostProcesses(marker); len(pids) > 0 {
+		t.Errorf("processes with %q in argv still run after Run returned: %v", marker, pids)
+	}
+}
+
+// HostProcesses lists the host pids with marker as an argument.
+func HostProcesses(marker string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(b, []byte{0}) {
+			if string(arg) == marker {
+				pids = append(pids, e.Name()+":"+strings.ReplaceAll(string(bytes.TrimRight(b, "\x00")), "\x00", " "))
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// Run runs the conformance suite against the backends newBackend returns
+// (one per subtest).
+func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Options) {
+	if opt.NoLeftovers == nil {
+		opt.NoLeftovers = HostNoLeftovers
+	}
+	s := &suite{opt: opt, newBackend: newBackend}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+		iso  bool
+	}{
+		{"ExitCodes", s.exitCodes, false},
+		{"Signal", s.signal, false},
+		{"Output", s.output, false},
+		{"Stdin", s.stdin, false},
+		{"NoStdin", s.noStdin, false},
+		{"Env", s.env, false},
+		{"BinOnPath", s.binOnPath, false},
+		{"Cwd", s.cwd, false},
+		{"Mailbox", s.mailbox, false},
+		{"Tmpdir", s.tmpdir, false},
+		{"WorkspaceWritable", s.workspaceWritable, false},
+		{"Timeout", s.timeout, false},
+		{"KillGrace", s.killGrace, false},
+		{"Cancel", s.cancel, false},
+		{"OutputCap", s.outputCap, false},
+		{"BackgroundHoldsStdout", s.background, false},
+		{"ReadOnlySession", s.readOnlySession, true},
+		{"ReadOnlyWorkspace", s.readOnlyWorkspace, true},
+		{"NetworkLoopbackOnly", s.network, true},
+		{"HostFilesHidden", s.hostFiles, true},
+		{"NoCapabilities", s.capabilities, true},
+		{"HostProcessesHidden", s.hostProcesses, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.iso && !opt.Isolated {
+				t.Skip("backend does not isolate")
+			}
+			if !opt.Serial {
+				t.Parallel()
+			}
+			tc.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	opt        Options
+	newBackend func(t *testing.T) sandbox.Backend
+}
+
+// run runs spec on a new backend and fails t on a Run error.
+func (s *suite) run(t *testing.T, ctx context.Context, spec *sandbox.Spec) *sandbox.Result {
+	t.Helper()
+	b := s.newBackend(t)
+	res, err := b.Run(ctx, spec)
+	if err != nil {
+		var se *sandbox.Error
+		if errors.As(err, &se) && se.Hint != "" {
+			t.Fatalf("%s: Run: %v\nhint: %s", b.Name(), err, se.Hint)
+		}
+		t.Fatalf("%s: Run: %v", b.Name(), err)
+	}
+	if res == nil {
+		t.Fatalf("%s: Run returned nil result and nil error", b.Name())
+	}
+	return res
+}
+
+func (s *suite) script(t *testing.T, f *Fixture, script string) *sandbox.Result {
+	t.Helper()
+	return s.run(t, context.Background(), f.Spec(script))
+}
+
+func wantExit(t *testing.T, res *sandbox.Result, code int) {
+	t.Helper()
+	if res.ExitCode != code {
+		t.Fatalf("exit code %d, want %d\nstdout: %q\nstderr: %q", res.ExitCode, code, res.Stdout, res.Stderr)
+	}
+}
+
+func (s *suite) exitCodes(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	for _, code := range []int{0, 1, 42} {
+		res := s.script(t, f, fmt.Sprintf("exit %d", code))
+		wantExit(t, res, code)
+		if res.TimedOut || res.Canceled || res.Truncated {
+			t.Errorf("exit %d: unexpected flags %+v", code, res)
+		}
+	}
+}
+
+// signal: a command killed by signal N exits 128+N. The script is not
+// exec'd by a pid-1 shell that would ignore the signal: a backend running
+// the command as a namespace's pid 1 needs an init in front of it.
+func (s *suite) signal(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, "kill -TERM $$; sleep 5")
+	wantExit(t, res, 128+15)
+}
+
+func (s *suite) output(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("printf 'out-1\\n'; printf 'err-1\\n' >&2; printf 'out-2\\n'")
+	var out, errb Buffer
+	spec.Stdout, spec.Stderr = &out, &errb
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "out-1\nout-2\n" {
+		t.Errorf("captured stdout %q", got)
+	}
+	if got := string(res.Stderr); got != "err-1\n" {
+		t.Errorf("captured stderr %q", got)
+	}
+	if got := out.String(); got != "out-1\nout-2\n" {
+		t.Errorf("streamed stdout %q", got)
+	}
+	if got := errb.String(); got != "err-1\n" {
+		t.Errorf("streamed stderr %q", got)
+	}
+	if res.Duration <= 0 {
+		t.Errorf("Duration %v", res.Duration)
+	}
+}
+
+func (s *suite) stdin(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("cat; echo done")
+	spec.Stdin = strings.NewReader("hello\nworld\n")
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "hello\nworld\ndone\n" {
+		t.Errorf("stdout %q", got)
+	}
+}
+
+func (s *suite) noStdin(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("cat; echo eof")
+	spec.Timeout = 10 * time.Second
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "eof\n" {
+		t.Errorf("stdout %q (nil Stdin must read as empty)", got)
+	}
+}
+
+func (s *suite) env(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec(`for v in GATEBRIDGE_CALLS_DIR GATEBRIDGE_RESPONSES_DIR TMPDIR; do
+	eval "d=\${$v}"
+	[ -n "$d" ] || { echo "$v unset"; exit 3; }
+	[ -d "$d" ] || { echo "$v=$d is not a directory"; exit 4; }
+done
+printf '%s\n' "FOO=$FOO" "EMPTY=${EMPTY-unset}"`)
+	spec.Env = []string{"FOO=bar baz", "EMPTY="}
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "FOO=bar baz\nEMPTY=\n" {
+		t.Errorf("stdout %q", got)
+	}
+}
+
+func (s *suite) binOnPath(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, `first=${PATH%%:*}
+[ -x "$first/gb-hello" ] || { echo "first PATH element $first has no gb-hello"; exit 3; }
+gb-hello a 'b c'`)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "hello-from-bin a b c\n" {
+		t.Errorf("stdout %q", got)
+	}
+}
+
+func (s *suite) cwd(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, "cat ws-marker")
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "workspace-here\n" {
+		t.Errorf("stdout %q", got)
+	}
+}
+
+// mailbox: a file the command writes in calls/ shows up on the host while
+// the command runs, and a response the host writes then shows up inside.
+func (s *suite) mailbox(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec(`cat "$GATEBRIDGE_RESPONSES_DIR/pre"
+mkdir "$GATEBRIDGE_CALLS_DIR/c1" && printf 'ping' > "$GATEBRIDGE_CALLS_DIR/c1/ready" || exit 3
+i=0
+while [ ! -f "$GATEBRIDGE_RESPONSES_DIR/c1.exit" ]; do
+	i=$((i+1)); [ $i -lt 2000 ] || exit 4
+	sleep 0.01 2>/dev/null || sleep 1
+done
+cat "$GATEBRIDGE_RESPONSES_DIR/c1.stdout"`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		answered <- func() error {
+			for ctx.Err() == nil {
+				b, err := os.ReadFile(filepath.Join(f.Session.Calls, "c1", "ready"))
+				if err == nil && string(b) == "ping" {
+					if err := os.WriteFile(filepath.Join(f.Session.Responses, "c1.stdout"), []byte("pong\n"), 0o644); err != nil {
+						return err
+					}
+					return os.WriteFile(filepath.Join(f.Session.Responses, "c1.exit"), []byte("0"), 0o644)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return errors.New("host never saw calls/c1/ready")
+		}()
+	}()
+	res := s.run(t, ctx, spec)
+	cancel()
+	if err := <-answered; err != nil {
+		t.Error(err)
+	}
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "response-here\npong\n" {
+		t.Errorf("stdout %q", got)
+	}
+}
+
+func (s *suite) tmpdir(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, `printf tmp-data > "$TMPDIR/t" && cat "$TMPDIR/t"`)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "tmp-data" {
+		t.Errorf("stdout %q", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.Session.Tmp, "t")); err != nil || string(b) != "tmp-data" {
+		t.Errorf("host view of $TMPDIR/t: %q, %v", b, err)
+	}
+}
+
+func (s *suite) workspaceWritable(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("printf new > ws-new")
+	spec.WorkspaceWritable = true
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if b, err := os.ReadFile(filepath.Join(f.Workspace, "ws-new")); err != nil || string(b) != "new" {
+		t.Errorf("host view of ws-new: %q, %v", b, err)
+	}
+}
+
+// startedWriter closes started when "started" has been streamed.
+type startedWriter struct {
+	Buffer
+	once    sync.Once
+	started chan struct{}
+}
+
+func newStartedWriter() *startedWriter { return &startedWriter{started: make(chan struct{})} }
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if strings.Contains(w.Buffer.String(), "started") {
+		w.once.Do(func() { close(w.started) })
+	}
+	return n, err
+}
+
+func (s *suite) timeout(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	spec := f.Spec("sleep " + m + " & echo started; sleep " + m)
+	spec.Timeout = shortTimeout
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, sandbox.ExitTimedOut)
+	if !res.TimedOut || res.Canceled {
+		t.Errorf("TimedOut %v Canceled %v", res.TimedOut, res.Canceled)
+	}
+	if !strings.Contains(string(res.Stdout), "started") {
+		t.Errorf("stdout %q: the command never started", res.Stdout)
+	}
+	if res.Duration < shortTimeout || res.Duration > shortTimeout+shortGrace+5*time.Second {
+		t.Errorf("Duration %v for timeout %v", res.Duration, shortTimeout)
+	}
+	s.opt.NoLeftovers(t, m)
+}
+
+// killGrace: processes ignoring SIGTERM get SIGKILL after the grace.
+func (s *suite) killGrace(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	spec := f.Spec("trap '' TERM; sleep " + m + " & echo started; sleep " + m + "; echo survived")
+	spec.Timeout = shortTimeout
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, sandbox.ExitTimedOut)
+	if strings.Contains(string(res.Stdout), "survived") || !strings.Contains(string(res.Stdout), "started") {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	if res.Duration < shortTimeout+shortGrace/2 {
+		t.Errorf("Duration %v: SIGKILL came before the grace %v", res.Duration, shortGrace)
+	}
+	s.opt.NoLeftovers(t, m)
+}
+
+func (s *suite) cancel(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	spec := f.Spec("sleep " + m + " & echo started; sleep " + m)
+	w := newStartedWriter()
+	spec.Stdout = w
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.started:
+		case <-time.After(safety / 2):
+		}
+		cancel()
+	}()
+	res := s.run(t, ctx, spec)
+	wantExit(t, res, sandbox.ExitCanceled)
+	if !res.Canceled || res.TimedOut {
+		t.Errorf("Canceled %v TimedOut %v", res.Canceled, res.TimedOut)
+	}
+	if res.Duration > safety/2 {
+		t.Errorf("Duration %v: cancellation was not prompt", res.Duration)
+	}
+	s.opt.NoLeftovers(t, m)
+}
+
+func (s *suite) outputCap(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec(`printf HEAD; dd if=/dev/zero bs=1000 count=100 2>/dev/null | tr '\000' x; printf TAIL
+printf EHEAD >&2; dd if=/dev/zero bs=1000 count=50 2>/dev/null | tr '\000' y >&2; printf ETAIL >&2`)
+	spec.MaxOutput = 1000
+	var out, errb Buffer
+	spec.Stdout, spec.Stderr = &out, &errb
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	check := func(name string, got []byte, dropped int64, streamed string, head, tail string, total int) {
+		t.Helper()
+		if !bytes.HasPrefix(got, []byte(head)) || !bytes.HasSuffix(got, []byte(tail)) {
+			t.Errorf("%s: captured %d bytes lack head %q or tail %q", name, len(got), head, tail)
+		}
+		if want := int64(total - 1000); dropped != want {
+			t.Errorf("%s: dropped %d, want %d", name, dropped, want)
+		}
+		if len(streamed) != total {
+			t.Errorf("%s: streamed %d bytes, want %d (streaming is not capped)", name, len(streamed), total)
+		}
+	}
+	check("stdout", res.Stdout, res.StdoutDropped, out.String(), "HEADxxx", "xxxTAIL", 100_008)
+	check("stderr", res.Stderr, res.StderrDropped, errb.String(), "EHEADyyy", "yyyETAIL", 50_010)
+	if !res.Truncated {
+		t.Error("Truncated not set")
+	}
+}
+
+// background: a process left running with stdout open does not hold Run.
+func (s *suite) background(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	res := s.script(t, f, "sleep "+m+" & echo done")
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "done\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if res.Duration > 10*time.Second {
+		t.Errorf("Duration %v: Run waited for the background process", res.Duration)
+	}
+	s.opt.NoLeftovers(t, m)
+}
+
+func (s *suite) readOnlySession(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, `R=$GATEBRIDGE_RESPONSES_DIR B=${PATH%%:*}
+[ -f "$R/pre" ] && [ -f "$B/gb-hello" ] || { echo "session not visible"; exit 3; }
+: > "$R/new" 2>/dev/null && echo "wrote responses/new"
+rm -f "$R/pre" 2>/dev/null; [ -f "$R/pre" ] || echo "removed responses/pre"
+mkdir "$R/d" 2>/dev/null && echo "made responses/d"
+printf x >> "$R/pre" 2>/dev/null && echo "appended responses/pre"
+: > "$B/new" 2>/dev/null && echo "wrote bin/new"
+printf 'echo owned' > "$B/gb-hello" 2>/dev/null && echo "replaced bin/gb-hello"
+chmod 777 "$B/gb-hello" 2>/dev/null && echo "chmod bin/gb-hello"
+exit 0`)
+	wantExit(t, res, 0)
+	if len(bytes.TrimSpace(res.Stdout)) > 0 {
+		t.Errorf("responses/ or bin/ writable inside:\n%s", res.Stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.Session.Responses, "pre")); string(b) != "response-here\n" {
+		t.Errorf("responses/pre on host is %q", b)
+	}
+}
+
+func (s *suite) readOnlyWorkspace(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, `: > ws-new 2>/dev/null && echo "wrote ws-new"
+printf x >> ws-marker 2>/dev/null && echo "appended ws-marker"
+exit 0`)
+	wantExit(t, res, 0)
+	if len(bytes.TrimSpace(res.Stdout)) > 0 {
+		t.Errorf("workspace writable without WorkspaceWritable:\n%s", res.Stdout)
+	}
+}
+
+func (s *suite) network(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, "cat /proc/net/dev")
+	wantExit(t, res, 0)
+	var ifaces []string
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && !strings.Contains(name, "|") {
+			ifaces = append(ifaces, strings.TrimSpace(name))
+		}
+	}
+	if len(ifaces) != 1 || ifaces[0] != "lo" {
+		t.Errorf("network interfaces inside: %q, want only lo", ifaces)
+	}
+}
+
+func (s *suite) hostFiles(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	if b, err := os.ReadFile(f.Secret); err != nil || string(b) != f.SecretText {
+		t.Fatalf("secret not readable on the host: %v", err)
+	}
+	res := s.script(t, f, "cat '"+f.Secret+"' 2>/dev/null && exit 7; exit 0")
+	wantExit(t, res, 0)
+	if bytes.Contains(res.Stdout, []byte(f.SecretText)) {
+		t.Errorf("host file %s readable inside", f.Secret)
+	}
+}
+
+func (s *suite) capabilities(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	res := s.script(t, f, "cat /proc/self/status")
+	wantExit(t, res, 0)
+	seen := 0
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		switch k {
+		case "CapEff", "CapPrm", "CapAmb":
+			seen++
+			if v = strings.TrimSpace(v); ok && strings.Trim(v, "0") != "" {
+				t.Errorf("%s = %s inside, want 0", k, v)
+			}
+		}
+	}
+	if seen < 2 {
+		t.Errorf("no capability lines in /proc/self/status:\n%s", res.Stdout)
+	}
+}
+
+func (s *suite) hostProcesses(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.script(t, f, fmt.Sprintf("cat /proc/%d/cmdline 2>/dev/null; exit 0", os.Getpid()))
+	wantExit(t, res, 0)
+	if bytes.Contains(res.Stdout, []byte(filepath.Base(exe))) {
+		t.Errorf("host process %d (%s) visible inside", os.Getpid(), exe)
+	}
+}
