@@ -54,15 +54,23 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// Deniedf returns an error that maps to exit 126.
+// Deniedf returns an [*ExitError] with code 126 whose message is the
+// formatted text alone; it matches [ErrDenied] with errors.Is.
 func Deniedf(format string, a ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrDenied}, a...)...)
+	return &ExitError{Code: ExitDenied, Err: &markedError{fmt.Errorf(format, a...), ErrDenied}}
 }
 
-// Usagef returns an error that maps to exit 2.
+// Usagef returns an [*ExitError] with code 2 whose message is the formatted
+// text alone; it matches [ErrUsage] with errors.Is.
 func Usagef(format string, a ...any) error {
-	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
+	return &ExitError{Code: ExitUsage, Err: &markedError{fmt.Errorf(format, a...), ErrUsage}}
 }
+
+// markedError has err's message and matches both err and mark.
+type markedError struct{ err, mark error }
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.mark} }
 
 // StdinMode says when the wrapper forwards its standard input to the gate.
 // Stdin is never read when it is a terminal.
