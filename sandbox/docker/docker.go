@@ -243,6 +243,25 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
 }
 
+// traversable lets any user enter dir (adds the x bits), so a non-root
+// container user can reach the mounts below it.
+func traversable(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o111 != 0o111 {
+		return os.Chmod(dir, fi.Mode().Perm()|0o111)
+	}
+	return nil
+}
+
 // chownWritable gives the container user the session dirs it writes.
 func chownWritable(uid, gid int, dirs ...string) error {
 	for _, d := range dirs {
@@ -377,7 +396,11 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 	user, uid, gid, chown := b.containerUser()
 	if chown {
-		if err := chownWritable(uid, gid, spec.Session.Calls, spec.Session.Tmp); err != nil {
+		err := traversable(spec.Session.Root)
+		if err == nil {
+			err = chownWritable(uid, gid, spec.Session.Calls, spec.Session.Tmp)
+		}
+		if err != nil {
 			return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 		}
 	}

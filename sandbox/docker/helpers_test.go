@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -138,3 +139,39 @@ func withEnv(kv ...string) runOpt {
 func withSpec(f func(*sandbox.Spec)) runOpt { return f }
 
 func out(r *sandbox.Result) string { return string(bytes.TrimSpace(r.Stdout)) }
+
+func containerKillOpts(sig string) client.ContainerKillOptions {
+	return client.ContainerKillOptions{Signal: sig}
+}
+
+// createOrphan creates a per-command container whose owner pid is dead.
+func createOrphan(t *testing.T, b *Backend, tag string) string {
+	t.Helper()
+	l := b.labels(nil, map[string]string{"io.gatebridge.test": tag})
+	l[LabelPID] = "999999999"
+	res, err := b.cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+		Config:     &container.Config{Image: b.cfg.Image, Cmd: []string{"true"}, Labels: l},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.remove(context.Background(), res.ID) })
+	in, err := b.cli.ContainerInspect(context.Background(), res.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(in.Container.Name, "/")
+}
+
+func waitExited(t *testing.T, b *Backend, id string) {
+	t.Helper()
+	for range 100 {
+		r, err := b.cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+		if err != nil || !r.Container.State.Running {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s still running", id)
+}

@@ -1,0 +1,568 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+)
+
+// Persistent sandbox labels, read back by [Backend.Open].
+const (
+	LabelSessionsRoot      = "io.gatebridge.sessions-root"
+	LabelSessionsPath      = "io.gatebridge.sessions-path"
+	LabelWorkspace         = "io.gatebridge.workspace"
+	LabelWorkspaceWritable = "io.gatebridge.workspace-writable"
+	LabelUser              = "io.gatebridge.user"
+)
+
+// DefaultSessionsPath is where [StartOptions.SessionsRoot] is mounted.
+const DefaultSessionsPath = "/gatebridge/sessions"
+
+// ContainerPrefix prefixes persistent container names.
+const ContainerPrefix = "gatebridge-"
+
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// ErrNotFound is returned when no persistent sandbox has the given name.
+var ErrNotFound = errors.New("docker: no such persistent sandbox")
+
+// StartOptions configure a persistent sandbox ([Backend.Start]). Image,
+// limits and user come from the backend's [Config].
+type StartOptions struct {
+	// Name identifies the sandbox; the container is gatebridge-<Name>.
+	Name string
+	// SessionsRoot is the host directory under which every session run in
+	// this sandbox must live; it is created if missing and mounted once,
+	// read-write, at SessionsPath.
+	SessionsRoot string
+	// SessionsPath is the inside mount point; default /gatebridge/sessions.
+	SessionsPath string
+	// Workspace is an optional host directory mounted at
+	// [Config.WorkspacePath], read-only unless WorkspaceWritable.
+	Workspace         string
+	WorkspaceWritable bool
+	// Sleeper is the long-running init command; default
+	// ["sleep", "2147483647"] (busybox and coreutils both accept it).
+	Sleeper []string
+}
+
+// Sandbox is a long-lived container that runs each command as an exec. It
+// implements [sandbox.Backend] (Name "docker", Info mode "persistent").
+//
+// # Weaker isolation
+//
+// Bind mounts cannot be added per exec, so the whole sessions root is
+// mounted read-write once: bin/ and responses/ of a session are not
+// read-only mounts. Run mitigates this when gatebridge runs as root: the
+// container user is not root, calls/ and tmp/ are chowned to it, and bin/
+// and responses/ are owned by the host user and not writable by group or
+// others (Run clears those bits), so the command cannot write or replace
+// them. Commands of different sessions run
+// as the same user and can reach each other's calls/ and tmp/: run
+// sessions with different trust in different sandboxes. When gatebridge
+// runs as a non-root user the container runs as that user and can write
+// bin/ and responses/ too; policy still lives on the host.
+type Sandbox struct {
+	b            *Backend
+	id           string
+	name         string
+	image        string
+	user         string
+	sessionsRoot string // host, cleaned, symlinks resolved
+	sessionsPath string
+	workspace    string
+	wsWritable   bool
+}
+
+var _ sandbox.Backend = (*Sandbox)(nil)
+
+// Name returns "docker".
+func (s *Sandbox) Name() string { return "docker" }
+
+// ID returns the container id.
+func (s *Sandbox) ID() string { return s.id }
+
+// SandboxName returns the name given to Start.
+func (s *Sandbox) SandboxName() string { return s.name }
+
+// SessionsRoot returns the host directory sessions must be created under.
+func (s *Sandbox) SessionsRoot() string { return s.sessionsRoot }
+
+// Start creates and starts the persistent sandbox opts.Name. It fails if a
+// container of that name exists (see [Backend.Open]).
+func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error) {
+	if !validName.MatchString(opts.Name) {
+		return nil, fmt.Errorf("docker: invalid sandbox name %q", opts.Name)
+	}
+	if opts.SessionsRoot == "" {
+		return nil, errors.New("docker: start: sessions root is required")
+	}
+	if opts.SessionsPath == "" {
+		opts.SessionsPath = DefaultSessionsPath
+	}
+	if len(opts.Sleeper) == 0 {
+		opts.Sleeper = []string{"sleep", "2147483647"}
+	}
+	if err := os.MkdirAll(opts.SessionsRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("docker: create sessions root: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(opts.SessionsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("docker: sessions root: %w", err)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, err
+	}
+	ws := ""
+	if opts.Workspace != "" {
+		if ws, err = filepath.Abs(opts.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	user, _, _, _ := b.containerUser()
+	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
+	if ws != "" {
+		mounts = append(mounts, bind(ws, b.cfg.WorkspacePath, !opts.WorkspaceWritable))
+	}
+	labels := b.labels(nil, map[string]string{
+		LabelPersistent:        opts.Name,
+		LabelSessionsRoot:      root,
+		LabelSessionsPath:      opts.SessionsPath,
+		LabelWorkspace:         ws,
+		LabelWorkspaceWritable: strconv.FormatBool(opts.WorkspaceWritable),
+		LabelUser:              user,
+	})
+	workdir := "/"
+	if ws != "" {
+		workdir = b.cfg.WorkspacePath
+	}
+	cfg := &container.Config{
+		Image:      b.cfg.Image,
+		User:       user,
+		Env:        []string{"PATH=" + DefaultPath},
+		Entrypoint: opts.Sleeper[:1],
+		Cmd:        opts.Sleeper[1:],
+		WorkingDir: workdir,
+		Labels:     labels,
+	}
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.hostConfig(mounts)})
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
+				Err:  fmt.Errorf("persistent sandbox %s already exists: %w", opts.Name, err),
+				Hint: fmt.Sprintf("reuse it with --reuse %s, or remove it with `gatebridge sandbox stop %s`", opts.Name, opts.Name)}
+		}
+		return nil, b.createError(err)
+	}
+	if _, err := b.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		b.remove(ctx, created.ID)
+		return nil, startError(err)
+	}
+	return &Sandbox{b: b, id: created.ID, name: opts.Name, image: b.cfg.Image, user: user,
+		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable}, nil
+}
+
+// Open returns the running persistent sandbox name (for `run --reuse`).
+func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
+	if !validName.MatchString(name) {
+		return nil, fmt.Errorf("docker: invalid sandbox name %q", name)
+	}
+	res, err := b.cli.ContainerInspect(ctx, ContainerPrefix+name, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("%w: %s", ErrNotFound, name),
+				Hint: fmt.Sprintf("start it with `gatebridge sandbox start %s`", name)}
+		}
+		return nil, engineError("inspect "+name, err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[LabelPersistent] != name || c.Config.Labels[LabelOwner] != OwnerValue {
+		return nil, fmt.Errorf("docker: container %s is not a gatebridge sandbox", ContainerPrefix+name)
+	}
+	if c.State == nil || !c.State.Running {
+		return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("persistent sandbox %s is not running", name),
+			Hint: fmt.Sprintf("remove it with `gatebridge sandbox stop %s` and start it again", name)}
+	}
+	l := c.Config.Labels
+	return &Sandbox{b: b, id: c.ID, name: name, image: c.Config.Image, user: l[LabelUser],
+		sessionsRoot: l[LabelSessionsRoot], sessionsPath: l[LabelSessionsPath],
+		workspace: l[LabelWorkspace], wsWritable: l[LabelWorkspaceWritable] == "true"}, nil
+}
+
+// Stop removes the sandbox's container.
+func (s *Sandbox) Stop(ctx context.Context) error { return s.b.Stop(ctx, s.name) }
+
+// Stop force-removes the persistent sandbox name; a missing one is
+// [ErrNotFound].
+func (b *Backend) Stop(ctx context.Context, name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("docker: invalid sandbox name %q", name)
+	}
+	res, err := b.cli.ContainerInspect(ctx, ContainerPrefix+name, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return engineError("inspect "+name, err)
+	}
+	if res.Container.Config == nil || res.Container.Config.Labels[LabelPersistent] != name {
+		return fmt.Errorf("docker: container %s is not a gatebridge sandbox", ContainerPrefix+name)
+	}
+	rctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if _, err := b.cli.ContainerRemove(rctx, res.Container.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineError("remove "+name, err)
+	}
+	return nil
+}
+
+// Info describes a persistent sandbox.
+type Info struct {
+	Name         string
+	ID           string
+	Image        string
+	State        string // running, exited, …
+	Status       string // human-readable, e.g. "Up 2 minutes"
+	SessionsRoot string
+	Workspace    string
+	Created      time.Time
+}
+
+// List returns the persistent sandboxes, running or not.
+func (b *Backend) List(ctx context.Context) ([]Info, error) {
+	f := client.Filters{}
+	f.Add("label", LabelOwner+"="+OwnerValue)
+	f.Add("label", LabelPersistent)
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, engineError("list containers", err)
+	}
+	out := make([]Info, 0, len(res.Items))
+	for _, c := range res.Items {
+		out = append(out, Info{
+			Name: c.Labels[LabelPersistent], ID: c.ID, Image: c.Image,
+			State: string(c.State), Status: c.Status,
+			SessionsRoot: c.Labels[LabelSessionsRoot], Workspace: c.Labels[LabelWorkspace],
+			Created: time.Unix(c.Created, 0),
+		})
+	}
+	return out, nil
+}
+
+// PruneOptions configure [Backend.Prune].
+type PruneOptions struct {
+	// Persistent also removes persistent sandboxes that are not running.
+	Persistent bool
+}
+
+// Prune removes per-command containers whose owning gatebridge process
+// (labels io.gatebridge.pid and io.gatebridge.host) is gone on this host,
+// and with opts.Persistent stopped persistent sandboxes. It returns the
+// removed container names.
+func (b *Backend) Prune(ctx context.Context, opts PruneOptions) (removed []string, err error) {
+	f := client.Filters{}
+	f.Add("label", LabelOwner+"="+OwnerValue)
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, engineError("list containers", err)
+	}
+	host, _ := os.Hostname()
+	var errs []error
+	for _, c := range res.Items {
+		if _, ok := c.Labels[LabelPersistent]; ok {
+			if !opts.Persistent || c.State == container.StateRunning {
+				continue
+			}
+		} else {
+			if h := c.Labels[LabelHost]; h != "" && h != host {
+				continue
+			}
+			pid, perr := strconv.Atoi(c.Labels[LabelPID])
+			if perr == nil && pidAlive(pid) {
+				continue
+			}
+		}
+		rctx, cancel := cleanupCtx(ctx)
+		_, rerr := b.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		cancel()
+		if rerr != nil && !cerrdefs.IsNotFound(rerr) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.ID[:12], rerr))
+			continue
+		}
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// inside maps a host path under the sessions root to the container.
+func (s *Sandbox) inside(host string) (string, error) {
+	if host == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(host)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(s.sessionsRoot, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		// Resolve symlinks (e.g. /tmp → /private/tmp) before giving up.
+		if r, e := filepath.EvalSymlinks(abs); e == nil && r != abs {
+			return s.inside(r)
+		}
+		return "", fmt.Errorf("%s is not under the sandbox's sessions root %s", host, s.sessionsRoot)
+	}
+	return path.Join(s.sessionsPath, filepath.ToSlash(rel)), nil
+}
+
+// execWrapper runs "$@" as the leader of a new session (so its whole
+// process group can be signalled), records that pgid in $1, waits, then
+// kills what the command left behind. setsid is resolved with the image
+// PATH before the session PATH ($2) is installed, so a wrapper in bin/
+// cannot shadow it.
+const execWrapper = `p=$1 P=$2; shift 2
+exec 3<&0
+(
+  s=$(command -v setsid) || { echo "gatebridge: setsid not found in the image" >&2; exit 127; }
+  PATH=$P; export PATH
+  exec "$s" "$@" 0<&3 3<&-
+) &
+c=$!
+exec 3<&-
+echo "$c" > "$p"
+wait "$c"; rc=$?
+kill -KILL -"$c" 2>/dev/null
+rm -f "$p"
+exit "$rc"`
+
+// execKill signals the process group recorded in $1 with $2, waiting
+// briefly for the wrapper to record it.
+const execKill = `f=$1 sig=$2 i=0
+while [ ! -s "$f" ]; do i=$((i+1)); [ "$i" -gt 40 ] && exit 1; sleep 0.05; done
+read p < "$f"
+case $p in ''|*[!0-9]*) exit 1;; esac
+kill -"$sig" -"$p"`
+
+// Run runs spec as an exec in the sandbox. spec.Session must live under
+// the sessions root; spec.Workspace, if set, under the started workspace.
+func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
+	if len(spec.Command) == 0 {
+		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
+	}
+	var in sandbox.SessionDirs
+	for _, m := range []struct {
+		host string
+		dst  *string
+	}{
+		{spec.Session.Root, &in.Root}, {spec.Session.Bin, &in.Bin}, {spec.Session.Calls, &in.Calls},
+		{spec.Session.Responses, &in.Responses}, {spec.Session.Tmp, &in.Tmp},
+	} {
+		p, err := s.inside(m.host)
+		if err != nil {
+			return nil, &sandbox.Error{Backend: "docker", Op: "map session", Err: err,
+				Hint: "create sessions under the sessions root given to `gatebridge sandbox start`"}
+		}
+		*m.dst = p
+	}
+	if in.Tmp == "" {
+		return nil, &sandbox.Error{Backend: "docker", Op: "map session", Err: errors.New("session has no tmp dir")}
+	}
+	workdir := "/"
+	if s.workspace != "" {
+		workdir = s.b.cfg.WorkspacePath
+	}
+	if spec.Workspace != "" {
+		abs, _ := filepath.Abs(spec.Workspace)
+		rel, err := filepath.Rel(s.workspace, abs)
+		if s.workspace == "" || err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return nil, &sandbox.Error{Backend: "docker", Op: "map workspace",
+				Err:  fmt.Errorf("workspace %s is not under the sandbox's workspace %q", spec.Workspace, s.workspace),
+				Hint: "start the sandbox with that workspace"}
+		}
+		workdir = path.Join(s.b.cfg.WorkspacePath, filepath.ToSlash(rel))
+	}
+	if spec.WorkspaceWritable && !s.wsWritable {
+		return nil, &sandbox.Error{Backend: "docker", Op: "map workspace", Err: errors.New("the sandbox's workspace is read-only"),
+			Hint: "start the sandbox with --writable-workspace"}
+	}
+	if err := s.prepareSession(spec.Session); err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
+	}
+
+	env := s.b.env(ctx, in, spec.Env)
+	var sessPath string
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			sessPath, env[i] = v, "PATH="+DefaultPath
+		}
+	}
+	token := randToken()
+	pidfile := path.Join(in.Tmp, ".gatebridge-exec-"+token+".pid")
+	cmd := append([]string{"/bin/sh", "-c", execWrapper, "gatebridge-exec", pidfile, sessPath}, spec.Command...)
+
+	start := time.Now()
+	bg := context.WithoutCancel(ctx)
+	cctx, cancel := cleanupCtx(ctx)
+	ex, err := s.b.cli.ExecCreate(cctx, s.id, client.ExecCreateOptions{
+		User: s.user, AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: workdir, Cmd: cmd,
+	})
+	cancel()
+	if err != nil {
+		return nil, s.execError("create exec", err)
+	}
+	att, err := s.b.cli.ExecAttach(bg, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, s.execError("start exec", err)
+	}
+	defer att.Close()
+
+	out := newStreams(spec)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
+	}()
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, spec.Stdin)
+			if cw, ok := att.Conn.(client.CloseWriter); ok {
+				_ = cw.CloseWrite()
+			}
+		}()
+	}
+	signal := func(sig string) {
+		kctx, cancel := cleanupCtx(ctx)
+		defer cancel()
+		k, err := s.b.cli.ExecCreate(kctx, s.id, client.ExecCreateOptions{
+			User: s.user, Env: []string{"PATH=" + DefaultPath}, WorkingDir: "/",
+			Cmd: []string{"/bin/sh", "-c", execKill, "gatebridge-kill", pidfile, sig},
+		})
+		if err == nil {
+			_, _ = s.b.cli.ExecStart(kctx, k.ID, client.ExecStartOptions{Detach: true})
+		}
+	}
+	st := newStopper(ctx, spec, func() { signal("TERM") }, func() { signal("KILL") })
+	defer st.stopTimers()
+	var hard <-chan time.Time
+	for done := false; !done; {
+		select {
+		case <-copied:
+			done = true
+		case <-st.TimeoutC:
+			st.OnTimeout()
+		case <-st.DoneC:
+			st.OnDone()
+		case <-st.GraceC:
+			st.OnGrace()
+			hard = time.After(5 * time.Second)
+		case <-hard:
+			// KILL did not end the exec: stop listening.
+			att.Close()
+			<-copied
+			done = true
+		}
+	}
+	code, err := s.execExit(bg, ex.ID)
+	if err != nil && !st.stopped {
+		return nil, err
+	}
+	res := out.result(code, st)
+	res.Duration = time.Since(start)
+	res.Info = map[string]string{"image": s.image, "container_id": s.id, "mode": "persistent", "sandbox": s.name}
+	return res, nil
+}
+
+// execExit waits for the engine to notice the exec ended and returns its
+// exit code.
+func (s *Sandbox) execExit(ctx context.Context, id string) (int, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err := s.b.cli.ExecInspect(ictx, id, client.ExecInspectOptions{})
+		cancel()
+		if err != nil {
+			return -1, s.execError("inspect exec", err)
+		}
+		if !r.Running {
+			return r.ExitCode, nil
+		}
+		if time.Now().After(deadline) {
+			return -1, &sandbox.Error{Backend: "docker", Op: "inspect exec", Err: errors.New("exec still running after its output ended")}
+		}
+		time.Sleep(delay)
+	}
+}
+
+func (s *Sandbox) execError(op string, err error) error {
+	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "is not running") {
+		return &sandbox.Error{Backend: "docker", Op: op, Err: fmt.Errorf("persistent sandbox %s: %w", s.name, err),
+			Hint: fmt.Sprintf("start it with `gatebridge sandbox start %s` (remove a stopped one with `gatebridge sandbox stop %s`)", s.name, s.name)}
+	}
+	return engineError(op, err)
+}
+
+// prepareSession chowns calls/ and tmp/ to the container user and makes
+// sure bin/ and responses/ are not writable by it (see [Sandbox]).
+func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
+	uid, gid, ok := parseUser(s.user)
+	if !ok || os.Geteuid() != 0 || uid == 0 {
+		return nil
+	}
+	if err := traversable(d.Root); err != nil {
+		return err
+	}
+	if err := chownWritable(uid, gid, d.Calls, d.Tmp); err != nil {
+		return err
+	}
+	for _, dir := range []string{d.Bin, d.Responses} {
+		if dir == "" {
+			continue
+		}
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			if err := os.Chmod(dir, fi.Mode().Perm()&^0o022); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func randToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,251 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// startSandbox starts a persistent sandbox removed at cleanup.
+func startSandbox(t *testing.T, b *Backend, ws string, writable bool) *Sandbox {
+	t.Helper()
+	name := fmt.Sprintf("test-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b.Start(context.Background(), StartOptions{Name: name, SessionsRoot: root, Workspace: ws, WorkspaceWritable: writable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
+	return sb
+}
+
+func runIn(t *testing.T, sb *Sandbox, ctx context.Context, script string, opts ...runOpt) (*sandbox.Result, error) {
+	t.Helper()
+	sess, err := os.MkdirTemp(sb.SessionsRoot(), "s-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sess) })
+	spec := &sandbox.Spec{
+		Command:   []string{"sh", "-c", script},
+		Session:   newSession(t, sess),
+		KillGrace: 500 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(spec)
+	}
+	return sb.Run(ctx, spec)
+}
+
+func TestPersistent(t *testing.T) {
+	b, _ := newBackend(t, Config{})
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi\n"), 0o644)
+	os.Chmod(ws, 0o755)
+	sb := startSandbox(t, b, ws, false)
+	ctx := context.Background()
+
+	t.Run("basics", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, `cat hello.txt; echo "$FOO $PATH"; pwd; id -u; cat; exit 42`, withEnv("FOO=bar"),
+			withSpec(func(s *sandbox.Spec) { s.Workspace = ws }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(out(r), "\n")
+		if r.ExitCode != 42 || len(lines) != 4 || lines[0] != "hi" || !strings.HasPrefix(lines[1], "bar "+DefaultSessionsPath+"/s-") ||
+			!strings.HasSuffix(lines[1], "/bin:"+DefaultPath) || lines[2] != "/workspace" {
+			t.Fatalf("got %d %q stderr %q", r.ExitCode, out(r), r.Stderr)
+		}
+		if r.Info["mode"] != "persistent" || r.Info["container_id"] != sb.ID() {
+			t.Fatalf("info %v", r.Info)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, `wc -c`, withStdin("12345"))
+		if err != nil || out(r) != "5" {
+			t.Fatalf("got %v %q", err, r.Stdout)
+		}
+	})
+	t.Run("readonly-workspace", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, `touch /workspace/x 2>/dev/null || echo ro`)
+		if err != nil || out(r) != "ro" {
+			t.Fatalf("got %v %q", err, r.Stdout)
+		}
+		if _, err := runIn(t, sb, ctx, `true`, withSpec(func(s *sandbox.Spec) { s.Workspace = ws; s.WorkspaceWritable = true })); err == nil {
+			t.Fatal("writable workspace on a read-only sandbox: no error")
+		}
+		if _, err := runIn(t, sb, ctx, `true`, withSpec(func(s *sandbox.Spec) { s.Workspace = t.TempDir() })); err == nil {
+			t.Fatal("foreign workspace: no error")
+		}
+	})
+	t.Run("session-outside-root", func(t *testing.T) {
+		_, err := sb.Run(ctx, &sandbox.Spec{Command: []string{"true"}, Session: newSession(t, t.TempDir())})
+		var se *sandbox.Error
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "sessions root") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("bin-responses-protected", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("the mitigation needs a root host")
+		}
+		script := `cd "$GATEBRIDGE_SESSION_DIR"
+for d in bin responses; do
+  touch $d/x 2>/dev/null && echo "wrote $d"
+  mv $d $d.old 2>/dev/null && echo "moved $d"
+  rm -f $d/f 2>/dev/null; [ -f $d/f ] || echo "removed $d/f"
+done
+echo x > calls/c && echo calls-ok`
+		r, err := runIn(t, sb, ctx, script, withSpec(func(s *sandbox.Spec) {
+			for _, d := range []string{s.Session.Bin, s.Session.Responses} {
+				os.Chmod(d, 0o777) // Run must tighten this
+				os.WriteFile(filepath.Join(d, "f"), nil, 0o644)
+			}
+		}))
+		if err != nil || out(r) != "calls-ok" {
+			t.Fatalf("got %v %q %q", err, out(r), r.Stderr)
+		}
+	})
+	t.Run("timeout-kills-tree", func(t *testing.T) {
+		start := time.Now()
+		r, err := runIn(t, sb, ctx, `(sleep 300; echo leak) & trap "" TERM; echo started; sleep 300`,
+			withSpec(func(s *sandbox.Spec) { s.Timeout = time.Second }))
+		if err != nil || r.ExitCode != 124 || !r.TimedOut || out(r) != "started" {
+			t.Fatalf("got %v %+v", err, r)
+		}
+		if d := time.Since(start); d > 8*time.Second {
+			t.Fatalf("took %v", d)
+		}
+		r, err = runIn(t, sb, ctx, `ps -o pid,user,args | grep 'sleep 300' | grep -v grep; true`)
+		if err != nil || out(r) != "" {
+			t.Fatalf("leftover processes %v %q", err, out(r))
+		}
+	})
+	t.Run("background-left-behind-is-killed", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, `sleep 301 & echo bg`)
+		if err != nil || out(r) != "bg" {
+			t.Fatalf("got %v %q", err, out(r))
+		}
+		r, _ = runIn(t, sb, ctx, `ps -o args | grep 'sleep 301' | grep -v grep; true`)
+		if out(r) != "" {
+			t.Fatalf("leftover %q", out(r))
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(time.Second, cancel)
+		r, err := runIn(t, sb, cctx, `sleep 300`)
+		if err != nil || r.ExitCode != 124 || !r.Canceled {
+			t.Fatalf("got %v %+v", err, r)
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for i := range 8 {
+			wg.Go(func() {
+				r, err := runIn(t, sb, ctx, fmt.Sprintf(`echo %d > "$TMPDIR/n"; sleep 0.3; cat "$TMPDIR/n"; exit %d`, i, i))
+				if err != nil {
+					errs <- err
+				} else if out(r) != fmt.Sprint(i) || r.ExitCode != i {
+					errs <- fmt.Errorf("run %d: got %d %q", i, r.ExitCode, out(r))
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+	t.Run("open-list", func(t *testing.T) {
+		sb2, err := b.Open(ctx, sb.SandboxName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := runIn(t, sb2, ctx, `echo reused`)
+		if err != nil || out(r) != "reused" {
+			t.Fatalf("got %v %q", err, r.Stdout)
+		}
+		list, err := b.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, in := range list {
+			found = found || (in.Name == sb.SandboxName() && in.State == "running" && in.SessionsRoot == sb.SessionsRoot())
+		}
+		if !found {
+			t.Fatalf("%s not in %+v", sb.SandboxName(), list)
+		}
+		if _, err := b.Start(ctx, StartOptions{Name: sb.SandboxName(), SessionsRoot: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "already exists") {
+			t.Fatalf("second start: %v", err)
+		}
+	})
+}
+
+func TestPersistentStopPrune(t *testing.T) {
+	b, tag := newBackend(t, Config{})
+	ctx := context.Background()
+	sb := startSandbox(t, b, "", false)
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(ctx, sb.SandboxName()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("open after stop: %v", err)
+	}
+	if err := b.Stop(ctx, sb.SandboxName()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second stop: %v", err)
+	}
+	if _, err := runIn(t, sb, ctx, "true"); err == nil {
+		t.Fatal("run in stopped sandbox: no error")
+	}
+
+	// A stopped persistent sandbox and an orphan per-command container
+	// (dead owner pid) are pruned; a running sandbox is kept.
+	stopped := startSandbox(t, b, "", false)
+	if _, err := b.cli.ContainerKill(ctx, stopped.ID(), containerKillOpts("KILL")); err != nil {
+		t.Fatal(err)
+	}
+	running := startSandbox(t, b, "", false)
+	orphan := createOrphan(t, b, tag)
+
+	removed, err := b.Prune(ctx, PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(removed, orphan) || contains(removed, ContainerPrefix+stopped.SandboxName()) {
+		t.Fatalf("prune removed %v (orphan %s)", removed, orphan)
+	}
+	waitExited(t, b, stopped.ID())
+	removed, err = b.Prune(ctx, PruneOptions{Persistent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(removed, ContainerPrefix+stopped.SandboxName()) || contains(removed, ContainerPrefix+running.SandboxName()) {
+		t.Fatalf("prune -persistent removed %v", removed)
+	}
+	if _, err := b.Open(ctx, running.SandboxName()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
