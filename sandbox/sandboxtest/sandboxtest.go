@@ -568,11 +568,11 @@ func (s *suite) readOnlySession(t *testing.T) {
 	f := NewFixture(t, s.opt)
 	res := s.script(t, f, `R=$GATEBRIDGE_RESPONSES_DIR B=${PATH%%:*}
 [ -f "$R/pre" ] && [ -f "$B/gb-hello" ] || { echo "session not visible"; exit 3; }
-: > "$R/new" 2>/dev/null && echo "wrote responses/new"
+true > "$R/new" 2>/dev/null && echo "wrote responses/new"
 rm -f "$R/pre" 2>/dev/null; [ -f "$R/pre" ] || echo "removed responses/pre"
 mkdir "$R/d" 2>/dev/null && echo "made responses/d"
 printf x >> "$R/pre" 2>/dev/null && echo "appended responses/pre"
-: > "$B/new" 2>/dev/null && echo "wrote bin/new"
+true > "$B/new" 2>/dev/null && echo "wrote bin/new"
 printf 'echo owned' > "$B/gb-hello" 2>/dev/null && echo "replaced bin/gb-hello"
 chmod 777 "$B/gb-hello" 2>/dev/null && echo "chmod bin/gb-hello"
 exit 0`)
@@ -587,7 +587,7 @@ exit 0`)
 
 func (s *suite) readOnlyWorkspace(t *testing.T) {
 	f := NewFixture(t, s.opt)
-	res := s.script(t, f, `: > ws-new 2>/dev/null && echo "wrote ws-new"
+	res := s.script(t, f, `true > ws-new 2>/dev/null && echo "wrote ws-new"
 printf x >> ws-marker 2>/dev/null && echo "appended ws-marker"
 exit 0`)
 	wantExit(t, res, 0)

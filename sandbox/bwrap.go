@@ -1,0 +1,468 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bwrap runs commands in bubblewrap namespaces.
+//
+// # Isolation
+//
+// The command runs with every namespace unshared (network: only lo; pid;
+// ipc; uts; cgroup; user where the kernel allows), a new session (no
+// terminal to push input into), no capabilities even when gatebridge runs as
+// root, and a root that holds only: read-only binds of /usr, /bin, /sbin and
+// /lib* (symlinks are recreated as symlinks), the /etc entries in
+// [Bwrap.Etc], [Bwrap.ReadOnly], a fresh /proc and a minimal /dev, a tmpfs
+// /tmp, the workspace (read-only unless [Spec.WorkspaceWritable]) and the
+// session. The session is mounted at its host path: Root, bin/ and
+// responses/ read-only, calls/ and tmp/ read-write. Paths are resolved
+// (symlinks evaluated) on the host first, so inside paths equal the
+// canonical host paths, in the env as well.
+//
+// # Environment
+//
+// Only HOME=/tmp, then [Spec.Env], then [SessionEnv] with the base PATH
+// /usr/local/bin:/usr/bin:/bin (or Spec.Env's PATH). The environment is
+// given to bwrap as its own environment, which it passes on, rather than
+// with --clearenv and --setenv: values stay out of the host's process list.
+//
+// # Processes
+//
+// Run starts bwrap with --die-with-parent from a goroutine locked to its OS
+// thread. Timeout and cancellation send SIGTERM to every process in the
+// sandbox's pid namespace and, after the grace, SIGKILL to its init, which
+// takes the whole namespace down. When the command exits, bwrap's init exits
+// and the kernel kills whatever it left behind: nothing survives Run.
+type Bwrap struct {
+	// Path is the bwrap executable; "" looks up "bwrap" in the host PATH.
+	Path string
+	// Etc lists the /etc entries bound read-only (missing ones are
+	// skipped); nil means [DefaultEtc].
+	Etc []string
+	// ReadOnly lists extra host paths bound read-only at the same path
+	// (a toolchain under /opt, say).
+	ReadOnly []string
+	// Hostname is the host name inside; "" means "gatebridge".
+	Hostname string
+}
+
+var (
+	_ Backend = (*Bwrap)(nil)
+	_ Checker = (*Bwrap)(nil)
+)
+
+// DefaultEtc is what of /etc a command usually needs: the dynamic linker
+// cache, users and groups, name service and locale configuration, time
+// zone, certificates, the alternatives symlinks. Secrets (shadow, ssh,
+// sudoers, docker, …) stay out.
+var DefaultEtc = []string{
+	"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+	"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf",
+	"/etc/localtime", "/etc/timezone", "/etc/locale.alias", "/etc/locale.conf",
+	"/etc/default/locale", "/etc/ssl", "/etc/ca-certificates", "/etc/pki",
+	"/etc/mime.types", "/etc/os-release", "/etc/debian_version", "/etc/inputrc",
+	"/etc/gitconfig", "/etc/bash.bashrc", "/etc/profile", "/etc/shells",
+}
+
+// systemDirs are bound read-only when they exist.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
+
+// bwrapBasePath is PATH inside after the session bin/.
+const bwrapBasePath = "/usr/local/bin:/usr/bin:/bin"
+
+// NewBwrap returns a bwrap backend using the bwrap found in PATH.
+func NewBwrap() *Bwrap { return &Bwrap{} }
+
+// Name returns "bwrap".
+func (*Bwrap) Name() string { return "bwrap" }
+
+func (b *Bwrap) binary() (string, error) {
+	name := b.Path
+	if name == "" {
+		name = "bwrap"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", &Error{Backend: "bwrap", Op: "find bwrap", Err: fmt.Errorf("%w: %w", ErrUnavailable, err),
+			Hint: "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap)"}
+	}
+	return path, nil
+}
+
+// Run runs spec.Command in a bubblewrap sandbox (see [Bwrap] and the
+// package contract). A sandbox that bwrap cannot set up is reported as an
+// [*Error] with a hint, not as the command's exit status.
+func (b *Bwrap) Run(ctx context.Context, spec *Spec) (*Result, error) {
+	if len(spec.Command) == 0 {
+		return nil, &Error{Backend: "bwrap", Op: "run", Err: errors.New("empty command")}
+	}
+	bin, err := b.binary()
+	if err != nil {
+		return nil, err
+	}
+	return b.run(ctx, bin, spec)
+}
+
+func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error) {
+	inside, workspace, err := resolveDirs(spec)
+	if err != nil {
+		return nil, &Error{Backend: "bwrap", Op: "resolve paths", Err: err}
+	}
+	basePath, ok := envValue(spec.Env, "PATH")
+	if !ok {
+		basePath = bwrapBasePath
+	}
+	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(inside, basePath))
+	pathList, _ := envValue(env, "PATH")
+	// Everything inside is a host path bound at the same place (or the
+	// empty /tmp), so a host lookup tells whether the name exists inside.
+	if _, ok := lookPath(spec.Command[0], pathList); !ok {
+		return notFound(spec, spec.Command[0]), nil
+	}
+
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, &Error{Backend: "bwrap", Op: "create status pipe", Err: err}
+	}
+	st := &bwrapStatus{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.read(statusR)
+	}()
+	args := b.args(spec, inside, workspace)
+	res, err := runProcess(ctx, spec, &process{
+		backend: "bwrap",
+		path:    bin,
+		args:    args,
+		env:     env,
+		dir:     "/",
+		extra:   []*os.File{statusW}, // fd 3
+		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
+	})
+	statusW.Close()
+	// bwrap and its children are gone, so the pipe is at EOF; the timer
+	// only guards against a surprise.
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	statusR.Close()
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	if res.Info == nil {
+		res.Info = map[string]string{}
+	}
+	res.Info["bwrap"] = bin
+	if !res.TimedOut && !res.Canceled && !st.exited() && res.ExitCode == 1 {
+		// bwrap failed before the command could run: mounts, namespaces.
+		msg := bwrapMessage(res.Stderr)
+		return nil, &Error{Backend: "bwrap", Op: "set up sandbox",
+			Err: fmt.Errorf("%w: %s", ErrUnavailable, msg), Hint: diagnose(msg, hostProbe{uid: os.Getuid()})}
+	}
+	return res, nil
+}
+
+// resolveDirs evaluates the symlinks of the session and workspace paths:
+// bwrap binds the canonical path, and the env must name the same place.
+func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
+	eval := func(p string) (string, error) {
+		if p == "" {
+			return "", nil
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(abs)
+	}
+	s := spec.Session
+	for _, f := range []struct{ in, out *string }{
+		{&s.Root, &inside.Root}, {&s.Bin, &inside.Bin}, {&s.Calls, &inside.Calls},
+		{&s.Responses, &inside.Responses}, {&s.Tmp, &inside.Tmp}, {&spec.Workspace, &workspace},
+	} {
+		if *f.out, err = eval(*f.in); err != nil {
+			return SessionDirs{}, "", err
+		}
+	}
+	return inside, workspace, nil
+}
+
+// args builds bwrap's argv. Order matters: bwrap applies the operations in
+// order, so /tmp's tmpfs comes before binds that may live under it, and a
+// bind comes before the binds nested inside it.
+func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string {
+	hostname := b.Hostname
+	if hostname == "" {
+		hostname = "gatebridge"
+	}
+	a := []string{"bwrap",
+		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--hostname", hostname,
+	}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	etc := b.Etc
+	if etc == nil {
+		etc = DefaultEtc
+	}
+	for _, e := range etc {
+		a = append(a, "--ro-bind-try", e, e)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+	type bind struct {
+		path string
+		rw   bool
+	}
+	var binds []bind
+	add := func(p string, rw bool) {
+		if p != "" {
+			binds = append(binds, bind{filepath.Clean(p), rw})
+		}
+	}
+	for _, p := range b.ReadOnly {
+		add(p, false)
+	}
+	add(workspace, spec.WorkspaceWritable)
+	add(inside.Root, false)
+	add(inside.Bin, false)
+	add(inside.Responses, false)
+	add(inside.Calls, true)
+	add(inside.Tmp, true)
+	// Parents before children; among equal paths the later (stricter
+	// session) entry wins.
+	sort.SliceStable(binds, func(i, j int) bool { return len(binds[i].path) < len(binds[j].path) })
+	for _, bd := range binds {
+		op := "--ro-bind"
+		if bd.rw {
+			op = "--bind"
+		}
+		a = append(a, op, bd.path, bd.path)
+	}
+	dir := workspace
+	if dir == "" {
+		dir = "/tmp"
+	}
+	a = append(a, "--chdir", dir, "--json-status-fd", "3", "--")
+	return append(a, spec.Command...)
+}
+
+// bwrapStatus is what bwrap reports on --json-status-fd.
+type bwrapStatus struct {
+	mu       sync.Mutex
+	childPid int    // bwrap's child: the init of the pid namespace
+	pidNS    uint64 // inode of the pid namespace
+	exit     bool   // the command ran and exited ("exit-code" seen)
+}
+
+func (s *bwrapStatus) read(r io.Reader) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var m struct {
+			ChildPid *int    `json:"child-pid"`
+			PidNS    *uint64 `json:"pid-namespace"`
+			ExitCode *int    `json:"exit-code"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			return
+		}
+		s.mu.Lock()
+		if m.ChildPid != nil {
+			s.childPid = *m.ChildPid
+		}
+		if m.PidNS != nil {
+			s.pidNS = *m.PidNS
+		}
+		if m.ExitCode != nil {
+			s.exit = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *bwrapStatus) ns() (childPid int, pidNS uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.childPid, s.pidNS
+}
+
+func (s *bwrapStatus) exited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exit
+}
+
+// bwrapMessage returns bwrap's own error lines from stderr.
+func bwrapMessage(stderr []byte) string {
+	var lines []string
+	for _, l := range bytes.Split(stderr, []byte("\n")) {
+		if s, ok := strings.CutPrefix(string(l), "bwrap: "); ok {
+			lines = append(lines, s)
+		}
+	}
+	if len(lines) == 0 {
+		s := strings.TrimSpace(string(stderr))
+		if s == "" {
+			return "bwrap exited with status 1"
+		}
+		return s
+	}
+	return strings.Join(lines, "; ")
+}
+
+// hostProbe reads what diagnose needs to know about the host; tests replace
+// it.
+type hostProbe struct {
+	readFile func(string) ([]byte, error)
+	exists   func(string) bool
+	uid      int
+}
+
+func (p hostProbe) read(name string) string {
+	rf := p.readFile
+	if rf == nil {
+		rf = os.ReadFile
+	}
+	b, err := rf(name)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (p hostProbe) has(name string) bool {
+	if p.exists != nil {
+		return p.exists(name)
+	}
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+func (p hostProbe) inContainer() bool {
+	if p.has("/.dockerenv") || p.has("/run/.containerenv") {
+		return true
+	}
+	cg := p.read("/proc/1/cgroup")
+	for _, k := range []string{"docker", "kubepods", "containerd", "lxc", "libpod"} {
+		if strings.Contains(cg, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// diagnose explains a bwrap failure message with a hint.
+func diagnose(msg string, p hostProbe) string {
+	userns := strings.Contains(msg, "uid map") || strings.Contains(msg, "gid map") ||
+		strings.Contains(msg, "new namespace") || strings.Contains(msg, "creating new namespace") ||
+		strings.Contains(msg, "setting up uid") || strings.Contains(msg, "user namespace")
+	switch {
+	case p.read("/proc/sys/user/max_user_namespaces") == "0":
+		return "user namespaces are disabled (user.max_user_namespaces = 0): " +
+			"sysctl -w user.max_user_namespaces=15000, or use --sandbox docker"
+	case p.read("/proc/sys/kernel/unprivileged_userns_clone") == "0" && p.uid != 0:
+		return "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0): " +
+			"sysctl -w kernel.unprivileged_userns_clone=1, or use --sandbox docker"
+	case p.read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" && p.uid != 0 && userns:
+		return "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): " +
+			"install an AppArmor profile that allows userns for bwrap, e.g. /etc/apparmor.d/bwrap containing\n" +
+			"  abi <abi/4.0>, include <tunables/global>\n" +
+			"  profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }\n" +
+			"then apparmor_parser -r /etc/apparmor.d/bwrap; or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+	case p.inContainer():
+		return "gatebridge seems to run inside a container that forbids namespaces or mounts: " +
+			"use --sandbox docker from the host, run the container with --privileged " +
+			"(or seccomp and AppArmor unconfined), or use --sandbox local"
+	case userns:
+		return "bwrap cannot create namespaces here: check that user namespaces are enabled " +
+			"(sysctl user.max_user_namespaces) and that no security module blocks them"
+	case strings.Contains(msg, "No such file or directory") || strings.Contains(msg, "Can't mkdir"):
+		return "a path to mount is missing or lies under a read-only system directory: " +
+			"check the workspace and session paths"
+	default:
+		return "run `bwrap --unshare-all --ro-bind / / true` to investigate"
+	}
+}
+
+// bwrapChecks caches Check per bwrap binary for the life of the process.
+var bwrapChecks struct {
+	mu   sync.Mutex
+	done map[string]error
+}
+
+// Check runs `true` in a sandbox set up the way Run sets it up and explains
+// a failure (bwrap missing, user namespaces disabled, AppArmor's userns
+// restriction, an unprivileged container). The result is cached per bwrap
+// binary for the life of the process.
+func (b *Bwrap) Check(ctx context.Context) error {
+	bin, err := b.binary()
+	if err != nil {
+		return err
+	}
+	key := bin + "\x00" + fmt.Sprint(b.Etc, b.ReadOnly)
+	bwrapChecks.mu.Lock()
+	defer bwrapChecks.mu.Unlock()
+	if err, ok := bwrapChecks.done[key]; ok {
+		return err
+	}
+	err = b.check(ctx, bin)
+	if ctx.Err() == nil {
+		if bwrapChecks.done == nil {
+			bwrapChecks.done = map[string]error{}
+		}
+		bwrapChecks.done[key] = err
+	}
+	return err
+}
+
+func (b *Bwrap) check(ctx context.Context, bin string) error {
+	var stderr bytes.Buffer
+	res, err := b.run(ctx, bin, &Spec{
+		Command:   []string{"true"},
+		Stderr:    &stderr,
+		Timeout:   5 * time.Second,
+		KillGrace: 100 * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.Canceled:
+		return &Error{Backend: "bwrap", Op: "check", Err: ctx.Err()}
+	case res.TimedOut:
+		return &Error{Backend: "bwrap", Op: "check", Err: fmt.Errorf("%w: `bwrap … true` timed out", ErrUnavailable),
+			Hint: "bwrap hangs on this machine: run `bwrap --unshare-all --ro-bind / / true` to investigate"}
+	case res.ExitCode != 0:
+		msg := bwrapMessage(res.Stderr)
+		return &Error{Backend: "bwrap", Op: "check",
+			Err: fmt.Errorf("%w: `bwrap … true` exited %d: %s", ErrUnavailable, res.ExitCode, msg), Hint: diagnose(msg, hostProbe{uid: os.Getuid()})}
+	}
+	return nil
+}

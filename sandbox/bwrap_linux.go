@@ -1,0 +1,76 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// nsTree is the pid namespace of a bwrap sandbox. bwrap itself (main) is
+// outside it: a signal to bwrap would kill it at once and, through
+// --die-with-parent, the sandbox without grace, so terminate signals the
+// namespace's processes instead.
+type nsTree struct {
+	main *os.Process
+	st   *bwrapStatus
+}
+
+func newNSTree(main *os.Process, st *bwrapStatus) procTree { return &nsTree{main: main, st: st} }
+
+// members returns the live processes of the sandbox's pid namespace, its
+// init first, and whether the namespace is known yet.
+func (t *nsTree) members() ([]int, bool) {
+	initPid, ns := t.st.ns()
+	if ns == 0 {
+		return nil, false
+	}
+	want := "pid:[" + strconv.FormatUint(ns, 10) + "]"
+	pids := []int{}
+	scanProc(func(pid int, stat procStat) bool {
+		if stat.state == 'Z' || stat.state == 'X' {
+			return true
+		}
+		// /proc/<pid>/ns/pid names the namespace the process lives in.
+		if link, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && link == want {
+			if pid == initPid {
+				pids = append([]int{pid}, pids...)
+			} else {
+				pids = append(pids, pid)
+			}
+		}
+		return true
+	})
+	return pids, true
+}
+
+func (t *nsTree) terminate() {
+	initPid, _ := t.st.ns()
+	pids, ok := t.members()
+	if !ok {
+		// Still setting up: there is nothing to stop gracefully.
+		t.main.Signal(syscall.SIGKILL)
+		return
+	}
+	for _, pid := range pids {
+		if pid != initPid { // init ignores signals from outside anyway
+			syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+}
+
+func (t *nsTree) kill() {
+	pids, _ := t.members()
+	// Killing init takes the namespace down; kill the rest too so they do
+	// not run on while the kernel gets there.
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.main.Signal(syscall.SIGKILL) // no-op once reaped (pidfd)
+}
+
+func (t *nsTree) alive() bool {
+	pids, _ := t.members()
+	return len(pids) > 0
+}

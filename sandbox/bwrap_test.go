@@ -1,0 +1,262 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
+)
+
+// requireBackend skips t when the backend cannot run here, unless
+// GATEBRIDGE_REQUIRE_BACKENDS (a comma list, e.g. "bwrap,docker") names it:
+// then it fails.
+func requireBackend(t *testing.T, b sandbox.Backend) {
+	t.Helper()
+	ch, ok := b.(sandbox.Checker)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := ch.Check(ctx)
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	var se *sandbox.Error
+	if errors.As(err, &se) && se.Hint != "" {
+		msg += "\nhint: " + se.Hint
+	}
+	if slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), b.Name()) {
+		t.Fatalf("backend %s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %s", b.Name(), msg)
+	}
+	t.Skipf("backend %s unusable: %s", b.Name(), msg)
+}
+
+func newBwrap(t *testing.T) *sandbox.Bwrap {
+	t.Helper()
+	b := sandbox.NewBwrap()
+	requireBackend(t, b)
+	return b
+}
+
+func TestBwrapConformance(t *testing.T) {
+	newBwrap(t)
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return newBwrap(t) }, sandboxtest.Options{Isolated: true})
+}
+
+// asNobody returns a bwrap backend whose bwrap runs as uid/gid 65534, through
+// a setpriv wrapper script.
+func asNobody(t *testing.T) *sandbox.Bwrap {
+	t.Helper()
+	newBwrap(t)
+	if os.Getuid() != 0 {
+		return sandbox.NewBwrap() // already unprivileged
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv to drop privileges")
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	wrapper := filepath.Join(dir, "bwrap-as-nobody")
+	script := "#!/bin/sh\nexec " + setpriv + " --reuid=65534 --regid=65534 --clear-groups " + bwrap + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &sandbox.Bwrap{Path: wrapper}
+	requireBackend(t, b)
+	return b
+}
+
+// The whole suite again with bwrap unprivileged: it then relies on a user
+// namespace, as it does for every non-root user.
+func TestBwrapConformanceAsNobody(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	asNobody(t)
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return asNobody(t) }, sandboxtest.Options{Isolated: true})
+}
+
+func TestBwrapUnprivilegedIdentity(t *testing.T) {
+	b := asNobody(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	res, err := b.Run(context.Background(), f.Spec("id -u; cat /proc/self/uid_map"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "65534\n") {
+		t.Errorf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// Writes to bin/ and responses/ fail because the mount is read-only, not
+// because of permissions (the suite makes them 0777).
+func TestBwrapReadOnlyIsEROFS(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	res, err := b.Run(context.Background(), f.Spec(`true > "$GATEBRIDGE_RESPONSES_DIR/x"; true > "${PATH%%:*}/x"; true > ws-x; true > "$GATEBRIDGE_SESSION_DIR/x"; exit 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(res.Stderr), "Read-only file system"); n != 4 {
+		t.Errorf("want 4 EROFS errors, stderr:\n%s", res.Stderr)
+	}
+}
+
+func TestBwrapInsidePathsAreHostPaths(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	res, err := b.Run(context.Background(), f.Spec(`printf '%s\n' "$PWD" "$GATEBRIDGE_CALLS_DIR" "$GATEBRIDGE_RESPONSES_DIR" "$GATEBRIDGE_SESSION_DIR" "$TMPDIR" "${PATH%%:*}" "$HOME"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(p string) string {
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	want := strings.Join([]string{eval(f.Workspace), eval(f.Session.Calls), eval(f.Session.Responses),
+		eval(f.Session.Root), eval(f.Session.Tmp), eval(f.Session.Bin), "/tmp"}, "\n") + "\n"
+	if string(res.Stdout) != want {
+		t.Errorf("stdout\n%s\nwant\n%s", res.Stdout, want)
+	}
+}
+
+// Nothing outlives Run, even a process that started its own session: the
+// pid namespace dies with the command.
+func TestBwrapSetsidDoesNotEscape(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	m := sandboxtest.Marker()
+	t.Cleanup(func() { killMarked(m) })
+	res, err := b.Run(context.Background(), f.Spec("setsid sleep "+m+" & sleep 0.2; echo done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || string(res.Stdout) != "done\n" {
+		t.Errorf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	sandboxtest.HostNoLeftovers(t, m)
+}
+
+func TestBwrapHostnameAndNoSecretsInEtc(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	res, err := b.Run(context.Background(), f.Spec("cat /proc/sys/kernel/hostname; [ -e /etc/shadow ] && echo shadow; [ -e /root ] && echo root; [ -e /var ] && echo var; [ -e /sys/class ] && echo sys; [ -e /run ] && echo run; exit 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "gatebridge\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+}
+
+func TestBwrapCommandNotFound(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("")
+	spec.Command = []string{"gatebridge-no-such-command"}
+	res, err := b.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != sandbox.ExitNotFound {
+		t.Errorf("exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+}
+
+// A sandbox bwrap cannot set up is an *Error with bwrap's message and a
+// hint, not exit status 1.
+func TestBwrapSetupFailure(t *testing.T) {
+	b := newBwrap(t)
+	b.ReadOnly = []string{"/gatebridge-no-such-dir"}
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	res, err := b.Run(context.Background(), f.Spec("exit 0"))
+	var se *sandbox.Error
+	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Run = %+v, %v; want *sandbox.Error", res, err)
+	}
+	if !strings.Contains(se.Error(), "gatebridge-no-such-dir") || se.Hint == "" {
+		t.Errorf("error %q hint %q", se.Error(), se.Hint)
+	}
+	// A command that exits 1 by itself is not a setup failure.
+	b.ReadOnly = nil
+	res, err = b.Run(context.Background(), f.Spec("echo 'bwrap: fake' >&2; exit 1"))
+	if err != nil || res.ExitCode != 1 {
+		t.Errorf("Run = %+v, %v", res, err)
+	}
+}
+
+func TestBwrapMissingBinary(t *testing.T) {
+	b := &sandbox.Bwrap{Path: "/nonexistent/bwrap"}
+	err := b.Check(context.Background())
+	var se *sandbox.Error
+	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Hint, "bubblewrap") {
+		t.Fatalf("Check = %v", err)
+	}
+	if _, err := b.Run(context.Background(), &sandbox.Spec{Command: []string{"true"}}); !errors.As(err, &se) {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// The session may live under /tmp, which is a fresh tmpfs inside: the
+// session binds must come after it.
+func TestBwrapSessionUnderTmp(t *testing.T) {
+	b := newBwrap(t)
+	dir, err := os.MkdirTemp("/tmp", "gb-session-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	s := sandbox.SessionDirs{Root: dir, Bin: dir + "/bin", Calls: dir + "/calls", Responses: dir + "/responses", Tmp: dir + "/tmp"}
+	for _, d := range []string{s.Bin, s.Calls, s.Responses, s.Tmp} {
+		os.Mkdir(d, 0o777)
+	}
+	res, err := b.Run(context.Background(), &sandbox.Spec{
+		Command: []string{"sh", "-c", `printf hi > "$GATEBRIDGE_CALLS_DIR/f"; ls /tmp`},
+		Session: s,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(s.Calls + "/f"); string(got) != "hi" || res.ExitCode != 0 {
+		t.Errorf("exit %d calls/f %q stderr %q", res.ExitCode, got, res.Stderr)
+	}
+	// Only the path to the session shows in /tmp, not the host's /tmp.
+	if got := strings.Fields(string(res.Stdout)); len(got) != 1 || got[0] != filepath.Base(dir) {
+		t.Errorf("/tmp inside holds %q", got)
+	}
+}
+
+// Large output through bwrap's pipes is complete and ordered.
+func TestBwrapLargeOutput(t *testing.T) {
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("seq 1 200000")
+	spec.MaxOutput = 8 << 20
+	res, err := b.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := exec.Command("seq", "1", "200000").Output()
+	if !bytes.Equal(res.Stdout, want) {
+		t.Errorf("stdout differs: %d bytes, want %d", len(res.Stdout), len(want))
+	}
+}
