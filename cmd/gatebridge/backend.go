@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
+)
+
+// chosenBackend is the backend a run uses, why, and what to release.
+type chosenBackend struct {
+	backend      sandbox.Backend
+	reason       string
+	sessionsRoot string // persistent docker: sessions must live here
+	workspaceIn  string // where the sandbox sees the workspace ("" = same path)
+	closers      []func()
+}
+
+func (c *chosenBackend) close() {
+	for _, f := range c.closers {
+		f()
+	}
+}
+
+func (c *chosenBackend) insideWorkspace(host string) string {
+	if c.workspaceIn != "" {
+		return c.workspaceIn
+	}
+	return host
+}
+
+func dockerConfig(cfg *Config) docker.Config {
+	d := cfg.Sandbox.Docker
+	dc := docker.Config{
+		Image: d.Image, User: d.User, Memory: d.Memory, PidsLimit: d.PidsLimit,
+		Network: d.Network, TmpfsSize: d.TmpfsSize, WritableRootfs: d.WritableRootfs,
+		AllowNewPrivileges: d.AllowNewPrivileges, CapAdd: d.CapAdd, NoInit: d.NoInit,
+	}
+	if d.CPUs > 0 {
+		dc.NanoCPUs = int64(d.CPUs * 1e9)
+	} else {
+		dc.NanoCPUs = -1
+	}
+	if d.Memory == 0 {
+		dc.Memory = -1
+	}
+	if d.PidsLimit == 0 {
+		dc.PidsLimit = -1
+	}
+	return dc
+}
+
+func newDocker(cfg *Config) (*docker.Backend, error) {
+	return docker.New(dockerConfig(cfg))
+}
+
+// chooseBackend builds the configured backend; for "auto" it tries docker
+// (engine reachable and image present), then bwrap, then local with a
+// warning that the command runs unsandboxed.
+func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenBackend, error) {
+	bw := &sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly}
+	if cfg.Sandbox.Docker.Reuse != "" {
+		if cfg.Sandbox.Backend != "auto" && cfg.Sandbox.Backend != "docker" {
+			return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
+				Hint: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
+		}
+		d, err := newDocker(cfg)
+		if err != nil {
+			return nil, err
+		}
+		sb, err := d.Open(ctx, cfg.Sandbox.Docker.Reuse)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		return &chosenBackend{backend: sb, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
+			sessionsRoot: sb.SessionsRoot(), workspaceIn: docker.DefaultWorkspacePath,
+			closers: []func(){func() { d.Close() }}}, nil
+	}
+	switch cfg.Sandbox.Backend {
+	case "local":
+		return &chosenBackend{backend: sandbox.NewLocal(), reason: "chosen with sandbox.backend=local"}, nil
+	case "bwrap":
+		if err := bw.Check(ctx); err != nil {
+			return nil, err
+		}
+		return &chosenBackend{backend: bw, reason: "chosen with sandbox.backend=bwrap"}, nil
+	case "docker":
+		d, err := newDocker(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Check(ctx); err != nil {
+			d.Close()
+			return nil, err
+		}
+		return &chosenBackend{backend: d, reason: "chosen with sandbox.backend=docker", workspaceIn: docker.DefaultWorkspacePath,
+			closers: []func(){func() { d.Close() }}}, nil
+	}
+	// auto
+	var candidates []sandbox.Backend
+	var closers []func()
+	if d, err := newDocker(cfg); err == nil {
+		candidates = append(candidates, autoDocker{d})
+		closers = append(closers, func() { d.Close() })
+	}
+	candidates = append(candidates, bw, sandbox.NewLocal())
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, why, err := sandbox.Auto(cctx, candidates)
+	if err != nil {
+		for _, f := range closers {
+			f()
+		}
+		return nil, err
+	}
+	chosen := &chosenBackend{backend: b, reason: "auto: " + why, closers: closers}
+	if ad, ok := b.(autoDocker); ok {
+		chosen.backend = ad.Backend
+		chosen.workspaceIn = docker.DefaultWorkspacePath
+	}
+	if b.Name() == "local" {
+		fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", why)
+		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; --sandbox local silences this\n")
+	}
+	return chosen, nil
+}
+
+// autoDocker is docker as an auto candidate: usable only when the engine
+// answers and the image is already present (auto never pulls).
+type autoDocker struct{ *docker.Backend }
+
+func (a autoDocker) Check(ctx context.Context) error {
+	if err := a.Backend.Ping(ctx); err != nil {
+		return err
+	}
+	ok, err := a.Backend.ImagePresent(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &sandbox.Error{Backend: "docker", Op: "find image", Err: fmt.Errorf("image %s not present", a.Backend.Config().Image),
+			Hint: "build it with `make test-image` or set sandbox.docker.image"}
+	}
+	return nil
+}

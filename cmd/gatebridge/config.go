@@ -1,0 +1,368 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is every setting of gatebridge, decoded once from defaults <
+// gatebridge.yaml < GATEBRIDGE_* env < flags. configs/gatebridge.yaml
+// documents each key with its default (a test keeps the two in sync).
+type Config struct {
+	Sandbox SandboxConfig `mapstructure:"sandbox"`
+	Bridge  BridgeConfig  `mapstructure:"bridge"`
+	Gates   GatesConfig   `mapstructure:"gates"`
+	Audit   AuditConfig   `mapstructure:"audit"`
+}
+
+type SandboxConfig struct {
+	Backend           string        `mapstructure:"backend"`
+	Timeout           time.Duration `mapstructure:"timeout"`
+	KillGrace         time.Duration `mapstructure:"kill_grace"`
+	MaxOutput         int64         `mapstructure:"max_output"`
+	Workspace         string        `mapstructure:"workspace"`
+	WritableWorkspace bool          `mapstructure:"writable_workspace"`
+	Docker            DockerConfig  `mapstructure:"docker"`
+	Bwrap             BwrapConfig   `mapstructure:"bwrap"`
+}
+
+type DockerConfig struct {
+	Image              string   `mapstructure:"image"`
+	User               string   `mapstructure:"user"`
+	Memory             int64    `mapstructure:"memory"`
+	CPUs               float64  `mapstructure:"cpus"`
+	PidsLimit          int64    `mapstructure:"pids_limit"`
+	Network            string   `mapstructure:"network"`
+	TmpfsSize          int64    `mapstructure:"tmpfs_size"`
+	WritableRootfs     bool     `mapstructure:"writable_rootfs"`
+	AllowNewPrivileges bool     `mapstructure:"allow_new_privileges"`
+	CapAdd             []string `mapstructure:"cap_add"`
+	NoInit             bool     `mapstructure:"no_init"`
+	Reuse              string   `mapstructure:"reuse"`
+	SessionsRoot       string   `mapstructure:"sessions_root"`
+}
+
+type BwrapConfig struct {
+	Path     string   `mapstructure:"path"`
+	ReadOnly []string `mapstructure:"read_only"`
+}
+
+type BridgeConfig struct {
+	Watch          string        `mapstructure:"watch"`
+	PollInterval   time.Duration `mapstructure:"poll_interval"`
+	RescanInterval time.Duration `mapstructure:"rescan_interval"`
+	SessionDir     string        `mapstructure:"session_dir"`
+	KeepSession    bool          `mapstructure:"keep_session"`
+	Limits         LimitsConfig  `mapstructure:"limits"`
+}
+
+type LimitsConfig struct {
+	MaxCalls       int           `mapstructure:"max_calls"`
+	MaxConcurrent  int           `mapstructure:"max_concurrent"`
+	MaxArgs        int           `mapstructure:"max_args"`
+	MaxArgBytes    int64         `mapstructure:"max_arg_bytes"`
+	MaxStdinBytes  int64         `mapstructure:"max_stdin_bytes"`
+	MaxOutputBytes int64         `mapstructure:"max_output_bytes"`
+	GateTimeout    time.Duration `mapstructure:"gate_timeout"`
+	MaxScanEntries int           `mapstructure:"max_scan_entries"`
+}
+
+type GatesConfig struct {
+	Builtins           bool            `mapstructure:"builtins"`
+	Root               string          `mapstructure:"root"`
+	WritableRoot       string          `mapstructure:"writable_root"`
+	MaxFileBytes       int64           `mapstructure:"max_file_bytes"`
+	MaxSearchMatches   int             `mapstructure:"max_search_matches"`
+	MaxSearchFiles     int             `mapstructure:"max_search_files"`
+	MaxSearchFileBytes int64           `mapstructure:"max_search_file_bytes"`
+	Commands           []CommandConfig `mapstructure:"commands"`
+}
+
+type CommandConfig struct {
+	Name           string        `mapstructure:"name"`
+	Summary        string        `mapstructure:"summary"`
+	Command        []string      `mapstructure:"command"`
+	AllowArgs      []string      `mapstructure:"allow_args"`
+	AllowPattern   string        `mapstructure:"allow_pattern"`
+	Dir            string        `mapstructure:"dir"`
+	Timeout        time.Duration `mapstructure:"timeout"`
+	MaxOutputBytes int64         `mapstructure:"max_output_bytes"`
+	Env            []string      `mapstructure:"env"`
+	Stdin          bool          `mapstructure:"stdin"`
+}
+
+type AuditConfig struct {
+	Path string `mapstructure:"path"`
+}
+
+// defaults lists every scalar key with its default. Unmarshal ignores env
+// vars for keys viper does not know, so every key must be here.
+var defaults = map[string]any{
+	"sandbox.backend":                     "auto",
+	"sandbox.timeout":                     "10m",
+	"sandbox.kill_grace":                  "2s",
+	"sandbox.max_output":                  1 << 20,
+	"sandbox.workspace":                   "",
+	"sandbox.writable_workspace":          false,
+	"sandbox.docker.image":                "gatebridge-test:latest",
+	"sandbox.docker.user":                 "",
+	"sandbox.docker.memory":               512 << 20,
+	"sandbox.docker.cpus":                 1.0,
+	"sandbox.docker.pids_limit":           256,
+	"sandbox.docker.network":              "none",
+	"sandbox.docker.tmpfs_size":           64 << 20,
+	"sandbox.docker.writable_rootfs":      false,
+	"sandbox.docker.allow_new_privileges": false,
+	"sandbox.docker.cap_add":              []string{},
+	"sandbox.docker.no_init":              false,
+	"sandbox.docker.reuse":                "",
+	"sandbox.docker.sessions_root":        "",
+	"sandbox.bwrap.path":                  "",
+	"sandbox.bwrap.read_only":             []string{},
+	"bridge.watch":                        "auto",
+	"bridge.poll_interval":                "10ms",
+	"bridge.rescan_interval":              "1s",
+	"bridge.session_dir":                  "",
+	"bridge.keep_session":                 false,
+	"bridge.limits.max_calls":             100000,
+	"bridge.limits.max_concurrent":        16,
+	"bridge.limits.max_args":              4096,
+	"bridge.limits.max_arg_bytes":         1 << 20,
+	"bridge.limits.max_stdin_bytes":       16 << 20,
+	"bridge.limits.max_output_bytes":      4 << 20,
+	"bridge.limits.gate_timeout":          "60s",
+	"bridge.limits.max_scan_entries":      20000,
+	"gates.builtins":                      true,
+	"gates.root":                          "",
+	"gates.writable_root":                 "",
+	"gates.max_file_bytes":                10 << 20,
+	"gates.max_search_matches":            200,
+	"gates.max_search_files":              20000,
+	"gates.max_search_file_bytes":         4 << 20,
+	"gates.commands":                      []any{},
+	"audit.path":                          "",
+}
+
+// configError is a bad configuration; it names the key and says how to fix it.
+type configError struct {
+	Key  string
+	Msg  string
+	Hint string
+}
+
+func (e *configError) Error() string {
+	if e.Key == "" {
+		return "config: " + e.Msg
+	}
+	return fmt.Sprintf("config: %s: %s", e.Key, e.Msg)
+}
+
+// flagKeys maps command-line flags to config keys.
+var flagKeys = map[string]string{
+	"sandbox":            "sandbox.backend",
+	"timeout":            "sandbox.timeout",
+	"workspace":          "sandbox.workspace",
+	"writable-workspace": "sandbox.writable_workspace",
+	"max-output":         "sandbox.max_output",
+	"image":              "sandbox.docker.image",
+	"reuse":              "sandbox.docker.reuse",
+	"keep-session":       "bridge.keep_session",
+	"watch":              "bridge.watch",
+}
+
+// loadConfig reads the config file (explicit path, ./gatebridge.yaml, or
+// $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml), the env and the flags.
+func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix("GATEBRIDGE")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	v.SetConfigType("yaml")
+	used := ""
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, errors.Unwrap(err)),
+				Hint: "pass an existing file to --config, or drop the flag to use the defaults"}
+		}
+		used = path
+	} else {
+		for _, p := range configCandidates() {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+				used = p
+				break
+			}
+		}
+	}
+	if used != "" {
+		v.SetConfigFile(used)
+		if err := v.ReadInConfig(); err != nil {
+			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Hint: "the file must be YAML; see configs/gatebridge.yaml"}
+		}
+		if err := checkUnknownKeys(v.AllSettings(), ""); err != nil {
+			err.Msg += " (in " + used + ")"
+			return nil, used, err
+		}
+	}
+	if flags != nil {
+		for flag, key := range flagKeys {
+			if f := flags.Lookup(flag); f != nil {
+				if err := v.BindPFlag(key, f); err != nil {
+					return nil, used, err
+				}
+			}
+		}
+	}
+	var cfg Config
+	err := v.UnmarshalExact(&cfg, func(dc *mapstructure.DecoderConfig) {
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	})
+	if err != nil {
+		return nil, used, decodeError(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, used, err
+	}
+	return &cfg, used, nil
+}
+
+func configCandidates() []string {
+	out := []string{"gatebridge.yaml"}
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
+		out = append(out, filepath.Join(x, "gatebridge", "gatebridge.yaml"))
+	} else if h, err := os.UserHomeDir(); err == nil {
+		out = append(out, filepath.Join(h, ".config", "gatebridge", "gatebridge.yaml"))
+	}
+	return out
+}
+
+// checkUnknownKeys compares the file's keys with the Config struct, so a
+// typo is an error that names the key instead of a silently ignored line.
+func checkUnknownKeys(m map[string]any, prefix string) *configError {
+	known := knownKeys(reflect.TypeOf(Config{}), "")
+	var walk func(m map[string]any, prefix string) *configError
+	walk = func(m map[string]any, prefix string) *configError {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			full := prefix + k
+			kind, ok := known[full]
+			if !ok {
+				return &configError{Key: full, Msg: "unknown key", Hint: "see configs/gatebridge.yaml for every key"}
+			}
+			if sub, isMap := m[k].(map[string]any); isMap && kind == reflect.Struct {
+				if err := walk(sub, full+"."); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(m, prefix)
+}
+
+func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
+	out := map[string]reflect.Kind{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("mapstructure")
+		if tag == "" {
+			continue
+		}
+		key := prefix + tag
+		out[key] = f.Type.Kind()
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			for k, v := range knownKeys(f.Type, key+".") {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+func decodeError(err error) error {
+	msg := err.Error()
+	// mapstructure: "decoding failed due to the following error(s):\n\n'sandbox.timeout' time: invalid duration \"x\""
+	lines := strings.Split(msg, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "'") {
+			if end := strings.Index(l[1:], "'"); end > 0 {
+				key := l[1 : end+1]
+				return &configError{Key: key, Msg: "bad value: " + strings.TrimSpace(l[end+2:]),
+					Hint: "see configs/gatebridge.yaml for the type and default of " + key}
+			}
+		}
+	}
+	return &configError{Msg: msg, Hint: "see configs/gatebridge.yaml"}
+}
+
+// Validate checks values the decoder cannot.
+func (c *Config) Validate() error {
+	bad := func(key, msg, hint string) error { return &configError{Key: key, Msg: msg, Hint: hint} }
+	switch c.Sandbox.Backend {
+	case "auto", "local", "bwrap", "docker":
+	default:
+		return bad("sandbox.backend", fmt.Sprintf("unknown backend %q", c.Sandbox.Backend), "use auto, local, bwrap or docker")
+	}
+	switch c.Bridge.Watch {
+	case "auto", "events", "poll":
+	default:
+		return bad("bridge.watch", fmt.Sprintf("unknown mode %q", c.Bridge.Watch), "use auto, events or poll")
+	}
+	nonNeg := map[string]int64{
+		"sandbox.timeout": int64(c.Sandbox.Timeout), "sandbox.kill_grace": int64(c.Sandbox.KillGrace),
+		"sandbox.max_output": c.Sandbox.MaxOutput, "bridge.poll_interval": int64(c.Bridge.PollInterval),
+		"bridge.rescan_interval":  int64(c.Bridge.RescanInterval),
+		"bridge.limits.max_calls": int64(c.Bridge.Limits.MaxCalls), "bridge.limits.max_concurrent": int64(c.Bridge.Limits.MaxConcurrent),
+		"bridge.limits.max_args": int64(c.Bridge.Limits.MaxArgs), "bridge.limits.max_arg_bytes": c.Bridge.Limits.MaxArgBytes,
+		"bridge.limits.max_stdin_bytes": c.Bridge.Limits.MaxStdinBytes, "bridge.limits.max_output_bytes": c.Bridge.Limits.MaxOutputBytes,
+		"bridge.limits.gate_timeout": int64(c.Bridge.Limits.GateTimeout), "bridge.limits.max_scan_entries": int64(c.Bridge.Limits.MaxScanEntries),
+		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
+		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
+	}
+	keys := make([]string, 0, len(nonNeg))
+	for k := range nonNeg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if nonNeg[k] < 0 {
+			return bad(k, "must not be negative", "0 means the default")
+		}
+	}
+	if c.Bridge.Limits.MaxConcurrent > 1024 {
+		return bad("bridge.limits.max_concurrent", "must be at most 1024", "")
+	}
+	if c.Sandbox.Docker.CPUs < 0 {
+		return bad("sandbox.docker.cpus", "must not be negative", "0 means no limit")
+	}
+	for i, cmd := range c.Gates.Commands {
+		key := fmt.Sprintf("gates.commands[%d]", i)
+		if cmd.Name == "" {
+			return bad(key+".name", "missing", "every command gate needs a name")
+		}
+		if len(cmd.Command) == 0 {
+			return bad(key+".command", "missing", "give the fixed argv prefix, e.g. [git, log]")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+// Command gatebridge runs a shell command in a sandbox and lets it call
+// host-side tools ("gates") through a filesystem mailbox.
+//
+//	gatebridge run -- bash -c 'read_file README.md | head -3'
+//	gatebridge gates --format json
+//
+// See the README for the configuration and exit codes.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// ExitInternal is gatebridge's own failure (bad config, sandbox unusable,
+// session setup failed): the command did not run, or its result is unknown.
+const ExitInternal = 125
+
+var version = "" // set with -ldflags "-X main.version=…"
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// exitError carries the exit code of a command that ran.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// hintError is an error with a hint for the user.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, hint string) error { return &hintError{err, hint} }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	printError(stderr, err)
+	return ExitInternal
+}
+
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "gatebridge: %v\n", err)
+	var he *hintError
+	var se *sandbox.Error
+	var ce *configError
+	switch {
+	case errors.As(err, &he) && he.hint != "":
+		fmt.Fprintf(w, "gatebridge: hint: %s\n", he.hint)
+	case errors.As(err, &se) && se.Hint != "":
+		fmt.Fprintf(w, "gatebridge: hint: %s\n", se.Hint)
+	case errors.As(err, &ce) && ce.Hint != "":
+		fmt.Fprintf(w, "gatebridge: hint: %s\n", ce.Hint)
+	}
+}
+
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gatebridge",
+		Short:         "Let sandboxed shell commands call host-side tools through a filesystem mailbox",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().String("config", "", "config file (default ./gatebridge.yaml or $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return withHint(err, "see '"+c.CommandPath()+" --help'")
+	})
+	root.AddCommand(newRunCmd(), newGatesCmd(), newVersionCmd())
+	for _, extra := range extraCommands {
+		root.AddCommand(extra())
+	}
+	return root
+}
+
+// extraCommands are added by other files (doctor, sandbox, bench).
+var extraCommands []func() *cobra.Command
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "gatebridge %s\n", versionString())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+func newRunCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in a sandbox with the gates on its PATH",
+		Long: `Run COMMAND in a sandbox with one wrapper per gate on its PATH.
+
+The exit code is the command's; 124 when it timed out; 125 when gatebridge
+itself failed (bad config, sandbox unavailable).`,
+		Example: `  gatebridge run -- bash -c 'read_file README.md | head -3'
+  gatebridge run --json -- sh -c 'gb_echo hi; submit done'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return withHint(errors.New("run: no command given"), "usage: gatebridge run [flags] -- COMMAND [ARG...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfgPath, _ := cmd.Flags().GetString("config")
+			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return runCommand(cmd, cfg, args, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.String("sandbox", "auto", "sandbox backend: auto, local, bwrap or docker")
+	f.Duration("timeout", 0, "stop the command after this long (exit 124); 0 means the config's sandbox.timeout")
+	f.String("workspace", "", "directory the command starts in and the gates see (default: current directory)")
+	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
+	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json (head and tail kept)")
+	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
+	f.String("image", "", "docker image (docker backend)")
+	f.String("reuse", "", "run inside the persistent docker sandbox NAME (see 'gatebridge sandbox start')")
+	f.String("watch", "", "how the host notices calls: auto, events or poll")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object with the result instead of streaming output")
+	cmd.Flags().SetInterspersed(false)
+	// Flags without an explicit value must not override config: viper
+	// only takes a bound flag's value when it was Changed.
+	return cmd
+}
+
+// jsonResult is what run --json prints.
+type jsonResult struct {
+	*bridge.Result
+	SandboxReason string `json:"sandbox_reason,omitempty"`
+}
+
+func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+
+	chosen, err := chooseBackend(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer chosen.close()
+
+	reg, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace))
+	if err != nil {
+		return err
+	}
+	var audit io.Writer
+	if cfg.Audit.Path != "" {
+		f, err := os.OpenFile(cfg.Audit.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a writable file"}
+		}
+		defer f.Close()
+		audit = f
+	}
+	bcfg := bridge.Config{
+		Gates:          reg,
+		Dir:            cfg.Bridge.SessionDir,
+		Limits:         limitsOf(cfg),
+		Watch:          bridge.WatchMode(cfg.Bridge.Watch),
+		PollInterval:   cfg.Bridge.PollInterval,
+		RescanInterval: cfg.Bridge.RescanInterval,
+		Keep:           cfg.Bridge.KeepSession,
+		Audit:          audit,
+		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
+	}
+	if chosen.sessionsRoot != "" {
+		bcfg.Dir = chosen.sessionsRoot
+	}
+	sess, err := bridge.Open(bcfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Bridge.KeepSession {
+		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
+	}
+	spec := sandbox.Spec{
+		Command:           args,
+		Workspace:         workspace,
+		WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
+		Stdin:             cmd.InOrStdin(),
+		Timeout:           cfg.Sandbox.Timeout,
+		KillGrace:         cfg.Sandbox.KillGrace,
+		MaxOutput:         cfg.Sandbox.MaxOutput,
+	}
+	if !asJSON {
+		spec.Stdout, spec.Stderr = stdout, stderr
+	}
+	res, runErr := sess.Run(ctx, chosen.backend, spec)
+	closeErr := sess.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil && !cfg.Bridge.KeepSession {
+		fmt.Fprintf(stderr, "gatebridge: %v\n", closeErr)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(jsonResult{Result: res, SandboxReason: chosen.reason}); err != nil {
+			return err
+		}
+	}
+	code := res.ExitCode
+	if res.Canceled {
+		select {
+		case s := <-sig:
+			if n, ok := s.(syscall.Signal); ok {
+				code = 128 + int(n)
+			}
+		default:
+			code = 130
+		}
+	}
+	if code != 0 {
+		return &exitError{code}
+	}
+	return nil
+}
+
+func resolveWorkspace(ws string) (string, error) {
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		ws = wd
+	}
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil || !st.IsDir() {
+		return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not a directory", abs),
+			Hint: "pass an existing directory to --workspace"}
+	}
+	return abs, nil
+}
+
+func limitsOf(cfg *Config) bridge.Limits {
+	l := cfg.Bridge.Limits
+	return bridge.Limits{
+		MaxCalls: l.MaxCalls, MaxConcurrent: l.MaxConcurrent, MaxArgs: l.MaxArgs,
+		MaxArgBytes: l.MaxArgBytes, MaxStdinBytes: l.MaxStdinBytes, MaxOutputBytes: l.MaxOutputBytes,
+		GateTimeout: l.GateTimeout, MaxScanEntries: l.MaxScanEntries,
+	}
+}
+
+// buildRegistry makes the gates the config asks for. inside is where the
+// sandbox sees the workspace (for absolute paths in gate arguments).
+func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, error) {
+	reg := gates.NewRegistry()
+	if cfg.Gates.Builtins {
+		root := cfg.Gates.Root
+		insideRoot := inside
+		if root == "" {
+			root = workspace
+		} else {
+			insideRoot = ""
+		}
+		o := gates.Options{
+			Root: root, SandboxRoot: insideRoot,
+			WritableRoot:       cfg.Gates.WritableRoot,
+			MaxFileBytes:       cfg.Gates.MaxFileBytes,
+			MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
+			MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
+			MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
+		}
+		if o.WritableRoot != "" && o.WritableRoot == root {
+			o.SandboxWritableRoot = insideRoot
+		}
+		if err := gates.RegisterBuiltins(reg, o); err != nil {
+			return nil, &configError{Key: "gates", Msg: err.Error(), Hint: "check gates.root and gates.writable_root"}
+		}
+	}
+	for i, c := range cfg.Gates.Commands {
+		g, err := gates.NewCommand(gates.CommandSpec{
+			Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
+			AllowPattern: c.AllowPattern, Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
+			Env: c.Env, Stdin: c.Stdin,
+		})
+		if err != nil {
+			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d]", i), Msg: err.Error(), Hint: "see the gates.commands example in configs/gatebridge.yaml"}
+		}
+		if err := reg.Register(g); err != nil {
+			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d].name", i), Msg: err.Error(), Hint: "pick another name"}
+		}
+	}
+	return reg, nil
+}
+
+var _ = context.Background
