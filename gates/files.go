@@ -21,7 +21,7 @@ func newReadFile(ws *workspace, o Options) Gate {
 	return newBuiltin(Spec{
 		Name: name,
 		Summary: fmt.Sprintf("Print a file from the workspace, whole or a range of lines. "+
-			"Files over %d bytes must be read in ranges.", max),
+			"Files over %s must be read in ranges.", humanBytes(max)),
 		Usage: "read_file [--offset N] [--limit N] PATH",
 		Params: []Param{
 			{Name: "--offset N", Description: "Skip the first N lines (0-based: --offset 0 starts at line 1).", Flag: true},
@@ -207,7 +207,7 @@ func newWriteFile(ws *workspace, o Options) Gate {
 	return newBuiltin(Spec{
 		Name: name,
 		Summary: fmt.Sprintf("Write stdin to a file in the writable workspace, replacing it atomically and creating parent directories; "+
-			"at most %d bytes, never through a symlink. Prints nothing.", max),
+			"at most %s, never through a symlink. Prints nothing.", humanBytes(max)),
 		Usage: "write_file PATH < CONTENT",
 		Params: []Param{
 			{Name: "PATH", Description: "File, relative to the writable workspace root.", Required: true},

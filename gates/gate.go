@@ -18,6 +18,22 @@
 //
 // ctx carries the gate's timeout; a gate must return soon after ctx is done.
 // The caller turns an expired deadline into exit 124 and a panic into exit 1.
+//
+// # Built-in gates
+//
+// [Builtins] and [RegisterBuiltins] provide read_file, list_dir, search,
+// write_file (only with [Options.WritableRoot]), submit and gb_echo. They
+// share one argument syntax: "--opt N" or "--opt=N", options anywhere, "--"
+// ends options; submit and gb_echo take every argument literally. File
+// gates reach the workspace only through [os.Root]: "..", absolute paths
+// outside the workspace and symlinks leading out are denied (exit 126), and
+// FIFOs, devices and sockets are refused without blocking. See [Options]
+// for the path rules.
+//
+// # Command gates
+//
+// [NewCommand] builds a gate that runs an allowlisted host command without
+// a shell, in its own process group, with capped output (see [CommandSpec]).
 package gates
 
 import (

@@ -22,12 +22,12 @@ func newSearch(ws *workspace, o Options) Gate {
 	const name = "search"
 	return newBuiltin(Spec{
 		Name: name,
-		Summary: fmt.Sprintf("Print lines matching a Go (RE2) regular expression in workspace files as path:line:text; "+
-			"skips .git, symlinks, binary files and files over %d bytes; prints the first %d matches, then a count; exits 1 when nothing matches.",
-			o.MaxSearchFileBytes, o.MaxSearchMatches),
+		Summary: fmt.Sprintf("Print lines matching a Go (RE2) regular expression in workspace files as path:line:text (lines from 1); "+
+			"skips .git, symlinks, binary files and files over %s; prints the first %d matches, then a count; exits 1 when nothing matches.",
+			humanBytes(o.MaxSearchFileBytes), o.MaxSearchMatches),
 		Usage: "search PATTERN [PATH]",
 		Params: []Param{
-			{Name: "PATTERN", Description: `RE2 regular expression matched against each line, e.g. "func \w+\(" ; (?i) ignores case.`, Required: true},
+			{Name: "PATTERN", Description: `RE2 regular expression matched against each line, e.g. 'func \w+\('; prefix (?i) to ignore case.`, Required: true},
 			{Name: "PATH", Description: "File or directory to search, relative to the workspace root (default: the root). Output paths are relative to the root."},
 		},
 	}, argSpec{min: 1, max: 2}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {

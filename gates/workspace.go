@@ -221,3 +221,15 @@ func displayName(name string) string {
 	}
 	return name
 }
+
+// humanBytes formats n for a spec: "10 MiB", "64 KiB" or "1000 bytes".
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}
