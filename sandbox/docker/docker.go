@@ -520,6 +520,9 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 	_, err = b.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
 	cancel()
 	if err != nil {
+		if isNotFound(err) { // only without docker-init, which exits 127 itself
+			return notFound(spec), nil
+		}
 		return nil, startError(err)
 	}
 
@@ -576,6 +579,21 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 	return out.result(code, st), nil
 }
 
+// isNotFound reports a start failure because Command[0] does not exist.
+func isNotFound(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory")
+}
+
+// notFound is the Result of a command that is not in the image's PATH.
+func notFound(spec *sandbox.Spec) *sandbox.Result {
+	msg := []byte("gatebridge: " + spec.Command[0] + ": command not found\n")
+	if spec.Stderr != nil {
+		_, _ = spec.Stderr.Write(msg)
+	}
+	return &sandbox.Result{ExitCode: sandbox.ExitNotFound, Stdout: []byte{}, Stderr: msg}
+}
+
 func startError(err error) error {
 	e := engineError("start container", err).(*sandbox.Error)
 	if e.Hint == "" && strings.Contains(err.Error(), "executable file not found") {
@@ -620,9 +638,12 @@ func (s *streams) result(code int, st *stopper) *sandbox.Result {
 	}
 	r.Truncated = r.StdoutDropped > 0 || r.StderrDropped > 0
 	if st.stopped {
-		r.ExitCode = 124
 		r.TimedOut = st.timedOut
 		r.Canceled = !st.timedOut
+		r.ExitCode = sandbox.ExitCanceled
+		if r.TimedOut {
+			r.ExitCode = sandbox.ExitTimedOut
+		}
 	}
 	return r
 }

@@ -83,6 +83,16 @@ func TestRunBasics(t *testing.T) {
 	})
 }
 
+func TestRunNotFound(t *testing.T) {
+	for _, noInit := range []bool{false, true} {
+		b, _ := newBackend(t, Config{NoInit: noInit})
+		r, err := runErr(t, b, context.Background(), "", withSpec(func(s *sandbox.Spec) { s.Command = []string{"gb-no-such-command"} }))
+		if err != nil || r.ExitCode != sandbox.ExitNotFound {
+			t.Fatalf("noInit=%v: %v %+v", noInit, err, r)
+		}
+	}
+}
+
 func TestRunFilesystem(t *testing.T) {
 	b, _ := newBackend(t, Config{})
 	ctx := context.Background()
@@ -218,7 +228,7 @@ func TestRunTimeoutAndCancel(t *testing.T) {
 		r := run(t, b, ctx, `sleep 30`, withSpec(func(s *sandbox.Spec) {
 			s.Labels = map[string]string{"io.gatebridge.test": tag + "-c"}
 		}))
-		if r.ExitCode != 124 || r.TimedOut || !r.Canceled {
+		if r.ExitCode != sandbox.ExitCanceled || r.TimedOut || !r.Canceled {
 			t.Fatalf("got %+v", r)
 		}
 		if ids := containersWith(t, cli, tag+"-c"); len(ids) != 0 {

@@ -72,8 +72,8 @@ type StartOptions struct {
 // mounted read-write once: bin/ and responses/ of a session are not
 // read-only mounts. Run mitigates this when gatebridge runs as root: the
 // container user is not root, calls/ and tmp/ are chowned to it, and bin/
-// and responses/ are owned by the host user and not writable by group or
-// others (Run clears those bits), so the command cannot write or replace
+// and responses/ (and the files already in them) are owned by the host
+// user and not writable by group or others (Run clears those bits), so the command cannot write or replace
 // them. Commands of different sessions run
 // as the same user and can reach each other's calls/ and tmp/: run
 // sessions with different trust in different sandboxes. When gatebridge
@@ -552,13 +552,38 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 		if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
 			return err
 		}
-		if fi.Mode().Perm()&0o022 != 0 {
-			if err := os.Chmod(dir, fi.Mode().Perm()&^0o022); err != nil {
-				return err
+		if err := denyWrite(dir, fi); err != nil {
+			return err
+		}
+		// Entries already there (wrappers, early responses) too; the host
+		// must create later ones without group/other write.
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for i, e := range ents {
+			if i >= maxPrepareEntries {
+				break
+			}
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+				if err := denyWrite(filepath.Join(dir, e.Name()), fi); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// maxPrepareEntries bounds the entries of bin/ and responses/ fixed per Run.
+const maxPrepareEntries = 4096
+
+// denyWrite clears the group and other write bits of a file or directory.
+func denyWrite(name string, fi os.FileInfo) error {
+	if fi.Mode().Perm()&0o022 == 0 {
+		return nil
+	}
+	return os.Chmod(name, fi.Mode().Perm()&^0o022)
 }
 
 func randToken() string {

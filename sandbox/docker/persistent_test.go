@@ -71,6 +71,13 @@ func TestPersistent(t *testing.T) {
 			t.Fatalf("info %v", r.Info)
 		}
 	})
+	t.Run("not-found", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, "", withSpec(func(s *sandbox.Spec) { s.Command = []string{"gb-no-such-command"} }))
+		if err != nil || r.ExitCode != sandbox.ExitNotFound {
+			t.Fatalf("%v %+v", err, r)
+		}
+		t.Logf("stderr %q", r.Stderr)
+	})
 	t.Run("stdin", func(t *testing.T) {
 		r, err := runIn(t, sb, ctx, `wc -c`, withStdin("12345"))
 		if err != nil || out(r) != "5" {
@@ -103,6 +110,7 @@ func TestPersistent(t *testing.T) {
 		script := `cd "$GATEBRIDGE_SESSION_DIR"
 for d in bin responses; do
   touch $d/x 2>/dev/null && echo "wrote $d"
+  echo x >> $d/f 2>/dev/null && echo "appended $d/f"
   mv $d $d.old 2>/dev/null && echo "moved $d"
   rm -f $d/f 2>/dev/null; [ -f $d/f ] || echo "removed $d/f"
 done
@@ -110,7 +118,8 @@ echo x > calls/c && echo calls-ok`
 		r, err := runIn(t, sb, ctx, script, withSpec(func(s *sandbox.Spec) {
 			for _, d := range []string{s.Session.Bin, s.Session.Responses} {
 				os.Chmod(d, 0o777) // Run must tighten this
-				os.WriteFile(filepath.Join(d, "f"), nil, 0o644)
+				os.WriteFile(filepath.Join(d, "f"), nil, 0o666)
+				os.Chmod(filepath.Join(d, "f"), 0o666)
 			}
 		}))
 		if err != nil || out(r) != "calls-ok" {
@@ -146,7 +155,7 @@ echo x > calls/c && echo calls-ok`
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(time.Second, cancel)
 		r, err := runIn(t, sb, cctx, `sleep 300`)
-		if err != nil || r.ExitCode != 124 || !r.Canceled {
+		if err != nil || r.ExitCode != sandbox.ExitCanceled || !r.Canceled {
 			t.Fatalf("got %v %+v", err, r)
 		}
 	})
