@@ -1,0 +1,65 @@
+# gatebridge — see README.md. `make build` then `make test`.
+GO      ?= go
+BIN     ?= bin/gatebridge
+PREFIX  ?= /usr/local
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Short fuzz runs inside `make test`; `make fuzz` runs longer.
+FUZZTIME ?= 5s
+FUZZLONG ?= 2m
+FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./bridge:FuzzReadCall
+
+.PHONY: all build install test unit fuzz-short fuzz lint test-image bench example clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gatebridge
+
+install:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(DESTDIR)$(PREFIX)/bin/gatebridge ./cmd/gatebridge
+
+# A real example: build, then let a sandboxed bash read, search and submit.
+example: build
+	$(BIN) run -- bash -c 'read_file README.md | head -3; search "func main" | wc -l; submit "done: $$(list_dir | wc -l) entries"'
+
+# Every test: lint, unit and integration tests (race detector on), and
+# short fuzz runs. Docker tests need the engine and the test image (built
+# here when the engine answers); CI sets GATEBRIDGE_REQUIRE_BACKENDS so a
+# skipped backend test fails there.
+test: lint test-image-if-engine unit fuzz-short
+
+unit: build
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		if grep -q "func $$fn(" $$pkg/*_test.go 2>/dev/null; then \
+			echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		fi; \
+	done
+
+fuzz:
+	$(MAKE) fuzz-short FUZZTIME=$(FUZZLONG)
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Builds gatebridge-test:latest from the host's busybox-static and
+# bash-static with ImageImport: no registry needed.
+test-image:
+	$(GO) run ./sandbox/docker/testimage
+
+test-image-if-engine:
+	@if docker info >/dev/null 2>&1 || [ -S /var/run/docker.sock ]; then \
+		$(MAKE) test-image; \
+	else echo "no docker engine: skipping the test image (docker tests will skip)"; fi
+
+bench: build
+	$(BIN) bench
+
+clean:
+	rm -rf bin
