@@ -1,0 +1,217 @@
+// Package integration tests the built gatebridge binary end to end, on
+// every sandbox backend this machine can run. A backend that cannot run
+// here is skipped with the reason, unless GATEBRIDGE_REQUIRE_BACKENDS
+// (comma list, set by CI) names it: then the test fails.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binary is the gatebridge binary built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gb-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "gatebridge")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	build := exec.Command("go", "build", "-o", binary, "./cmd/gatebridge")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gatebridge:", err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755) // non-root test users run the binary too
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// required reports whether CI requires backend name to run here.
+func required(name string) bool {
+	for _, b := range strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ",") {
+		if strings.TrimSpace(b) == name {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	probeOnce sync.Once
+	probeErr  = map[string]error{}
+)
+
+// probe runs `gatebridge run --sandbox NAME -- true` once per backend.
+func probe() {
+	probeOnce.Do(func() {
+		for _, b := range []string{"local", "bwrap", "docker"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			cmd := exec.CommandContext(ctx, binary, "run", "--sandbox", b, "--", "true")
+			cmd.Dir = os.TempDir()
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil {
+				probeErr[b] = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+			}
+		}
+	})
+}
+
+// needBackend skips (or fails, where required) when name cannot run here.
+func needBackend(t testing.TB, name string) {
+	t.Helper()
+	probe()
+	if err := probeErr[name]; err != nil {
+		if required(name) {
+			t.Fatalf("backend %s is required here (GATEBRIDGE_REQUIRE_BACKENDS) but cannot run: %v", name, err)
+		}
+		t.Skipf("backend %s cannot run here: %v", name, err)
+	}
+}
+
+// backends are the sandboxes every scenario runs on.
+var backends = []string{"local", "bwrap", "docker"}
+
+// forEachBackend runs fn as a subtest per usable backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			needBackend(t, b)
+			fn(t, b)
+		})
+	}
+}
+
+// Run is one gatebridge invocation.
+type Run struct {
+	Args    []string // after "run" flags, before "--"
+	Command []string // after "--"
+	Dir     string   // workspace and cwd; default a fresh temp dir
+	Env     []string
+	Stdin   []byte
+	Config  string // YAML written to a temp gatebridge.yaml and passed with --config
+	Timeout time.Duration
+}
+
+// Out is the outcome of a Run.
+type Out struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// workspace returns a fresh workspace readable by any sandbox user.
+func workspace(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	os.Chmod(d, 0o755)
+	os.Chmod(filepath.Dir(d), 0o755)
+	return d
+}
+
+func gb(t testing.TB, backend string, r Run) Out {
+	t.Helper()
+	if r.Dir == "" {
+		r.Dir = workspace(t)
+	}
+	args := []string{"run", "--sandbox", backend}
+	if r.Config != "" {
+		p := filepath.Join(t.TempDir(), "gatebridge.yaml")
+		if err := os.WriteFile(p, []byte(r.Config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"--config", p}, args...)
+	}
+	args = append(args, r.Args...)
+	args = append(args, "--")
+	args = append(args, r.Command...)
+	return gbRaw(t, r.Dir, r.Env, r.Stdin, r.Timeout, args...)
+}
+
+func gbRaw(t testing.TB, dir string, env []string, stdin []byte, timeout time.Duration, args ...string) Out {
+	t.Helper()
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gatebridge %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("gatebridge %v: hung for %v; stderr: %s", args, timeout, se.String())
+	}
+	return Out{so.String(), se.String(), code}
+}
+
+// sh runs a POSIX sh script in backend.
+func sh(t testing.TB, backend, script string, extra ...string) Out {
+	t.Helper()
+	return gb(t, backend, Run{Args: extra, Command: []string{"sh", "-c", script}})
+}
+
+// JSONResult mirrors `run --json`.
+type JSONResult struct {
+	ExitCode    int               `json:"exit_code"`
+	Stdout      string            `json:"stdout"`
+	Stderr      string            `json:"stderr"`
+	TimedOut    bool              `json:"timed_out"`
+	Truncated   bool              `json:"truncated"`
+	DurationMS  int64             `json:"duration_ms"`
+	Answer      *string           `json:"answer"`
+	Sandbox     string            `json:"sandbox"`
+	SandboxInfo map[string]string `json:"sandbox_info"`
+	SessionDir  string            `json:"session_dir"`
+	Calls       []struct {
+		ID         string   `json:"id"`
+		Gate       string   `json:"gate"`
+		Args       []string `json:"args"`
+		ExitCode   int      `json:"exit_code"`
+		Decision   string   `json:"decision"`
+		DurationMS float64  `json:"duration_ms"`
+		Error      string   `json:"error"`
+	} `json:"calls"`
+	SandboxReason string `json:"sandbox_reason"`
+}
+
+func gbJSON(t testing.TB, backend string, r Run) (JSONResult, Out) {
+	t.Helper()
+	r.Args = append([]string{"--json"}, r.Args...)
+	out := gb(t, backend, r)
+	var res JSONResult
+	if err := json.Unmarshal([]byte(out.Stdout), &res); err != nil {
+		t.Fatalf("bad JSON (%v): %q; stderr %q", err, out.Stdout, out.Stderr)
+	}
+	return res, out
+}
