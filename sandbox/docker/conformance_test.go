@@ -38,15 +38,12 @@ func TestConformance(t *testing.T) {
 	}, sandboxtest.Options{Isolated: true, NoLeftovers: noLeftovers})
 }
 
-// TestConformancePersistent runs the suite against exec mode. Its fixture
-// lives under t.TempDir, so each subtest gets a sandbox whose sessions root
-// is the fixture's parent; the isolation checks that need per-session
-// read-only mounts are expected to hold thanks to the ownership mitigation
-// (root host only).
+// TestConformancePersistent runs the suite against exec mode. The suite's
+// fixtures live under os.TempDir, so that is the sandbox's sessions root
+// and (writable) workspace. The isolation checks are off: a writable
+// workspace and shared sessions root are exactly the documented weaker
+// isolation; TestPersistent checks the bin/ and responses/ mitigation.
 func TestConformancePersistent(t *testing.T) {
-	if os.Getenv("GATEBRIDGE_DOCKER_PERSISTENT_SUITE") == "" {
-		t.Skip("set GATEBRIDGE_DOCKER_PERSISTENT_SUITE=1: needs a sessions root covering the suite's temp dirs")
-	}
 	b, _ := newBackend(t, Config{})
 	root := os.TempDir()
 	if r, err := filepath.EvalSymlinks(root); err == nil {
