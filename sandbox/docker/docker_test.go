@@ -303,3 +303,21 @@ func mustClient(t *testing.T, host string) client.APIClient {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+func TestWakePoll(t *testing.T) {
+	b, _ := newBackend(t, Config{Wake: WakePoll})
+	if r := run(t, b, context.Background(), `echo "$GATEBRIDGE_WAKE"`); out(r) != "poll" {
+		t.Fatalf("got %q", out(r))
+	}
+	if !isDockerDesktop("Docker Desktop 4.30.0 (149282)") || isDockerDesktop("Debian GNU/Linux 12 (bookworm)") {
+		t.Fatal("isDockerDesktop")
+	}
+}
+
+func TestBuildTestImageIdempotent(t *testing.T) {
+	cli := engine(t) // builds it when missing
+	built, err := BuildTestImage(context.Background(), cli, TestImageOptions{})
+	if err != nil || built {
+		t.Fatalf("second build: built=%v err=%v", built, err)
+	}
+}
