@@ -95,7 +95,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 		}
 		if err := d.Check(ctx); err != nil {
 			d.Close()
-			return nil, err
+			return nil, imageHintCLI(err, d.Config().Image)
 		}
 		return &chosenBackend{backend: d, reason: "chosen with sandbox.backend=docker", workspaceIn: docker.DefaultWorkspacePath,
 			closers: []func(){func() { d.Close() }}}, nil

@@ -176,6 +176,7 @@ var flagKeys = map[string]string{
 	"max-output":         "sandbox.max_output",
 	"image":              "sandbox.docker.image",
 	"reuse":              "sandbox.docker.reuse",
+	"sessions-root":      "sandbox.docker.sessions_root",
 	"keep-session":       "bridge.keep_session",
 	"watch":              "bridge.watch",
 }

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newSandboxCmd)
+}
+
+// sandboxName mirrors the names sandbox/docker accepts, so a bad name is a
+// usage error before the engine is contacted.
+var sandboxName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+func checkSandboxName(name string) error {
+	if !sandboxName.MatchString(name) {
+		return withHint(fmt.Errorf("sandbox: invalid name %q", name),
+			"a name is 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// oneName validates the single NAME argument of start and stop.
+func oneName(verb string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return withHint(fmt.Errorf("sandbox %s: want exactly one NAME, got %d arguments", verb, len(args)),
+				"usage: "+cmd.UseLine())
+		}
+		return checkSandboxName(args[0])
+	}
+}
+
+func newSandboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Manage persistent docker sandboxes (start, exec, stop, ls, prune)",
+		Long: `A persistent sandbox is one long-lived container; each command runs in it
+with docker exec, in its own session under a sessions root mounted once.
+Commands in the same sandbox share its filesystem (/tmp, the root fs when
+writable); concurrent commands get separate sessions.
+
+The exit code is 125 when gatebridge itself failed (no engine, unknown
+sandbox, bad arguments).`,
+		Example: `  gatebridge sandbox start work --workspace .
+  gatebridge sandbox exec work -- sh -c 'gb_echo hi'
+  gatebridge run --reuse work -- ls
+  gatebridge sandbox ls
+  gatebridge sandbox stop work`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withHint(errors.New("sandbox: missing subcommand"), "see 'gatebridge sandbox --help'")
+		},
+	}
+	cmd.AddCommand(newSandboxStartCmd(), newSandboxExecCmd(), newSandboxStopCmd(), newSandboxLsCmd(), newSandboxPruneCmd())
+	return cmd
+}
+
+// sandboxConfig loads the config with cmd's flags bound.
+func sandboxConfig(cmd *cobra.Command) (*Config, error) {
+	cfgPath, _ := cmd.Flags().GetString("config")
+	cfg, _, err := loadConfig(cfgPath, cmd.Flags())
+	return cfg, err
+}
+
+// engine returns a docker backend whose engine answers.
+func engine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
+	d, err := newDocker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Ping(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// defaultSessionsRoot is where a persistent sandbox keeps its sessions when
+// sandbox.docker.sessions_root is empty: $XDG_RUNTIME_DIR/gatebridge/sessions,
+// else <temp>/gatebridge-sessions-<uid>.
+func defaultSessionsRoot() string {
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+		if st, err := os.Stat(x); err == nil && st.IsDir() {
+			return filepath.Join(x, "gatebridge", "sessions")
+		}
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("gatebridge-sessions-%d", os.Geteuid()))
+}
+
+// prepareSessionsRoot creates root (and missing parents) so that the
+// container user can traverse it: the root itself is 0755, owned by us. An
+// existing root must be a directory we own (a shared temp dir could hold
+// one planted by another user).
+func prepareSessionsRoot(root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error, hint string) (string, error) {
+		return "", &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Hint: hint}
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	if err := os.Mkdir(abs, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	if !st.IsDir() {
+		return fail(fmt.Errorf("%s is not a directory", abs), "remove it or pass another --sessions-root")
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return fail(fmt.Errorf("%s is owned by uid %d, not by you", abs, sys.Uid),
+			"pass a directory you own with --sessions-root")
+	}
+	// Sessions are created inside by bridge.Open (0700, then opened up for
+	// the container user); the root only needs to be traversable.
+	if st.Mode().Perm()&0o055 != 0o055 {
+		if err := os.Chmod(abs, st.Mode().Perm()|0o755); err != nil {
+			return fail(err, "make the sessions root traversable by others (chmod 755)")
+		}
+	}
+	return abs, nil
+}
+
+func newSandboxStartCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "start [flags] NAME",
+		Short: "Start the persistent docker sandbox NAME",
+		Long: `Start a long-lived container gatebridge-NAME from the configured image,
+hardened like per-command containers, with the sessions root mounted at
+/gatebridge/sessions and the workspace (default: the current directory) at
+/workspace, read-only unless --writable-workspace. Then run commands in it
+with 'gatebridge sandbox exec NAME -- CMD' or 'gatebridge run --reuse NAME'
+from the workspace or a directory under it.`,
+		Args: oneName("start"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sandboxConfig(cmd)
+			if err != nil {
+				return err
+			}
+			workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			if err != nil {
+				return err
+			}
+			root := cfg.Sandbox.Docker.SessionsRoot
+			if root == "" {
+				root = defaultSessionsRoot()
+			}
+			if root, err = prepareSessionsRoot(root); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			d, err := newDocker(cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
+				return imageHintCLI(err, d.Config().Image)
+			}
+			sb, err := d.Start(ctx, docker.StartOptions{
+				Name: args[0], SessionsRoot: root, Workspace: workspace,
+				WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", sb.ID())
+			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: started sandbox %s (image %s, sessions %s, workspace %s%s)\n",
+				args[0], d.Config().Image, root, workspace, map[bool]string{true: ", writable", false: ", read-only"}[cfg.Sandbox.WritableWorkspace])
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.String("sessions-root", "", "host directory mounted for the sessions (default $XDG_RUNTIME_DIR/gatebridge/sessions or <tmp>/gatebridge-sessions-<uid>)")
+	f.String("workspace", "", "directory mounted at /workspace (default: current directory)")
+	f.Bool("writable-workspace", false, "let commands write the workspace")
+	f.String("image", "", "docker image (default: config sandbox.docker.image)")
+	return cmd
+}
+
+func newSandboxExecCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "exec [flags] NAME -- COMMAND [ARG...]",
+		Short: "Run a command with the gates in the persistent sandbox NAME",
+		Long: `Run COMMAND in the persistent sandbox NAME with its own session and the
+gates on its PATH, exactly as 'gatebridge run --reuse NAME -- COMMAND'.
+Run it from the sandbox's workspace or a directory under it.
+
+The exit code is the command's; 124 when it timed out; 125 when gatebridge
+itself failed.`,
+		Example: `  gatebridge sandbox exec work -- sh -c 'read_file README.md | head -3'`,
+		Args:    execArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sandboxConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if cfg.Sandbox.Backend != "auto" && cfg.Sandbox.Backend != "docker" {
+				// sandbox.backend from a config file or env: a persistent
+				// sandbox is docker whatever the default backend is.
+				cfg.Sandbox.Backend = "docker"
+			}
+			cfg.Sandbox.Docker.Reuse = args[0]
+			return runCommand(cmd, cfg, args[1:], asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.Duration("timeout", 0, "stop the command after this long (exit 124); 0 means the config's sandbox.timeout")
+	f.String("workspace", "", "directory the command starts in (default: current directory); must be under the sandbox's workspace")
+	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json")
+	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
+	f.String("watch", "", "how the host notices calls: auto, events or poll")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object with the result instead of streaming output")
+	return cmd
+}
+
+// execArgs wants NAME, "--", then the command (flags go anywhere before
+// the "--").
+func execArgs(cmd *cobra.Command, args []string) error {
+	usage := "usage: gatebridge sandbox exec [flags] NAME -- COMMAND [ARG...]"
+	dash := cmd.ArgsLenAtDash()
+	if len(args) == 0 || dash == 0 {
+		return withHint(errors.New("sandbox exec: no sandbox name given"), usage)
+	}
+	if err := checkSandboxName(args[0]); err != nil {
+		return err
+	}
+	switch {
+	case dash < 0 && len(args) > 1:
+		return withHint(errors.New("sandbox exec: missing -- before the command"), usage)
+	case len(args) < 2:
+		return withHint(errors.New("sandbox exec: no command given"), usage)
+	case dash > 1:
+		return withHint(fmt.Errorf("sandbox exec: unexpected %q before --", args[1]), usage)
+	}
+	return nil
+}
+
+func newSandboxStopCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Remove the persistent sandbox NAME (its container; sessions are already gone)",
+		Args:  oneName("stop"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := sandboxConfig(cmd)
+			if err != nil {
+				return err
+			}
+			d, err := engine(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.Stop(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, docker.ErrNotFound) {
+					return withHint(err, "see the running ones with `gatebridge sandbox ls`; start one with `gatebridge sandbox start "+args[0]+"`")
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: stopped sandbox %s\n", args[0])
+			return nil
+		},
+	}
+	return cmd
+}
+
+// sandboxInfo is one line of `sandbox ls --json`.
+type sandboxInfo struct {
+	Name         string    `json:"name"`
+	ID           string    `json:"id"`
+	Image        string    `json:"image"`
+	State        string    `json:"state"`
+	Status       string    `json:"status"`
+	SessionsRoot string    `json:"sessions_root"`
+	Workspace    string    `json:"workspace"`
+	Created      time.Time `json:"created"`
+}
+
+func newSandboxLsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the persistent sandboxes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := sandboxConfig(cmd)
+			if err != nil {
+				return err
+			}
+			d, err := engine(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			list, err := d.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := make([]sandboxInfo, 0, len(list))
+			for _, i := range list {
+				out = append(out, sandboxInfo{Name: i.Name, ID: i.ID, Image: i.Image, State: i.State, Status: i.Status,
+					SessionsRoot: i.SessionsRoot, Workspace: i.Workspace, Created: i.Created})
+			}
+			return printSandboxes(cmd.OutOrStdout(), out, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list")
+	return cmd
+}
+
+func printSandboxes(w io.Writer, list []sandboxInfo, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tIMAGE\tSTATUS\tWORKSPACE\tSESSIONS ROOT")
+	for _, s := range list {
+		id := s.ID
+		if len(id) > 12 {
+			id = id[:12]
+		}
+		ws := s.Workspace
+		if ws == "" {
+			ws = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, id, s.Image, s.Status, ws, s.SessionsRoot)
+	}
+	return tw.Flush()
+}
+
+func newSandboxPruneCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "prune [--all]",
+		Short: "Remove containers left behind by gatebridge processes that are gone",
+		Long: `Remove per-command containers whose gatebridge process is gone (found by
+the io.gatebridge.* labels); with --all also persistent sandboxes that are
+not running. Running persistent sandboxes are kept: stop them by name.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := sandboxConfig(cmd)
+			if err != nil {
+				return err
+			}
+			d, err := engine(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			removed, err := d.Prune(cmd.Context(), docker.PruneOptions{Persistent: all})
+			for _, name := range removed {
+				fmt.Fprintln(cmd.OutOrStdout(), name)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: removed %d container(s)\n", len(removed))
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also remove persistent sandboxes that are not running")
+	return cmd
+}
+
+// imageHintCLI adds how to build the test image to an image error whose
+// hint does not say it yet.
+func imageHintCLI(err error, image string) error {
+	var se *sandbox.Error
+	if !errors.As(err, &se) || !strings.Contains(se.Op, "image") || strings.Contains(se.Hint, "make test-image") {
+		return err
+	}
+	return withHint(err, se.Hint+"; `make test-image` builds "+docker.TestImage+" without a registry (then --image "+docker.TestImage+")")
+}
