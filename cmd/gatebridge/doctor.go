@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newDoctorCmd)
+}
+
+// Doctor statuses.
+const (
+	statusOK      = "ok"
+	statusWarn    = "warn"    // works, with a caveat
+	statusProblem = "problem" // does not work here
+)
+
+// checkResult is one line of `gatebridge doctor` (and one object of --json).
+type checkResult struct {
+	Check  string `json:"check"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+	Hint   string `json:"hint,omitempty"`
+}
+
+func newDoctorCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor [--json]",
+		Short: "Check which sandboxes can run here and how well calls will be noticed",
+		Long: `Check each sandbox backend (local, bwrap, docker and its image), the
+inotify limits, the filesystem of the session directory, the wake-up
+mechanism, and which backend --sandbox auto would choose and why.
+
+Each line is ok, warn (works with a caveat) or problem, followed by a hint
+where there is something to do. The exit code is 1 when the configured
+backend (sandbox.backend) cannot run here, else 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfgPath, _ := cmd.Flags().GetString("config")
+			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			checks, ok := doctor(ctx, cfg)
+			if err := printChecks(cmd.OutOrStdout(), checks, asJSON); err != nil {
+				return err
+			}
+			if !ok {
+				return &exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list of {check, status, detail, hint}")
+	cmd.Flags().String("sandbox", "", "backend to judge the exit code by (default: config sandbox.backend)")
+	cmd.Flags().String("image", "", "docker image to look for (default: config sandbox.docker.image)")
+	return cmd
+}
+
+func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(checks)
+	}
+	for _, c := range checks {
+		if _, err := fmt.Fprintf(w, "%-8s %s: %s\n", c.Status, c.Check, c.Detail); err != nil {
+			return err
+		}
+		if c.Hint != "" {
+			fmt.Fprintf(w, "%-8s %s\n", "", "hint: "+strings.ReplaceAll(c.Hint, "\n", "\n"+strings.Repeat(" ", 15)))
+		}
+	}
+	return nil
+}
+
+// doctor runs every check; ok is false when the configured backend cannot
+// run here.
+func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
+	add := func(c checkResult) { checks = append(checks, c) }
+	usable := map[string]bool{"local": true}
+
+	add(checkResult{Check: "backend local", Status: statusOK,
+		Detail: "always usable; it runs commands on the host without isolation"})
+
+	bw := &sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly}
+	if err := bw.Check(ctx); err != nil {
+		add(problem("backend bwrap", err))
+	} else {
+		usable["bwrap"] = true
+		add(checkResult{Check: "backend bwrap", Status: statusOK, Detail: "usable (namespaces, no network, capabilities dropped)"})
+	}
+
+	dockerDesktop := false
+	if d, err := newDocker(cfg); err != nil {
+		add(problem("backend docker", err))
+	} else {
+		host := d.Client().DaemonHost()
+		if err := d.Ping(ctx); err != nil {
+			add(problem("docker engine", err))
+			add(checkResult{Check: "docker image", Status: statusProblem,
+				Detail: "image " + d.Config().Image + " not checked: the engine does not answer"})
+		} else {
+			detail := "reachable at " + host
+			if info, err := d.Client().Info(ctx, client.InfoOptions{}); err == nil {
+				detail += " (" + info.Info.OperatingSystem + ", server " + info.Info.ServerVersion + ")"
+				dockerDesktop = strings.Contains(info.Info.OperatingSystem, "Docker Desktop")
+			}
+			add(checkResult{Check: "docker engine", Status: statusOK, Detail: detail})
+			present, err := d.ImagePresent(ctx)
+			switch {
+			case err != nil:
+				add(problem("docker image", err))
+			case !present:
+				add(checkResult{Check: "docker image", Status: statusProblem,
+					Detail: "image " + d.Config().Image + " is not present locally (run would try to pull it; auto skips docker)",
+					Hint:   imageHintText(d.Config().Image)})
+			default:
+				usable["docker"] = true
+				add(checkResult{Check: "docker image", Status: statusOK, Detail: "image " + d.Config().Image + " present"})
+			}
+		}
+		d.Close()
+	}
+
+	checks = append(checks, inotifyChecks(readProc)...)
+
+	sessionDir := cfg.Bridge.SessionDir
+	if sessionDir == "" {
+		sessionDir = os.TempDir()
+	}
+	add(fsCheck("session dir", sessionDir))
+	if root := cfg.Sandbox.Docker.SessionsRoot; root != "" {
+		add(fsCheck("docker sessions root", root))
+	}
+	add(wakeCheck(sessionDir, dockerDesktop))
+	add(watchCheck(cfg, sessionDir))
+
+	// What auto would choose, with the same code run uses.
+	autoCfg := *cfg
+	autoCfg.Sandbox.Backend = "auto"
+	autoCfg.Sandbox.Docker.Reuse = ""
+	autoName := ""
+	if chosen, err := chooseBackend(ctx, &autoCfg, io.Discard); err != nil {
+		add(problem("auto", err))
+	} else {
+		autoName = chosen.backend.Name()
+		c := checkResult{Check: "auto", Status: statusOK, Detail: "would choose " + autoName + " (" + strings.TrimPrefix(chosen.reason, "auto: ") + ")"}
+		if autoName == "local" {
+			c.Status = statusWarn
+			c.Detail += "; commands would run UNSANDBOXED"
+			c.Hint = "install bubblewrap or start docker with the image present; --sandbox local silences run's warning"
+		}
+		add(c)
+		chosen.close()
+	}
+
+	conf := cfg.Sandbox.Backend
+	c := checkResult{Check: "configured backend"}
+	switch {
+	case conf == "auto":
+		c.Status, c.Detail = statusOK, "sandbox.backend=auto always runs (local is the fallback)"
+		if autoName != "" {
+			c.Detail += "; here it picks " + autoName
+		}
+		ok = true
+	case usable[conf]:
+		c.Status, c.Detail, ok = statusOK, "sandbox.backend="+conf+" can run here", true
+	default:
+		c.Status, c.Detail = statusProblem, "sandbox.backend="+conf+" cannot run here (see above)"
+		c.Hint = "fix the problem above, or choose another backend with --sandbox or sandbox.backend"
+	}
+	add(c)
+	return checks, ok
+}
+
+// problem turns a backend error into a problem line with its hint.
+func problem(name string, err error) checkResult {
+	c := checkResult{Check: name, Status: statusProblem, Detail: err.Error()}
+	var se *sandbox.Error
+	var he *hintError
+	switch {
+	case errors.As(err, &he):
+		c.Hint = he.hint
+	case errors.As(err, &se):
+		c.Hint = se.Hint
+	}
+	return c
+}
+
+func imageHintText(image string) string {
+	h := "provide image " + image + " locally: `docker load -i IMAGE.tar`, or set sandbox.docker.image / --image"
+	if image == docker.TestImage {
+		return "run `make test-image` (builds " + image + " without a registry), or " + strings.TrimPrefix(h, "provide image "+image+" locally: ")
+	}
+	return h + "; `make test-image` builds " + docker.TestImage + " without a registry"
+}
+
+// inotify limits: below warn, gatebridge still works but may lose events
+// (the rescan then finds the calls, up to bridge.rescan_interval late) or
+// fall back to polling.
+var inotifyLimits = []struct {
+	name   string
+	warn   int64
+	effect string
+	hint   string
+}{
+	{"max_user_watches", 8192,
+		"one watch per session (calls/) plus one per call directory being written; shared with every other program of this user",
+		"sysctl -w fs.inotify.max_user_watches=524288"},
+	{"max_user_instances", 128,
+		"one inotify instance per gatebridge process; when none is left a session falls back to polling (slower calls)",
+		"sysctl -w fs.inotify.max_user_instances=1024"},
+	{"max_queued_events", 16384,
+		"events queued before an overflow drops them; the rescan then finds the calls, up to bridge.rescan_interval late",
+		"sysctl -w fs.inotify.max_queued_events=16384"},
+}
+
+func readProc(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	return string(b), err
+}
+
+// inotifyChecks reads /proc/sys/fs/inotify/* through read.
+func inotifyChecks(read func(string) (string, error)) []checkResult {
+	var out []checkResult
+	for _, l := range inotifyLimits {
+		raw, err := read("/proc/sys/fs/inotify/" + l.name)
+		out = append(out, inotifyCheck(l.name, raw, err, l.warn, l.effect, l.hint))
+	}
+	return out
+}
+
+func inotifyCheck(name, raw string, readErr error, warn int64, effect, hint string) checkResult {
+	c := checkResult{Check: "inotify " + name}
+	if readErr != nil {
+		c.Status = statusWarn
+		c.Detail = "cannot read: " + readErr.Error() + "; gatebridge polls when events cannot be set up"
+		return c
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	if err != nil {
+		c.Status = statusWarn
+		c.Detail = fmt.Sprintf("unreadable value %q", strings.TrimSpace(raw))
+		return c
+	}
+	if n < warn {
+		c.Status = statusWarn
+		c.Detail = fmt.Sprintf("%d, below %d: %s", n, warn, effect)
+		c.Hint = hint
+		return c
+	}
+	c.Status = statusOK
+	c.Detail = fmt.Sprintf("%d (warn below %d)", n, warn)
+	return c
+}
+
+// fsKind classifies a statfs f_type magic number.
+type fsKind struct {
+	Name  string
+	Lossy bool // filesystem events may be lost or never arrive
+	Known bool
+}
+
+// Magic numbers from linux/magic.h and statfs(2).
+var fsMagic = map[int64]fsKind{
+	0x01021994: {"tmpfs", false, true},
+	0xEF53:     {"ext2/3/4", false, true},
+	0x58465342: {"xfs", false, true},
+	0x9123683E: {"btrfs", false, true},
+	0x2FC12FC1: {"zfs", false, true},
+	0xF2F52010: {"f2fs", false, true},
+	0x6969:     {"nfs", true, true},
+	0x517B:     {"smb", true, true},
+	0xFE534D42: {"smb2", true, true},
+	0xFF534D42: {"cifs", true, true},
+	0x65735546: {"fuse", true, true},
+	0x794C7630: {"overlayfs", true, true},
+	0x01021997: {"9p", true, true},
+	0x00C36400: {"ceph", true, true},
+	0x47504653: {"gpfs", true, true},
+	0x0BD00BD0: {"lustre", true, true},
+	0x73717368: {"squashfs", false, true},
+}
+
+func classifyFS(magic int64) fsKind {
+	if k, ok := fsMagic[magic]; ok {
+		return k
+	}
+	return fsKind{Name: fmt.Sprintf("unknown (0x%X)", magic)}
+}
+
+// fsResult turns a classification of dir into a check line.
+func fsResult(check, dir string, k fsKind) checkResult {
+	c := checkResult{Check: check + " filesystem"}
+	switch {
+	case k.Lossy:
+		c.Status = statusWarn
+		c.Detail = fmt.Sprintf("%s is on %s: filesystem events may be lost or never arrive there; the periodic rescan (bridge.rescan_interval) still finds every call, later", dir, k.Name)
+		c.Hint = "put sessions on a local filesystem (tmpfs, ext4, xfs, btrfs) with bridge.session_dir, or use --watch poll"
+	case k.Known:
+		c.Status = statusOK
+		c.Detail = fmt.Sprintf("%s is on %s: events are reliable", dir, k.Name)
+	default:
+		c.Status = statusOK
+		c.Detail = fmt.Sprintf("%s is on %s: not a filesystem known to lose events; the rescan covers losses", dir, k.Name)
+	}
+	return c
+}
+
+// watchCheck opens a throwaway session to learn how calls will be noticed.
+func watchCheck(cfg *Config, dir string) checkResult {
+	c := checkResult{Check: "watch"}
+	var warnings []string
+	sess, err := bridge.Open(bridge.Config{
+		Gates: gates.NewRegistry(), Dir: dir, Watch: bridge.WatchMode(cfg.Bridge.Watch),
+		Logf: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) },
+	})
+	if err != nil {
+		c.Status, c.Detail = statusProblem, "cannot open a session in "+dir+": "+err.Error()
+		c.Hint = "bridge.session_dir must be a writable directory"
+		return c
+	}
+	mode := sess.WatchMode()
+	_ = sess.Close()
+	switch {
+	case mode == bridge.WatchEvents:
+		c.Status, c.Detail = statusOK, "filesystem events (inotify) plus a rescan every "+cfg.Bridge.RescanInterval.String()
+	case cfg.Bridge.Watch == string(bridge.WatchPoll):
+		c.Status, c.Detail = statusOK, "polling every "+cfg.Bridge.PollInterval.String()+" (bridge.watch=poll)"
+	default:
+		c.Status, c.Detail = statusWarn, "polling every "+cfg.Bridge.PollInterval.String()+": events could not be set up"
+		if len(warnings) > 0 {
+			c.Detail += " (" + strings.TrimPrefix(warnings[0], "gatebridge: ") + ")"
+		}
+		c.Hint = "raise fs.inotify.max_user_instances / max_user_watches (see above)"
+	}
+	return c
+}
