@@ -324,8 +324,8 @@ func (s *Session) consider(id string) {
 		return
 	}
 	if st == 0 && len(s.state) >= 2*s.cfg.Limits.MaxCalls+s.cfg.Limits.MaxScanEntries {
-		s.ignored++
 		s.mu.Unlock()
+		s.refuseUntracked(id)
 		return
 	}
 	s.mu.Unlock()
@@ -360,6 +360,7 @@ func (s *Session) consider(id string) {
 			s.mu.Unlock()
 			if canWatch {
 				theHub.addCallDir(filepath.Join(s.callsPath, id))
+				makeWakeAt(dirFd) // saves the wrapper's mkfifo
 			}
 			rst, err = statAt(dirFd, "ready") // watch, then look again
 		}
@@ -374,7 +375,11 @@ func (s *Session) consider(id string) {
 	over := s.claimed > s.cfg.Limits.MaxCalls
 	s.mu.Unlock()
 	if rst.Mode&unix.S_IFMT != unix.S_IFREG {
-		s.reject(id, dirFd, start, gates.ExitDenied, fmt.Errorf("call ready %v", ErrNotRegular))
+		why := ErrNotRegular
+		if rst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			why = ErrSymlink
+		}
+		s.reject(id, dirFd, start, gates.ExitDenied, fmt.Errorf("call ready %w", why))
 		unix.Close(dirFd)
 		return
 	}
@@ -391,6 +396,54 @@ func (s *Session) consider(id string) {
 	case <-s.ctx.Done():
 		unix.Close(dirFd)
 		s.finish()
+	}
+}
+
+// refuseUntracked answers an entry that arrived after the id table filled
+// up (a flood far past max_calls) without adding it to the table: a ready
+// call gets the call-limit refusal and its directory is removed, an invalid
+// name is removed. Only the first is recorded in full; Close records how
+// many followed (see [Session.Ignored]).
+func (s *Session) refuseUntracked(id string) {
+	start := time.Now()
+	if !ValidID(id) {
+		budget := 64
+		if removeAllAt(s.callsFd, id, &budget) == nil {
+			s.countIgnored(CallRecord{ID: quoteCap(id, 64), Decision: DecisionRejected, ExitCode: -1,
+				Error: "invalid call id", Start: start})
+		}
+		return
+	}
+	dirFd, err := openDirAt(s.callsFd, id)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dirFd)
+	if _, err := statAt(dirFd, "ready"); err != nil {
+		return // not published yet: seen again by a later scan
+	}
+	msg := (&limitError{fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), "max_calls"}).Error()
+	rec := CallRecord{ID: id, Decision: DecisionRejected, ExitCode: gates.ExitDenied, Error: msg, Start: start}
+	rec.BytesOut = int64(len(msg) + len("gatebridge: \n"))
+	s.writeResponse(id, gates.ExitDenied, nil, []byte("gatebridge: "+msg+"\n"))
+	wakeAt(dirFd, "wake")
+	budget := s.cfg.Limits.MaxArgs + 64
+	removeAllAt(s.callsFd, id, &budget)
+	rec.Duration = time.Since(start)
+	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
+	s.countIgnored(rec)
+}
+
+// countIgnored counts an entry refused past the id table and records the
+// first one.
+func (s *Session) countIgnored(rec CallRecord) {
+	s.mu.Lock()
+	s.ignored++
+	first := s.ignored == 1
+	s.mu.Unlock()
+	if first {
+		rec.Error += " (call table full: further entries are refused and counted, not recorded one by one)"
+		s.record(rec)
 	}
 }
 
@@ -466,6 +519,10 @@ func (s *Session) Close() error {
 	case <-time.After(5 * time.Second):
 		err = errors.New("bridge: close: a gate ignored cancellation and is still running")
 	}
+	if n := s.Ignored(); n > 1 {
+		s.record(CallRecord{Decision: DecisionRejected, ExitCode: gates.ExitDenied, Start: time.Now(),
+			Error: fmt.Sprintf("%d call entries refused while the call table was full (limit set by bridge.limits.max_calls)", n)})
+	}
 	s.closeFds()
 	if !s.cfg.Keep {
 		if rerr := os.RemoveAll(s.dirs.Root); rerr != nil {
@@ -498,8 +555,10 @@ func (s *Session) setAnswer(a string) {
 	s.mu.Unlock()
 }
 
-// Ignored counts call entries dropped because the session's id table was
-// full (a flood far past bridge.limits.max_calls).
+// Ignored counts call entries refused without being tracked because the
+// session's id table was full (a flood far past bridge.limits.max_calls).
+// Each ready one got the call-limit refusal; the first is in [Session.Calls]
+// and Close adds one summary record to the audit log.
 func (s *Session) Ignored() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
