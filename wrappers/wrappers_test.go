@@ -107,14 +107,17 @@ func (h *fakeHost) answer(id, cd string, exit int) {
 		fmt.Fprintf(&out, "stdin:%d:%s", len(b), b)
 	}
 	rd := filepath.Join(h.dir, "responses")
+	h.mu.Lock()
+	big, wake := h.big, h.wake
+	h.mu.Unlock()
 	os.WriteFile(filepath.Join(rd, id+".stdout"), out.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(rd, id+".stderr"), []byte("err-"+string(gate)), 0o644)
-	if !h.big {
+	if !big {
 		os.WriteFile(filepath.Join(rd, id+".text"), nil, 0o644)
 	}
 	os.WriteFile(filepath.Join(rd, ".tmp-"+id), []byte(strconv.Itoa(exit)+"\n"), 0o644)
 	os.Rename(filepath.Join(rd, ".tmp-"+id), filepath.Join(rd, id+".exit"))
-	if h.wake {
+	if wake {
 		if f, err := os.OpenFile(filepath.Join(cd, "wake"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Write([]byte("\n"))
 			f.Close()
@@ -179,8 +182,10 @@ func TestArgsRoundTripByteExact(t *testing.T) {
 		}{{"fifo-text", nil, false}, {"fifo-cat", nil, true}, {"poll", []string{"GATEBRIDGE_WAKE=poll"}, false}} {
 			t.Run(name+"/"+mode.name, func(t *testing.T) {
 				h := newFakeHost(t)
+				h.mu.Lock()
 				h.big = mode.big
 				h.wake = mode.env == nil
+				h.mu.Unlock()
 				script := h.install(t, Spec{Name: "probe"})
 				out, errOut, code := runWrapper(t, sh, script, mode.env, nil, hostileArgs...)
 				if code != 0 {
@@ -201,7 +206,9 @@ func TestExitCodePropagates(t *testing.T) {
 	for name, sh := range shells(t) {
 		t.Run(name, func(t *testing.T) {
 			h := newFakeHost(t)
+			h.mu.Lock()
 			h.exit = 42
+			h.mu.Unlock()
 			script := h.install(t, Spec{Name: "probe"})
 			if _, _, code := runWrapper(t, sh, script, nil, nil, "x"); code != 42 {
 				t.Fatalf("exit = %d, want 42", code)
