@@ -1,0 +1,47 @@
+package wrappers
+
+import (
+	"os"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkScript measures generating one wrapper (done for every gate at
+// session start).
+//
+//	go test ./wrappers -run '^$' -bench . -benchmem
+func BenchmarkScript(b *testing.B) {
+	s := Spec{Name: "read_file", Summary: "Read a file under the workspace root; prints it with line numbers.", Stdin: StdinIfNoArgs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Script(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteDir measures writing the wrappers of a typical gate set
+// (seven gates) into a fresh bin/ directory, as a session start does.
+func BenchmarkWriteDir(b *testing.B) {
+	specs := []Spec{
+		{Name: "read_file", Stdin: StdinNone}, {Name: "list_dir"}, {Name: "search"},
+		{Name: "write_file", Stdin: StdinAlways}, {Name: "submit", Stdin: StdinIfNoArgs},
+		{Name: "gb_echo", Stdin: StdinIfNoArgs}, {Name: "run_tests"},
+	}
+	root := b.TempDir()
+	n := 0
+	for b.Loop() {
+		n++
+		dir := root + "/" + string(rune('a'+n%26)) + itoa(n)
+		if err := mkdir(dir); err != nil {
+			b.Fatal(err)
+		}
+		if err := WriteDir(dir, specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func mkdir(d string) error { return os.Mkdir(d, 0o755) }
