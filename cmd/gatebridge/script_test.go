@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain lets scripts run the gatebridge command in process (the test
+// binary re-executed as "gatebridge"), as age's cmd/age tests do.
+func TestMain(m *testing.M) {
+	os.Exit(testscript.RunMain(m, map[string]func() int{
+		"gatebridge": func() int { return run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr) },
+	}))
+}
+
+// TestScripts runs one scenario per file in testdata/script. Scripts use
+// --sandbox local: the integration package covers the other backends.
+//
+// Extra commands:
+//
+//	code N PROG [ARG...]  run PROG and require exit code N (like exec)
+//	nosessions            fail if a session dir is left in $TMPDIR
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"code":       cmdCode,
+			"nosessions": cmdNoSessions,
+		},
+		RequireExplicitExec: false,
+	})
+}
+
+func cmdCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: code N PROG [ARG...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("code: bad exit code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("code: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+func cmdNoSessions(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: nosessions")
+	}
+	left, err := filepath.Glob(filepath.Join(ts.Getenv("TMPDIR"), "gb-*"))
+	ts.Check(err)
+	if len(left) > 0 {
+		ts.Fatalf("session dirs left: %v", left)
+	}
+}
