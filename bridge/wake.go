@@ -10,34 +10,37 @@ import (
 // best-effort extension: on any failure the FIFO is removed or left to the
 // wrapper, which makes one itself when it finds none.
 //
-// The name is created with mknodat (never follows, EEXIST if anything is
-// there); ownership is changed through an fd whose inode was checked to be
-// the FIFO just made, never by name, so a swapped-in link cannot redirect
-// the chown.
+// The FIFO is made with mknodat under a temporary name (never follows,
+// EEXIST if anything is there), handed over through an fd whose inode was
+// checked to be the FIFO just made (never chown by name, so a swapped-in
+// link cannot redirect the chown), and only then linked to "wake" (EEXIST
+// if the wrapper made its own): the wrapper never sees a wake FIFO it
+// cannot open. Publishing it before the chown let a fast wrapper find a
+// FIFO owned by the host and fail to open it.
 func makeWakeAt(dirFd int) {
+	const tmp = ".wake-host"
 	var dst unix.Stat_t
 	if unix.Fstat(dirFd, &dst) != nil {
 		return
 	}
-	if unix.Mknodat(dirFd, "wake", unix.S_IFIFO|0o600, 0) != nil {
+	if unix.Mknodat(dirFd, tmp, unix.S_IFIFO|0o600, 0) != nil {
 		return
 	}
+	defer unix.Unlinkat(dirFd, tmp, 0)
 	uid, gid := unix.Geteuid(), unix.Getegid()
-	if int(dst.Uid) == uid && int(dst.Gid) == gid {
-		return
+	if int(dst.Uid) != uid || int(dst.Gid) != gid {
+		fd, err := unix.Openat(dirFd, tmp, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Nlink != 1 || int(st.Uid) != uid {
+			return
+		}
+		if unix.Fchown(fd, int(dst.Uid), int(dst.Gid)) != nil {
+			return // the sandbox user could not open a FIFO we own: the wrapper makes its own
+		}
 	}
-	fd, err := unix.Openat(dirFd, "wake", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Nlink != 1 || int(st.Uid) != uid {
-		return
-	}
-	if unix.Fchown(fd, int(dst.Uid), int(dst.Gid)) != nil {
-		// The sandbox user could not open a FIFO we own: let the wrapper
-		// make its own.
-		unix.Unlinkat(dirFd, "wake", 0)
-	}
+	unix.Linkat(dirFd, tmp, dirFd, "wake", 0)
 }
