@@ -25,6 +25,10 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		grace = DefaultKillGrace
 	}
 	res := &Result{}
+	if ctx.Err() != nil {
+		// Do not start what would be killed at once.
+		return &Result{ExitCode: ExitCanceled, Canceled: true, Stdout: []byte{}, Stderr: []byte{}}, nil
+	}
 	outCap, errCap := NewCapture(spec.MaxOutput), NewCapture(spec.MaxOutput)
 
 	var closers []io.Closer
@@ -58,13 +62,14 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,
 		},
-		// Only stdin can be an exec-managed pipe (a non-*os.File reader);
-		// do not let a reader that never returns hold up Wait.
-		WaitDelay: drainDelay,
 	}
-	if spec.Stdin != nil {
-		cmd.Stdin = spec.Stdin
-	} else {
+	// stdin: nil reads as /dev/null, an *os.File is handed over as is, any
+	// other reader is copied through a pipe Run owns. Run does not wait for
+	// a Read from spec.Stdin that blocks: once the command is gone it
+	// closes the pipe, and the copy ends when that Read returns.
+	var stdinW *os.File
+	switch in := spec.Stdin.(type) {
+	case nil:
 		devNull, err := os.Open(os.DevNull)
 		if err != nil {
 			closeAll()
@@ -74,6 +79,18 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		}
 		closers = append(closers, devNull)
 		cmd.Stdin = devNull
+	case *os.File:
+		cmd.Stdin = in
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			outR.Close()
+			errR.Close()
+			return nil, &Error{Backend: p.backend, Op: "create stdin pipe", Err: err}
+		}
+		closers = append(closers, r)
+		cmd.Stdin, stdinW = r, w
 	}
 
 	start := time.Now()
@@ -97,9 +114,19 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		closeAll()
 		outR.Close()
 		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
 		return nil, &Error{Backend: p.backend, Op: "start " + p.path, Err: err}
 	}
 	closeAll() // the child has its copies
+	if stdinW != nil {
+		go func() {
+			io.Copy(stdinW, spec.Stdin) // EPIPE when the command stops reading
+			stdinW.Close()
+		}()
+		defer stdinW.Close() // unblocks a pending Write; a second Close is harmless
+	}
 
 	var copiers sync.WaitGroup
 	copiers.Add(2)

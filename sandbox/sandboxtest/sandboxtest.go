@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -211,6 +212,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"Output", s.output, false},
 		{"Stdin", s.stdin, false},
 		{"NoStdin", s.noStdin, false},
+		{"StdinNeverEnds", s.stdinNeverEnds, false},
 		{"Env", s.env, false},
 		{"BinOnPath", s.binOnPath, false},
 		{"Cwd", s.cwd, false},
@@ -339,6 +341,25 @@ func (s *suite) noStdin(t *testing.T) {
 	wantExit(t, res, 0)
 	if got := string(res.Stdout); got != "eof\n" {
 		t.Errorf("stdout %q (nil Stdin must read as empty)", got)
+	}
+}
+
+// stdinNeverEnds: a Stdin reader that never returns EOF does not hold Run
+// once the command has exited.
+func (s *suite) stdinNeverEnds(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("read line; echo \"got $line\"")
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go pw.Write([]byte("first\n"))
+	spec.Stdin = pr
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "got first\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if res.Duration > 10*time.Second {
+		t.Errorf("Duration %v: Run waited for Stdin", res.Duration)
 	}
 }
 
