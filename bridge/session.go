@@ -342,6 +342,12 @@ func (s *Session) consider(id string) {
 	dirFd, err := openDirAt(s.callsFd, id)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
+			if st == stateWatched { // gone before ready: forget it
+				s.mu.Lock()
+				delete(s.state, id)
+				s.watched--
+				s.mu.Unlock()
+			}
 			return
 		}
 		s.markDone(id, st)
@@ -359,6 +365,7 @@ func (s *Session) consider(id string) {
 			}
 			s.mu.Unlock()
 			if canWatch {
+				st = stateWatched // so markDone below releases the watch
 				theHub.addCallDir(filepath.Join(s.callsPath, id))
 				makeWakeAt(dirFd) // saves the wrapper's mkfifo
 			}
