@@ -54,7 +54,10 @@ func TestLocalEscapedProcessDoesNotHang(t *testing.T) {
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	m := sandboxtest.Marker()
 	t.Cleanup(func() { killMarked(m) })
-	spec := f.Spec("setsid sleep " + m + " & echo done")
+	// The escapee announces itself once it is out of the group, so the
+	// group kill after the main shell exits cannot catch it.
+	spec := f.Spec(`setsid sh -c 'echo $$ > "$TMPDIR/esc"; exec sleep ` + m + `' &
+while [ ! -s "$TMPDIR/esc" ]; do sleep 0.01; done; echo done`)
 	start := time.Now()
 	res, err := sandbox.NewLocal().Run(context.Background(), spec)
 	if err != nil {
