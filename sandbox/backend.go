@@ -1,6 +1,7 @@
 // Package sandbox runs a command with a gatebridge session mounted, in one
-// of several isolation backends: [Local] (no isolation), bwrap (bubblewrap
-// namespaces) and docker (a container).
+// of several isolation backends: [Local] (no isolation), [Bwrap] (bubblewrap
+// namespaces) and docker (a container, package sandbox/docker). [Auto]
+// picks the first that can run here.
 //
 // # Contract
 //
@@ -15,6 +16,17 @@
 // returns a [Result] with Canceled set; Run returns a non-nil error only when
 // the command could not be started or supervised (the backend is unusable,
 // the image is missing, …). Such errors are [*Error] values carrying a hint.
+//
+// # Exit codes
+//
+// [Result.ExitCode] is the command's status, 128+N when a signal N killed
+// it, [ExitTimedOut] (124) when Spec.Timeout stopped it, [ExitCanceled] (130)
+// when ctx did, and [ExitNotFound] (127) when Command[0] is not in the
+// sandbox's PATH (the command is then not started).
+//
+// # Conformance
+//
+// Package sandbox/sandboxtest holds the suite every backend must pass.
 package sandbox
 
 import (
