@@ -240,6 +240,18 @@ func (s *Session) respond(c *call, rec *CallRecord, stdout, stderr []byte) {
 	werr := s.writeResponse(c.id, rec.ExitCode, stdout, stderr)
 	if werr != nil {
 		rec.Error = strings.TrimSpace(rec.Error + "; " + werr.Error())
+		// Session filesystem full (or the like): drop what was written and
+		// try a short error answer, so the caller neither reads a partial
+		// response as complete nor waits for an exit file that never comes.
+		for _, ext := range []string{".stdout", ".stderr", ".text"} {
+			unix.Unlinkat(s.respFd, c.id+ext, 0)
+		}
+		rec.ExitCode = gates.ExitFailure
+		msg := []byte("gatebridge: cannot write the response: " + werr.Error() + "\n")
+		rec.BytesOut = int64(len(msg))
+		if err := s.writeResponse(c.id, rec.ExitCode, nil, msg); err != nil {
+			rec.Error += "; error response: " + err.Error()
+		}
 	}
 	if c.dirFd >= 0 {
 		if err := wakeAt(c.dirFd, "wake"); err != nil && werr == nil {
