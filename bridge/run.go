@@ -30,7 +30,9 @@ type Result struct {
 // Run runs spec in backend with this session mounted, answers the calls the
 // command makes, and returns when the command has exited and every call it
 // published has been answered. spec.Session is set to the session's dirs
-// and the session's env is appended to spec.Env.
+// and the session's env is appended to spec.Env. When ctx is cancelled,
+// gates still running are cancelled (exit 124) and the session stops
+// answering calls; only Close remains to be called.
 func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox.Spec) (*Result, error) {
 	s.mu.Lock()
 	closed := s.closed
@@ -42,6 +44,12 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	spec.Env = append(append([]string(nil), spec.Env...), s.Env()...)
 	start := time.Now()
 	br, err := backend.Run(ctx, &spec)
+	if ctx.Err() != nil {
+		// Cancelled (gatebridge got SIGINT or SIGTERM): stop the gates in
+		// flight instead of waiting up to their timeout for them. The
+		// session answers no more calls.
+		s.cancel()
+	}
 	s.Drain()
 	if err != nil {
 		return nil, err
