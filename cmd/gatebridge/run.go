@@ -140,6 +140,9 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		fmt.Fprintf(stderr, "gatebridge: %v\n", closeErr)
 	}
 	if asJSON {
+		if res.Calls == nil {
+			res.Calls = []bridge.CallRecord{} // "calls": [], not null
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(jsonResult{Result: res, SandboxReason: chosen.reason}); err != nil {
