@@ -189,7 +189,7 @@ if [ "${GATEBRIDGE_WAKE:-fifo}" = fifo ]; then
 	[ -p "$d/wake" ] || mkfifo "$d/wake" 2>/dev/null
 	if [ -p "$d/wake" ]; then exec 3<>"$d/wake" && w=1; fi
 fi
-: > "$d/ready" || gb_fail 1 "cannot publish call"
+true > "$d/ready" || gb_fail 1 "cannot publish call"
 x=$r/$i
 t=${GATEBRIDGE_WAIT_TIMEOUT:-0}; t=$((t*1000)); e=0
 if [ -n "$w" ]; then
