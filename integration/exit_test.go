@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,11 +117,12 @@ func TestExitCodePropagation(t *testing.T) {
 func TestExitCommandTimeout(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		sessions := workspace(t)
+		marker := fmt.Sprint(30000 + rand.IntN(1000000)) // sleep's argv, to find it
 		start := time.Now()
 		res, out := gbJSON(t, backend, Run{
 			Args:    []string{"--timeout", "1s"},
 			Config:  "bridge:\n  session_dir: " + sessions + "\n",
-			Command: []string{"sh", "-c", "echo started; sleep 30; echo not reached"},
+			Command: []string{"sh", "-c", "echo started; sleep " + marker + "; echo not reached"},
 		})
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("took %v", d)
@@ -131,6 +134,9 @@ func TestExitCommandTimeout(t *testing.T) {
 			t.Errorf("stdout %q", res.Stdout)
 		}
 		assertEmptyDir(t, sessions)
+		if sleepRunning(marker) {
+			t.Errorf("sleep %s still runs after the timeout", marker)
+		}
 	})
 }
 
