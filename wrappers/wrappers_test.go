@@ -371,6 +371,8 @@ func FuzzScript(f *testing.F) {
 	f.Add("x", "a\n$(id)\n`id`")
 	f.Add("done", "")
 	f.Add("a'b", "'; exit 3; '")
+	f.Add("inj", "$(touch \"$INJECT\")\n`touch \"$INJECT\"`\n; touch \"$INJECT\" #")
+	f.Add("inj2", "\u2028touch \"$INJECT\"\r\ntouch \"$INJECT\"")
 	f.Fuzz(func(t *testing.T, name, summary string) {
 		s, err := Script(Spec{Name: name, Summary: summary})
 		if err != nil {
@@ -397,8 +399,41 @@ func FuzzScript(f *testing.F) {
 			strings.TrimSpace(sanitizeComment(summary)) != "" {
 			t.Fatalf("line count changed by summary")
 		}
+		// The script must parse in every shell we have, for any summary,
+		// and running it (with no session: it fails at once) must not
+		// execute anything from the summary.
+		marker := filepath.Join(t.TempDir(), "injected")
+		for _, sh := range fuzzShells() {
+			cmd := exec.Command(sh, "-n", "/dev/stdin")
+			cmd.Stdin = strings.NewReader(text)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s -n rejects the script for %q/%q: %v: %s", sh, name, summary, err, out)
+			}
+			run := exec.Command(sh, "-c", text, name)
+			run.Env = []string{"PATH=" + os.Getenv("PATH"), "GATEBRIDGE_CALLS_DIR=/nonexistent/calls", "INJECT=" + marker}
+			out, err := run.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasPrefix(string(out), "gatebridge: "+name+": calls dir") {
+				t.Fatalf("%s running the script without a session: %v: %q", sh, err, out)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("summary %q was executed", summary)
+			}
+		}
 	})
 }
+
+var fuzzShellsOnce = sync.OnceValue(func() []string {
+	var shs []string
+	for _, sh := range []string{"sh", "dash", "bash"} {
+		if p, err := exec.LookPath(sh); err == nil {
+			shs = append(shs, p)
+		}
+	}
+	return shs
+})
+
+// fuzzShells are the shells FuzzScript checks the syntax with.
+func fuzzShells() []string { return fuzzShellsOnce() }
 
 func mustScript(t *testing.T, name string) []byte {
 	s, err := Script(Spec{Name: name})
