@@ -187,7 +187,7 @@ const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then cat > "$d/stdin" ||
 const scriptTail = `w=
 if [ "${GATEBRIDGE_WAKE:-fifo}" = fifo ]; then
 	[ -p "$d/wake" ] || mkfifo "$d/wake" 2>/dev/null
-	if [ -p "$d/wake" ]; then exec 3<>"$d/wake" && w=1; fi
+	if [ -p "$d/wake" ] && { command exec 3<>"$d/wake"; } 2>/dev/null; then w=1; fi
 fi
 true > "$d/ready" || gb_fail 1 "cannot publish call"
 x=$r/$i
