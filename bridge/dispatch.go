@@ -163,7 +163,11 @@ func (s *Session) handle(c *call) {
 	case errors.Is(gerr, context.DeadlineExceeded):
 		rec.Decision = DecisionTimedOut
 		rec.Error = fmt.Sprintf("timed out after %v", timeout)
-		errOut = appendMsg(errOut, fmt.Sprintf("gatebridge: %s: timed out after %v (gate timeout, bridge.limits.gate_timeout)", req.gate, timeout))
+		source := "bridge.limits.gate_timeout"
+		if spec.Timeout > 0 {
+			source = "the gate's own timeout"
+		}
+		errOut = appendMsg(errOut, fmt.Sprintf("gatebridge: %s: timed out after %v (%s)", req.gate, timeout, source))
 	case gerr != nil:
 		rec.Error = gerr.Error()
 		if code == gates.ExitDenied {
