@@ -163,9 +163,9 @@ func (s *Session) handle(c *call) {
 	case errors.Is(gerr, context.DeadlineExceeded):
 		rec.Decision = DecisionTimedOut
 		rec.Error = fmt.Sprintf("timed out after %v", timeout)
-		source := "bridge.limits.gate_timeout"
+		source := "gate timeout, bridge.limits.gate_timeout"
 		if spec.Timeout > 0 {
-			source = "the gate's own timeout"
+			source = "gate timeout, set by the gate itself"
 		}
 		errOut = appendMsg(errOut, fmt.Sprintf("gatebridge: %s: timed out after %v (%s)", req.gate, timeout, source))
 	case gerr != nil:
