@@ -234,7 +234,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 		)
 	})
 	if err != nil {
-		return nil, used, decodeError(err)
+		return nil, used, decodeError(err, v)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, used, err
@@ -299,7 +299,7 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 	return out
 }
 
-func decodeError(err error) error {
+func decodeError(err error, v *viper.Viper) error {
 	msg := err.Error()
 	// mapstructure: "decoding failed due to the following error(s):\n\n'sandbox.timeout' time: invalid duration \"x\""
 	lines := strings.Split(msg, "\n")
@@ -308,7 +308,11 @@ func decodeError(err error) error {
 		if strings.HasPrefix(l, "'") {
 			if end := strings.Index(l[1:], "'"); end > 0 {
 				key := l[1 : end+1]
-				return &configError{Key: key, Msg: "bad value: " + strings.TrimSpace(l[end+2:]),
+				msg := "bad value"
+				if val := v.Get(key); val != nil {
+					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
+				}
+				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]),
 					Hint: "see configs/gatebridge.yaml for the type and default of " + key}
 			}
 		}
