@@ -101,7 +101,7 @@ kill -9 $$
 		if res.ExitCode != 137 || out.Code != 137 {
 			t.Errorf("command killed by SIGKILL: result exit %d, gatebridge exit %d; want 137", res.ExitCode, out.Code)
 		}
-		if g := got["hang"]; g.exit != "124" || g.stderr != "gatebridge: hang: timed out after 1s (gate timeout, bridge.limits.gate_timeout)" {
+		if g := got["hang"]; g.exit != "124" || g.stderr != "gatebridge: hang: timed out after 1s (gate timeout, set by the gate itself)" {
 			t.Errorf("hang: %+v", g)
 		}
 		if g := got["flood"]; g.exit != "65536" || g.stderr != "gatebridge: gb_echo: output truncated: 134464 bytes dropped (bridge.limits.max_output_bytes=65536)" {

@@ -293,7 +293,7 @@ mk gunk nope; pub gunk
 mk gnl 'gb_echo
 '; pub gnl
 mk rba; rmdir "$C/rba/args"; pub rba
-mk dup; printf once > "$C/dup/args/0"; pub dup; pub dup
+mk dup; printf once > "$C/dup/args/0"; pub dup; touch "$C/dup/ready" 2>/dev/null
 mk rmmid slowgate; pub rmmid; sleep 0.3; rm -rf "$C/rmmid"
 for id in symarg symgate symstdin symready symargs symdir fifoarg fifogate fifostdin fifoready dirgate devarg sockarg hlink hsecret presp big1g manyargs bigstdin biggate a..b gslash gabs gunk gnl rba dup rmmid; do
 	case $id in devarg|sockarg|hsecret) [ -e "$R/$id.exit" ] || [ -e "$C/$id" ] || continue;; esac
