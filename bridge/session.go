@@ -84,7 +84,7 @@ func Open(cfg Config) (*Session, error) {
 	}
 	parent := cfg.Dir
 	if parent == "" {
-		parent = os.TempDir()
+		parent = DefaultDir()
 	}
 	root, err := os.MkdirTemp(parent, "gb-")
 	if err != nil {
