@@ -34,6 +34,12 @@ func TestScripts(t *testing.T) {
 			"nosessions": cmdNoSessions,
 		},
 		RequireExplicitExec: false,
+		Setup: func(env *testscript.Env) error {
+			// Sessions go to the script's $TMPDIR, where nosessions looks
+			// (the default would be a tmpfs such as /dev/shm).
+			env.Setenv("GATEBRIDGE_BRIDGE_SESSION_DIR", env.Getenv("TMPDIR"))
+			return nil
+		},
 	})
 }
 
