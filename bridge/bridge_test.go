@@ -290,3 +290,37 @@ func TestOneWatcherManySessions(t *testing.T) {
 }
 
 var _ = syscall.SIGTERM
+
+// A call dir swapped for a symlink after the host opened it must not make
+// the host watch (or read) the link's target; the fd-based watch pins the
+// directory that was opened. And no watch fd may outlive the session.
+func TestWatchPinsOpenedDirAndReleasesFds(t *testing.T) {
+	before := countFds(t)
+	outside := t.TempDir()
+	res := run(t, Config{}, `c=$GATEBRIDGE_CALLS_DIR
+mkdir "$c/swap"; sleep 0.2
+mv "$c/swap" "$c/swap.old"; ln -s `+outside+` "$c/swap"
+t_echo after-swap
+mkdir "$c/never-ready"`)
+	if res.Stdout != "after-swap\n" {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	theHub.mu.Lock()
+	n := len(theHub.calls)
+	theHub.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d call watches left after the session closed", n)
+	}
+	if after := countFds(t); after > before {
+		t.Errorf("fds: %d before, %d after the session", before, after)
+	}
+}
+
+func countFds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
+}

@@ -52,6 +52,7 @@ type Session struct {
 
 	mu        sync.Mutex
 	state     map[string]uint8 // id → stateWatched | stateDone
+	watches   map[string]fdWatch
 	watched   int
 	claimed   int
 	inflight  int
@@ -103,6 +104,7 @@ func Open(cfg Config) (*Session, error) {
 		drainCh:   make(chan chan struct{}),
 		pending:   map[string]struct{}{},
 		state:     map[string]uint8{},
+		watches:   map[string]fdWatch{},
 		queue:     make(chan *call, cfg.Limits.MaxConcurrent),
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -346,7 +348,10 @@ func (s *Session) consider(id string) {
 				s.mu.Lock()
 				delete(s.state, id)
 				s.watched--
+				w := s.watches[id]
+				delete(s.watches, id)
 				s.mu.Unlock()
+				theHub.removeCallDir(w.fd, w.path)
 			}
 			return
 		}
@@ -366,7 +371,10 @@ func (s *Session) consider(id string) {
 			s.mu.Unlock()
 			if canWatch {
 				st = stateWatched // so markDone below releases the watch
-				theHub.addCallDir(filepath.Join(s.callsPath, id))
+				fd, path := theHub.addCallDir(s, id, dirFd)
+				s.mu.Lock()
+				s.watches[id] = fdWatch{fd, path}
+				s.mu.Unlock()
 				makeWakeAt(dirFd) // saves the wrapper's mkfifo
 			}
 			rst, err = statAt(dirFd, "ready") // watch, then look again
@@ -457,13 +465,21 @@ func (s *Session) countIgnored(rec CallRecord) {
 func (s *Session) markDone(id string, prev uint8) {
 	s.mu.Lock()
 	s.state[id] = stateDone
+	w, watched := s.watches[id]
 	if prev == stateWatched {
 		s.watched--
+		delete(s.watches, id)
 	}
 	s.mu.Unlock()
-	if prev == stateWatched {
-		theHub.removeCallDir(filepath.Join(s.callsPath, id))
+	if prev == stateWatched && watched {
+		theHub.removeCallDir(w.fd, w.path)
 	}
+}
+
+// fdWatch is the watch on one call directory (see hub.addCallDir).
+type fdWatch struct {
+	fd   int
+	path string
 }
 
 func (s *Session) finish() {
@@ -518,6 +534,14 @@ func (s *Session) Close() error {
 	s.cancel()
 	s.loopWG.Wait()
 	s.workWG.Wait()
+	// Calls that never became ready still hold a watch and its fd.
+	s.mu.Lock()
+	watches := s.watches
+	s.watches = map[string]fdWatch{}
+	s.mu.Unlock()
+	for _, w := range watches {
+		theHub.removeCallDir(w.fd, w.path)
+	}
 	gatesDone := make(chan struct{})
 	go func() { s.gateWG.Wait(); close(gatesDone) }()
 	var err error

@@ -1,10 +1,13 @@
 package bridge
 
 import (
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // hub is the process-wide fsnotify watcher shared by all sessions: one
@@ -15,7 +18,8 @@ type hub struct {
 	mu       sync.Mutex
 	w        *fsnotify.Watcher
 	refs     int
-	sessions map[string]*Session // calls dir → session
+	sessions map[string]*Session  // calls dir → session
+	calls    map[string]callWatch // /proc/self/fd/N of a call dir → its call
 	done     chan struct{}
 }
 
@@ -71,28 +75,70 @@ func (h *hub) releaseLocked() {
 		return
 	}
 	w, done := h.w, h.done
-	h.w, h.sessions, h.done = nil, nil, nil
+	h.w, h.sessions, h.done, h.calls = nil, nil, nil, nil
 	h.mu.Unlock()
 	w.Close()
 	<-done
 }
 
-// addCallDir watches one call directory so its ready marker raises an event.
-func (h *hub) addCallDir(path string) error {
+// callWatch is a watched call directory: which session and id it is.
+type callWatch struct {
+	s  *Session
+	id string
+}
+
+// procFD reports whether /proc/self/fd can name open directories.
+var procFD = func() bool {
+	_, err := os.Stat("/proc/self/fd")
+	return err == nil
+}()
+
+// addCallDir watches the call directory open as dirFd so its ready marker
+// raises an event. It watches /proc/self/fd/N of a dup of dirFd rather than
+// the path: inotify_add_watch follows symlinks, and the sandbox could swap
+// calls/<id> for a link between our O_NOFOLLOW open and the watch. The fd
+// names exactly the directory we opened. It returns the dup (owned by the
+// caller until removeCallDir) and the watch path; fd -1 when nothing is
+// watched.
+func (h *hub) addCallDir(s *Session, id string, dirFd int) (int, string) {
+	if !procFD {
+		return -1, "" // no /proc: the rescan finds the ready marker
+	}
+	fd, err := unix.Dup(dirFd)
+	if err != nil {
+		return -1, ""
+	}
+	unix.CloseOnExec(fd)
+	path := "/proc/self/fd/" + strconv.Itoa(fd)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.w == nil {
-		return errHubClosed
+		unix.Close(fd)
+		return -1, ""
 	}
-	return h.w.Add(path)
+	if err := h.w.Add(path); err != nil {
+		unix.Close(fd)
+		return -1, ""
+	}
+	if h.calls == nil {
+		h.calls = map[string]callWatch{}
+	}
+	h.calls[path] = callWatch{s, id}
+	return fd, path
 }
 
-func (h *hub) removeCallDir(path string) {
+// removeCallDir stops watching and closes the fd from addCallDir.
+func (h *hub) removeCallDir(fd int, path string) {
+	if fd < 0 {
+		return
+	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.w != nil {
 		h.w.Remove(path)
 	}
+	delete(h.calls, path)
+	h.mu.Unlock()
+	unix.Close(fd)
 }
 
 func (h *hub) loop(w *fsnotify.Watcher, done chan struct{}) {
@@ -131,13 +177,13 @@ func (h *hub) route(ev fsnotify.Event) {
 		}
 		e = watchEvent{id: base}
 	} else {
-		parent, id := filepath.Split(dir)
-		s = h.sessions[filepath.Clean(parent)]
-		if s == nil || base != "ready" {
+		cw, ok := h.calls[dir]
+		if !ok || base != "ready" {
 			h.mu.Unlock()
 			return
 		}
-		e = watchEvent{id: id, inner: base}
+		s = cw.s
+		e = watchEvent{id: cw.id, inner: base}
 	}
 	h.mu.Unlock()
 	s.notify(e)
