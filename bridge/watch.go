@@ -21,6 +21,7 @@ type hub struct {
 	sessions map[string]*Session  // calls dir → session
 	calls    map[string]callWatch // /proc/self/fd/N of a call dir → its call
 	done     chan struct{}
+	closing  sync.WaitGroup // watchers being closed in the background
 }
 
 var theHub hub
@@ -77,8 +78,16 @@ func (h *hub) releaseLocked() {
 	w, done := h.w, h.done
 	h.w, h.sessions, h.done, h.calls = nil, nil, nil, nil
 	h.mu.Unlock()
-	w.Close()
-	<-done
+	// Closing an inotify fd can block for tens of milliseconds while the
+	// kernel waits for a grace period; a CLI run would pay that at every
+	// exit. Close in the background: the old watcher's events can only make
+	// a session look again, which is always safe.
+	h.closing.Add(1)
+	go func() {
+		defer h.closing.Done()
+		w.Close()
+		<-done
+	}()
 }
 
 // callWatch is a watched call directory: which session and id it is.

@@ -16,6 +16,9 @@ type chosenBackend struct {
 	reason       string
 	sessionsRoot string // persistent docker: sessions must live here
 	workspaceIn  string // where the sandbox sees the workspace ("" = same path)
+	// mapWorkspace, when set, maps the host workspace inside (persistent
+	// docker: the run may start in a subdirectory of the sandbox's).
+	mapWorkspace func(host string) (string, bool)
 	closers      []func()
 }
 
@@ -26,6 +29,12 @@ func (c *chosenBackend) close() {
 }
 
 func (c *chosenBackend) insideWorkspace(host string) string {
+	if c.mapWorkspace != nil {
+		if in, ok := c.mapWorkspace(host); ok {
+			return in
+		}
+		return ""
+	}
 	if c.workspaceIn != "" {
 		return c.workspaceIn
 	}
@@ -77,16 +86,15 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 			return nil, err
 		}
 		return &chosenBackend{backend: sb, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
-			sessionsRoot: sb.SessionsRoot(), workspaceIn: docker.DefaultWorkspacePath,
+			sessionsRoot: sb.SessionsRoot(), mapWorkspace: sb.WorkspaceInside,
 			closers: []func(){func() { d.Close() }}}, nil
 	}
 	switch cfg.Sandbox.Backend {
 	case "local":
 		return &chosenBackend{backend: sandbox.NewLocal(), reason: "chosen with sandbox.backend=local"}, nil
 	case "bwrap":
-		if err := bw.Check(ctx); err != nil {
-			return nil, err
-		}
+		// No Check here: it runs bwrap once more (~10-20 ms), and Run
+		// diagnoses a sandbox that cannot be set up the same way.
 		return &chosenBackend{backend: bw, reason: "chosen with sandbox.backend=bwrap"}, nil
 	case "docker":
 		d, err := newDocker(cfg)

@@ -591,3 +591,21 @@ func randToken() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// WorkspaceInside maps a host directory under the sandbox's workspace to
+// where the container sees it (the workspace path, or a subdirectory of
+// it). ok is false when host is not under the workspace.
+func (s *Sandbox) WorkspaceInside(host string) (inside string, ok bool) {
+	if s.workspace == "" {
+		return "", false
+	}
+	abs, err := filepath.Abs(host)
+	if err != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(s.workspace, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", false
+	}
+	return path.Join(s.b.cfg.WorkspacePath, filepath.ToSlash(rel)), true
+}
