@@ -228,8 +228,13 @@ func wakeAt(dirfd int, name string) error {
 		return &fsError{name, errors.New("is not a FIFO (refused)")}
 	}
 	_, err = ignoringEINTR(func() (int, error) { return unix.Write(fd, []byte{'\n'}) })
-	if errors.Is(err, unix.EAGAIN) {
+	switch {
+	case errors.Is(err, unix.EAGAIN):
 		return nil // pipe full: the reader has plenty to wake it
+	case errors.Is(err, unix.EPIPE):
+		// The reader closed between our open and write: the wrapper saw
+		// .exit before blocking and left. Nothing to wake.
+		return nil
 	}
 	return err
 }

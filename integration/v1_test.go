@@ -97,7 +97,9 @@ echo "== after"; v1call gb_echo still answering
 	forEachBackend(t, func(t *testing.T, backend string) {
 		start := time.Now()
 		res, out := gbJSON(t, backend, Run{
-			Config:  "bridge:\n  limits:\n    max_arg_bytes: 1000\n    max_stdin_bytes: 1000\n",
+			// Sessions next to the secret, so a hard link to it is possible
+			// in local mode (the default session dir may be a tmpfs).
+			Config:  "bridge:\n  session_dir: " + workspace(t) + "\n  limits:\n    max_arg_bytes: 1000\n    max_stdin_bytes: 1000\n",
 			Command: []string{"sh", "-c", script},
 		})
 		if d := time.Since(start); d > 20*time.Second {
