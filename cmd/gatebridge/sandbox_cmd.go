@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -94,14 +95,15 @@ func engine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 
 // defaultSessionsRoot is where a persistent sandbox keeps its sessions when
 // sandbox.docker.sessions_root is empty: $XDG_RUNTIME_DIR/gatebridge/sessions,
-// else <temp>/gatebridge-sessions-<uid>.
+// else gatebridge-sessions-<uid> in [bridge.DefaultDir] (a tmpfs such as
+// /dev/shm when one is writable, else the temp dir).
 func defaultSessionsRoot() string {
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
 		if st, err := os.Stat(x); err == nil && st.IsDir() {
 			return filepath.Join(x, "gatebridge", "sessions")
 		}
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("gatebridge-sessions-%d", os.Geteuid()))
+	return filepath.Join(bridge.DefaultDir(), fmt.Sprintf("gatebridge-sessions-%d", os.Geteuid()))
 }
 
 // prepareSessionsRoot creates root (and missing parents) so that the
@@ -193,7 +195,7 @@ from the workspace or a directory under it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("sessions-root", "", "host directory mounted for the sessions (default $XDG_RUNTIME_DIR/gatebridge/sessions or <tmp>/gatebridge-sessions-<uid>)")
+	f.String("sessions-root", "", "host directory mounted for the sessions (default $XDG_RUNTIME_DIR/gatebridge/sessions, else gatebridge-sessions-<uid> in /dev/shm or the temp dir)")
 	f.String("workspace", "", "directory mounted at /workspace (default: current directory)")
 	f.Bool("writable-workspace", false, "let commands write the workspace")
 	f.String("image", "", "docker image (default: config sandbox.docker.image)")

@@ -30,6 +30,10 @@ const (
 	LabelWorkspace         = "io.gatebridge.workspace"
 	LabelWorkspaceWritable = "io.gatebridge.workspace-writable"
 	LabelUser              = "io.gatebridge.user"
+	// LabelWake records, at start, whether FIFO wake-ups reach the
+	// container ("fifo") or wrappers must poll ("poll"), so each exec need
+	// not ask the engine (GET /info) again.
+	LabelWake = "io.gatebridge.wake"
 )
 
 // DefaultSessionsPath is where [StartOptions.SessionsRoot] is mounted.
@@ -147,6 +151,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		LabelSessionsPath:      opts.SessionsPath,
 		LabelWorkspace:         ws,
 		LabelWorkspaceWritable: strconv.FormatBool(opts.WorkspaceWritable),
+		LabelWake:              wakeLabel(b.usePoll(ctx)),
 		LabelUser:              user,
 	})
 	workdir := "/"
@@ -204,6 +209,9 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 			Hint: fmt.Sprintf("remove it with `gatebridge sandbox stop %s` and start it again", name)}
 	}
 	l := c.Config.Labels
+	if w := l[LabelWake]; w == "poll" || w == "fifo" {
+		b.wakeOnce.Do(func() { b.wakePoll = w == "poll" })
+	}
 	return &Sandbox{b: b, id: c.ID, name: name, image: c.Config.Image, user: l[LabelUser],
 		sessionsRoot: l[LabelSessionsRoot], sessionsPath: l[LabelSessionsPath],
 		workspace: l[LabelWorkspace], wsWritable: l[LabelWorkspaceWritable] == "true"}, nil
@@ -608,4 +616,11 @@ func (s *Sandbox) WorkspaceInside(host string) (inside string, ok bool) {
 		return "", false
 	}
 	return path.Join(s.b.cfg.WorkspacePath, filepath.ToSlash(rel)), true
+}
+
+func wakeLabel(poll bool) string {
+	if poll {
+		return "poll"
+	}
+	return "fifo"
 }
