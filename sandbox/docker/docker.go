@@ -526,22 +526,7 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 		return nil, startError(err)
 	}
 
-	out := newStreams(spec)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
-	}()
-	if spec.Stdin != nil {
-		// This goroutine ends when Stdin returns EOF or an error; closing
-		// the connection after exit makes its next write fail.
-		go func() {
-			_, _ = io.Copy(att.Conn, spec.Stdin)
-			if cw, ok := att.Conn.(client.CloseWriter); ok {
-				_ = cw.CloseWrite()
-			}
-		}()
-	}
+	out, copied := pump(&att.HijackedResponse, spec)
 
 	kill := func(sig string) {
 		kctx, cancel := cleanupCtx(ctx)
@@ -696,4 +681,26 @@ func (s *stopper) stopTimers() {
 	if s.graceT != nil {
 		s.graceT.Stop()
 	}
+}
+
+// pump demultiplexes an attached connection into spec's streams and
+// forwards spec.Stdin; copied is closed when the output ends. The stdin
+// goroutine ends when Stdin returns EOF or an error; closing the connection
+// after exit makes its next write fail.
+func pump(att *client.HijackedResponse, spec *sandbox.Spec) (out *streams, copied <-chan struct{}) {
+	out = newStreams(spec)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
+	}()
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, spec.Stdin)
+			if cw, ok := att.Conn.(client.CloseWriter); ok {
+				_ = cw.CloseWrite()
+			}
+		}()
+	}
+	return out, done
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/gatebridge/gatebridge/sandbox"
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -448,20 +446,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 	defer att.Close()
 
-	out := newStreams(spec)
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
-	}()
-	if spec.Stdin != nil {
-		go func() {
-			_, _ = io.Copy(att.Conn, spec.Stdin)
-			if cw, ok := att.Conn.(client.CloseWriter); ok {
-				_ = cw.CloseWrite()
-			}
-		}()
-	}
+	out, copied := pump(&att.HijackedResponse, spec)
 	signal := func(sig string) {
 		kctx, cancel := cleanupCtx(ctx)
 		defer cancel()
