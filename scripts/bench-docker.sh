@@ -41,7 +41,8 @@ chmod 755 "$tmp" "$ws"
 cd "$ws"
 
 docker image inspect "$IMG" >/dev/null 2>&1 || { echo "image $IMG missing: run make test-image" >&2; exit 1; }
-"$GB" sandbox start --image "$IMG" --sessions-root "$tmp/sessions" "$name" >/dev/null 2>&1
+# Sessions in the default root (a tmpfs when one is writable), like the other rows.
+"$GB" sandbox start --image "$IMG" "$name" >/dev/null 2>&1
 # A plain container for `docker exec`, started like the CLI user would.
 ctr=$(docker run -d --network none --user 65534:65534 "$IMG" sleep 2147483647)
 
