@@ -1,6 +1,6 @@
 module github.com/gatebridge/gatebridge
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/containerd/errdefs v1.0.0
