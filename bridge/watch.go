@@ -180,7 +180,9 @@ func (h *hub) route(ev fsnotify.Event) {
 	s := h.sessions[dir]
 	var e watchEvent
 	if s != nil {
-		if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) {
+		// Remove too: a watched call dir removed before ready must be
+		// looked at again so its watch slot and fd are released.
+		if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Remove) {
 			h.mu.Unlock()
 			return
 		}
