@@ -235,7 +235,12 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string 
 	for _, e := range etc {
 		a = append(a, "--ro-bind-try", e, e)
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	// bwrap leaves /proc/sys writable when its directory mode hides that
+	// (0555 dir, 0644 files): uid 0 inside, which is the host's root when
+	// gatebridge runs as root, could then set host-wide sysctls
+	// (kernel.core_pattern runs a program as root on the host) without
+	// any capability. Bind it read-only over the fresh /proc.
+	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp")
 
 	type bind struct {
 		path string

@@ -260,3 +260,21 @@ func TestBwrapLargeOutput(t *testing.T) {
 		t.Errorf("stdout differs: %d bytes, want %d", len(res.Stdout), len(want))
 	}
 }
+
+// /proc/sys is read-only inside: as root (uid 0 mapped to the host's root)
+// its 0644 files would otherwise set host-wide sysctls such as
+// kernel.core_pattern without any capability.
+func TestBwrapProcSysReadOnly(t *testing.T) {
+	for name, b := range map[string]*sandbox.Bwrap{"self": newBwrap(t), "nobody": asNobody(t)} {
+		t.Run(name, func(t *testing.T) {
+			f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+			res, err := b.Run(context.Background(), f.Spec(`v=$(cat /proc/sys/kernel/core_pattern) && printf '%s\n' "$v" > /proc/sys/kernel/core_pattern && echo written; cat /proc/sys/kernel/hostname`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Stdout) != "gatebridge\n" {
+				t.Errorf("stdout %q (want only the hostname), stderr %q", res.Stdout, res.Stderr)
+			}
+		})
+	}
+}
