@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runProcess runs p under the supervision described in the package
@@ -67,8 +69,15 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	// other reader is copied through a pipe Run owns. Run does not wait for
 	// a Read from spec.Stdin that blocks: once the command is gone it
 	// closes the pipe, and the copy ends when that Read returns.
+	// A terminal is copied too: the command runs in its own process group,
+	// which is not the terminal's foreground group, so reading the terminal
+	// itself would stop it with SIGTTIN until the timeout.
 	var stdinW *os.File
-	switch in := spec.Stdin.(type) {
+	stdin := spec.Stdin
+	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
+		stdin = struct{ io.Reader }{f}
+	}
+	switch in := stdin.(type) {
 	case nil:
 		devNull, err := os.Open(os.DevNull)
 		if err != nil {
@@ -122,7 +131,7 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	closeAll() // the child has its copies
 	if stdinW != nil {
 		go func() {
-			io.Copy(stdinW, spec.Stdin) // EPIPE when the command stops reading
+			io.Copy(stdinW, stdin) // EPIPE when the command stops reading
 			stdinW.Close()
 		}()
 		defer stdinW.Close() // unblocks a pending Write; a second Close is harmless
@@ -186,6 +195,12 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	res.Stderr, res.StderrDropped = errCap.Bytes(), errCap.Dropped()
 	res.Truncated = res.StdoutDropped > 0 || res.StderrDropped > 0
 	return res, nil
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // waitGone polls until tree has no live process or limit passes.
