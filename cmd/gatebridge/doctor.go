@@ -147,7 +147,7 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 
 	sessionDir := cfg.Bridge.SessionDir
 	if sessionDir == "" {
-		sessionDir = os.TempDir()
+		sessionDir = bridge.DefaultDir() // where bridge.Open puts sessions
 	}
 	add(fsCheck("session dir", sessionDir))
 	if root := cfg.Sandbox.Docker.SessionsRoot; root != "" {

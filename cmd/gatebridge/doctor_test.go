@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gatebridge/gatebridge/bridge"
 )
 
 func TestClassifyFS(t *testing.T) {
@@ -163,5 +165,19 @@ func TestDoctorLocalExitCode(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "sandbox.backend=auto always runs") {
 		t.Errorf("auto line missing:\n%s", out.String())
+	}
+}
+
+// doctor checks the directory sessions really go to: bridge.session_dir,
+// else bridge.DefaultDir (a tmpfs when one is writable), not the temp dir.
+func TestDoctorChecksDefaultSessionDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent")
+	var out, errb bytes.Buffer
+	run([]string{"doctor", "--sandbox", "local"}, nil, &out, &errb)
+	want := "session dir filesystem: " + bridge.DefaultDir() + " is on"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("missing %q in\n%s", want, out.String())
 	}
 }
