@@ -269,7 +269,13 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 			if !ok {
 				return &configError{Key: full, Msg: "unknown key", Hint: "see configs/gatebridge.yaml for every key"}
 			}
-			if sub, isMap := m[k].(map[string]any); isMap && kind == reflect.Struct {
+			if kind == reflect.Struct {
+				sub, isMap := m[k].(map[string]any)
+				if !isMap {
+					// viper would take the defaults under it and ignore this value.
+					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(m[k])),
+						Hint: "see configs/gatebridge.yaml for the keys under " + full}
+				}
 				if err := walk(sub, full+"."); err != nil {
 					return err
 				}
@@ -359,6 +365,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Sandbox.Docker.CPUs < 0 {
 		return bad("sandbox.docker.cpus", "must not be negative", "0 means no limit")
+	}
+	if c.Sandbox.Docker.Memory < 0 {
+		return bad("sandbox.docker.memory", "must not be negative", "0 means no limit")
+	}
+	if c.Sandbox.Docker.PidsLimit < 0 {
+		return bad("sandbox.docker.pids_limit", "must not be negative", "0 means no limit")
+	}
+	if c.Sandbox.Docker.TmpfsSize < 0 {
+		return bad("sandbox.docker.tmpfs_size", "must not be negative", "0 means the default (64 MiB)")
 	}
 	for i, cmd := range c.Gates.Commands {
 		key := fmt.Sprintf("gates.commands[%d]", i)
