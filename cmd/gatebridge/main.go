@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -65,6 +66,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	var he *hintError
+	if !errors.As(err, &he) && strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra's own error, from outside the flag error func
+		err = withHint(err, "see 'gatebridge --help' for the commands")
 	}
 	printError(stderr, err)
 	return ExitInternal
