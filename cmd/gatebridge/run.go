@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +45,7 @@ itself failed (bad config, sandbox unavailable).`,
 	}
 	f := cmd.Flags()
 	f.String("sandbox", "auto", "sandbox backend: auto, local, bwrap or docker")
-	f.Duration("timeout", 0, "stop the command after this long (exit 124); 0 means the config's sandbox.timeout")
+	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
 	f.String("workspace", "", "directory the command starts in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
 	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json (head and tail kept)")
@@ -237,5 +236,3 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 	}
 	return reg, nil
 }
-
-var _ = context.Background

@@ -230,7 +230,7 @@ itself failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Duration("timeout", 0, "stop the command after this long (exit 124); 0 means the config's sandbox.timeout")
+	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
 	f.String("workspace", "", "directory the command starts in (default: current directory); must be under the sandbox's workspace")
 	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json")
 	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
