@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -185,7 +186,7 @@ type benchEnv struct {
 
 const slowGateDelay = 200 * time.Millisecond
 
-func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) error {
+func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) (retErr error) {
 	if o.N < 1 || o.K < 1 || o.M < 1 || o.PollN < 1 || o.SlowN < 1 || o.SessionN < 1 || o.MemWorkers < 1 || o.MemCalls < 0 {
 		return withHint(errors.New("bench: counts must be positive"), "see 'gatebridge bench --help'")
 	}
@@ -193,7 +194,16 @@ func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) error {
 		return withHint(errors.New("bench: --mem-first must be below --mem-calls"), "e.g. --mem-first 1000 --mem-calls 10000")
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	ctx := cmd.Context()
+	// SIGINT/SIGTERM stop the sandboxed loops and still run the cleanup
+	// below (workspace, sessions, containers) instead of killing us.
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	defer func() {
+		if ctx.Err() != nil && cmd.Context().Err() == nil {
+			fmt.Fprintln(stderr, "gatebridge: bench: interrupted")
+			retErr = &exitError{sandbox.ExitCanceled}
+		}
+	}()
 	if cfg.Sandbox.Backend == "auto" {
 		cfg.Sandbox.Backend = "local"
 	}
@@ -246,6 +256,9 @@ func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) error {
 		if rep.Memory, err = env.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers); err != nil {
 			return err
 		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err() // the deferred check reports it
 	}
 	rep.Targets = rep.targets()
 	if o.JSON {
