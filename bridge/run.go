@@ -32,12 +32,15 @@ type Result struct {
 // published has been answered. spec.Session is set to the session's dirs
 // and the session's env is appended to spec.Env. When ctx is cancelled,
 // gates still running are cancelled (exit 124) and the session stops
-// answering calls; only Close remains to be called.
+// answering calls; only Close remains to be called (a later Run returns
+// [ErrClosed]).
 func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox.Spec) (*Result, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
+	if closed || s.ctx.Err() != nil {
+		// After a cancelled Run the session answers no more calls: running
+		// another command would leave its gate calls waiting for nothing.
 		return nil, ErrClosed
 	}
 	spec.Session = s.dirs

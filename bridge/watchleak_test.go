@@ -1,11 +1,15 @@
 package bridge
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 // A call directory removed before it became ready must give back its watch
@@ -45,4 +49,25 @@ func TestRemovedCallDirReleasesWatch(t *testing.T) {
 		}
 	}
 	waitFor("after rmdir", func() bool { return watched() == 0 })
+}
+
+// After a cancelled Run the session stops answering calls, so a second Run
+// must fail at once instead of running a command whose calls hang.
+func TestRunAfterCancelledRunFails(t *testing.T) {
+	s, err := Open(Config{Gates: testRegistry(t), Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Run(ctx, shBackend{}, sandbox.Spec{Command: []string{"true"}})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	// "true" makes no call, so without the check this returns a result
+	// instead of hanging (a gate call here would wait forever under dash).
+	res, err := s.Run(ctx2, shBackend{}, sandbox.Spec{Command: []string{"true"}})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Run: err %v, result %+v; want ErrClosed", err, res)
+	}
 }
