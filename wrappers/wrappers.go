@@ -26,8 +26,12 @@
 // (bash, busybox) also re-check every GATEBRIDGE_WAKE_CHECK seconds, so a
 // lost wake-up costs latency, never a hang. With GATEBRIDGE_WAKE=poll (or
 // when mkfifo fails) the wrapper polls for the .exit file with a backoff
-// from 1 ms to 100 ms. Either way it gives up after GATEBRIDGE_WAIT_TIMEOUT
-// seconds (0 = never) with exit 124.
+// from 1 ms to 100 ms. It gives up after GATEBRIDGE_WAIT_TIMEOUT seconds
+// (0 = never) with exit 124 when polling or under a shell with `read -t`;
+// under dash (no `read -t`, the usual /bin/sh on Debian and Ubuntu) the
+// FIFO wait has no timeout and ends only when the host writes the wake
+// byte, so a call the host never answers blocks until the wrapper is
+// killed.
 //
 // Generated text never contains the gate's description or usage verbatim:
 // only a sanitized one-line summary inside a comment, so no description can
