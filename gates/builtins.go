@@ -9,7 +9,7 @@ import (
 
 // Defaults for [Options] fields left zero.
 const (
-	DefaultMaxFileBytes       = 10 << 20 // read_file, write_file
+	DefaultMaxFileBytes       = 4 << 20 // read_file, write_file; equal to the bridge's default output cap
 	DefaultMaxSearchMatches   = 200
 	DefaultMaxSearchFiles     = 20000
 	DefaultMaxSearchFileBytes = 1 << 20

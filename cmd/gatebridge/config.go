@@ -145,7 +145,7 @@ var defaults = map[string]any{
 	"gates.builtins":                      true,
 	"gates.root":                          "",
 	"gates.writable_root":                 "",
-	"gates.max_file_bytes":                10 << 20,
+	"gates.max_file_bytes":                4 << 20,
 	"gates.max_search_matches":            200,
 	"gates.max_search_files":              20000,
 	"gates.max_search_file_bytes":         4 << 20,
