@@ -284,10 +284,12 @@ func TestOneWatcherManySessions(t *testing.T) {
 		t.Error(err)
 	}
 	theHub.mu.Lock()
-	defer theHub.mu.Unlock()
-	if theHub.w != nil {
+	open := theHub.w != nil
+	theHub.mu.Unlock()
+	if open {
 		t.Error("watcher still open after every session closed")
 	}
+	theHub.closing.Wait() // the background close finishes
 }
 
 var _ = syscall.SIGTERM
