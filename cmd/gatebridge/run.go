@@ -80,6 +80,9 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 
 	chosen, err := chooseBackend(ctx, cfg, stderr)
 	if err != nil {
+		if ctx.Err() != nil { // interrupted while checking backends
+			return &exitError{signalCode(sig)}
+		}
 		return err
 	}
 	defer chosen.close()
@@ -150,14 +153,7 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	}
 	code := res.ExitCode
 	if res.Canceled {
-		select {
-		case s := <-sig:
-			if n, ok := s.(syscall.Signal); ok {
-				code = 128 + int(n)
-			}
-		default:
-			code = 130
-		}
+		code = signalCode(sig)
 	}
 	if code != 0 {
 		return &exitError{code}
@@ -235,4 +231,17 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 		}
 	}
 	return reg, nil
+}
+
+// signalCode is 128+N for the signal that stopped the run (130 when it is
+// not known).
+func signalCode(sig <-chan os.Signal) int {
+	select {
+	case s := <-sig:
+		if n, ok := s.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+	default:
+	}
+	return 130
 }
