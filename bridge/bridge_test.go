@@ -327,3 +327,33 @@ func countFds(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// The host's heartbeat keeps a waiting bash/busybox wrapper from giving up
+// while its call is still queued or running: GATEBRIDGE_WAIT_TIMEOUT
+// measures the host's silence, not the call's duration.
+func TestHeartbeatOutlastsWaitTimeout(t *testing.T) {
+	for _, sh := range []string{"bash", "busybox sh"} {
+		if _, err := exec.LookPath(strings.Fields(sh)[0]); err != nil {
+			t.Logf("skip %s: not installed", sh)
+			continue
+		}
+		t.Run(sh, func(t *testing.T) {
+			reg := testRegistry(t)
+			reg.MustRegister(gates.Func(gates.Spec{Name: "t_nap", Timeout: 10 * time.Second},
+				func(ctx context.Context, c *gates.Call) (int, error) {
+					select {
+					case <-time.After(2500 * time.Millisecond):
+					case <-ctx.Done():
+						return 0, ctx.Err()
+					}
+					fmt.Fprintln(c.Stdout, "rested")
+					return 0, nil
+				}))
+			res := run(t, Config{Gates: reg, RescanInterval: 200 * time.Millisecond},
+				`GATEBRIDGE_WAIT_TIMEOUT=1 `+sh+` "$(command -v t_nap)"; echo "rc=$?"`)
+			if res.Stdout != "rested\nrc=0\n" {
+				t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+			}
+		})
+	}
+}

@@ -144,14 +144,12 @@ func readAllLimit(r io.Reader, b []byte, limit int64) ([]byte, error) {
 // readDirNames lists up to max+1 entries of the directory fd (without
 // closing it).
 func readDirNames(fd int, max int) ([]string, error) {
-	dup, err := unix.Dup(fd)
+	// A fresh open of "." has its own offset (a dup would share fd's, so
+	// two goroutines listing the same directory could skip entries).
+	dup, err := ignoringEINTR(func() (int, error) {
+		return unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
 	if err != nil {
-		return nil, err
-	}
-	unix.CloseOnExec(dup)
-	// dup shares the offset: rewind so every scan sees the whole directory.
-	if _, err := unix.Seek(dup, 0, 0); err != nil {
-		unix.Close(dup)
 		return nil, err
 	}
 	f := os.NewFile(uintptr(dup), "dir")

@@ -141,8 +141,9 @@ func Open(cfg Config) (*Session, error) {
 		s.workWG.Add(1)
 		go s.worker()
 	}
-	s.loopWG.Add(1)
+	s.loopWG.Add(2)
 	go s.loop()
+	go s.heartbeat()
 	return s, nil
 }
 
@@ -298,6 +299,43 @@ func (s *Session) scan() {
 			return
 		}
 		s.consider(id)
+	}
+}
+
+// heartbeat tells waiting wrappers that the host is alive: every
+// RescanInterval it writes a byte to the wake FIFO of every call still in
+// calls/ (answered calls are removed), whether it is queued behind busy
+// gates, running, or not yet claimed. A wrapper with `read -t` (bash,
+// busybox) restarts its GATEBRIDGE_WAIT_TIMEOUT on each byte, so that
+// timeout measures the host's silence, not the call's duration, and a call
+// that waits long in the queue is not given up while the host still means
+// to run it. It is a separate goroutine because the claim loop blocks when
+// every worker is busy, which is exactly when queued calls wait longest.
+func (s *Session) heartbeat() {
+	defer s.loopWG.Done()
+	t := time.NewTicker(s.cfg.RescanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		names, _ := readDirNames(s.callsFd, s.cfg.Limits.MaxScanEntries)
+		for _, id := range names {
+			if s.ctx.Err() != nil {
+				return
+			}
+			if !ValidID(id) {
+				continue
+			}
+			fd, err := openDirAt(s.callsFd, id)
+			if err != nil {
+				continue
+			}
+			wakeAt(fd, "wake")
+			unix.Close(fd)
+		}
 	}
 }
 

@@ -26,8 +26,11 @@
 // (bash, busybox) also re-check every GATEBRIDGE_WAKE_CHECK seconds, so a
 // lost wake-up costs latency, never a hang. With GATEBRIDGE_WAKE=poll (or
 // when mkfifo fails) the wrapper polls for the .exit file with a backoff
-// from 1 ms to 100 ms. It gives up after GATEBRIDGE_WAIT_TIMEOUT seconds
-// (0 = never) with exit 124 when polling or under a shell with `read -t`;
+// from 1 ms to 100 ms. It gives up with exit 124 when polling after
+// GATEBRIDGE_WAIT_TIMEOUT seconds (0 = never), and under a shell with
+// `read -t` after that many seconds without a byte from the host (the host
+// writes a heartbeat byte to every waiting call's FIFO each rescan
+// interval, so a long queue or a slow gate does not count);
 // under dash (no `read -t`, the usual /bin/sh on Debian and Ubuntu) the
 // FIFO wait has no timeout and ends only when the host writes the wake
 // byte, so a call the host never answers blocks until the wrapper is
@@ -201,8 +204,9 @@ if [ -n "$w" ]; then
 	read -t 0 _ < /dev/null 2>/dev/null; [ "$?" -eq 2 ] && k=
 	while [ ! -f "$x.exit" ]; do
 		if [ -n "$k" ]; then
-			read -r -t "$k" _ <&3
-			e=$((e+k*1000))
+			# A byte without .exit is the host's heartbeat: it is alive, so
+			# the wait timeout starts again.
+			if read -r -t "$k" _ <&3; then e=0; else e=$((e+k*1000)); fi
 		else
 			read -r _ <&3
 		fi
