@@ -51,13 +51,9 @@ func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) 
 		return 0, err
 	}
 	path := p.pos[0]
-	rel, err := g.ws.rel(name, path)
+	r, rel, err := g.ws.open(name, path)
 	if err != nil {
 		return 0, err
-	}
-	r, err := g.ws.open()
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 	defer r.Close()
 	f, fi, err := openRegular(name, r, rel, path)
@@ -140,13 +136,9 @@ func newListDir(ws *workspace, o Options) Gate {
 		if len(p.pos) == 1 {
 			path = p.pos[0]
 		}
-		rel, err := ws.rel(name, path)
+		r, rel, err := ws.open(name, path)
 		if err != nil {
 			return 0, err
-		}
-		r, err := ws.open()
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 		defer r.Close()
 		d, err := openDir(name, r, rel, path)
@@ -215,18 +207,14 @@ func newWriteFile(ws *workspace, o Options) Gate {
 		Stdin: StdinAlways,
 	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := p.pos[0]
-		rel, err := ws.rel(name, path)
+		r, rel, err := ws.open(name, path)
 		if err != nil {
 			return 0, err
 		}
+		defer r.Close()
 		if int64(len(c.Stdin)) > max {
 			return 0, Deniedf("%s: content is %d bytes, over the %d-byte limit", name, len(c.Stdin), max)
 		}
-		r, err := ws.open()
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		defer r.Close()
 		if err := writeAtomic(r, rel, path, c.Stdin); err != nil {
 			return 0, err
 		}

@@ -39,13 +39,9 @@ func newSearch(ws *workspace, o Options) Gate {
 		if len(p.pos) == 2 {
 			path = p.pos[1]
 		}
-		rel, err := ws.rel(name, path)
+		r, rel, err := ws.open(name, path)
 		if err != nil {
 			return 0, err
-		}
-		r, err := ws.open()
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 		defer r.Close()
 		fi, err := r.Stat(rel)

@@ -49,13 +49,18 @@ func newWorkspace(field, dir, alias string) (*workspace, error) {
 	return w, nil
 }
 
-// open opens the workspace for one call; the caller closes it.
-func (w *workspace) open() (*os.Root, error) {
+// open resolves path with [workspace.rel] and opens the workspace for one
+// call; the caller closes the root.
+func (w *workspace) open(gate, path string) (*os.Root, string, error) {
+	rel, err := w.rel(gate, path)
+	if err != nil {
+		return nil, "", err
+	}
 	r, err := os.OpenRoot(w.dir)
 	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
+		return nil, "", fmt.Errorf("%s: open workspace: %w", gate, err)
 	}
-	return r, nil
+	return r, rel, nil
 }
 
 // rel turns a path given by the sandbox into a clean path relative to the
