@@ -53,7 +53,6 @@ type Session struct {
 	mu        sync.Mutex
 	state     map[string]uint8 // id → stateWatched | stateDone
 	watches   map[string]fdWatch
-	watched   int
 	claimed   int
 	inflight  int
 	idle      *sync.Cond
@@ -372,7 +371,7 @@ func (s *Session) consider(id string) {
 
 	start := time.Now()
 	if !ValidID(id) {
-		s.markDone(id, st)
+		s.markDone(id)
 		budget := 64
 		removeAllAt(s.callsFd, id, &budget)
 		s.record(CallRecord{ID: quoteCap(id, 64), Decision: DecisionRejected, ExitCode: -1,
@@ -385,15 +384,13 @@ func (s *Session) consider(id string) {
 			if st == stateWatched { // gone before ready: forget it
 				s.mu.Lock()
 				delete(s.state, id)
-				s.watched--
-				w := s.watches[id]
-				delete(s.watches, id)
+				w := s.dropWatchLocked(id)
 				s.mu.Unlock()
 				theHub.removeCallDir(w.fd, w.path)
 			}
 			return
 		}
-		s.markDone(id, st)
+		s.markDone(id)
 		s.reject(id, -1, start, gates.ExitDenied, fmt.Errorf("call %v", err))
 		return
 	}
@@ -401,14 +398,14 @@ func (s *Session) consider(id string) {
 	if err != nil {
 		if st == 0 && s.mode == WatchEvents {
 			s.mu.Lock()
-			canWatch := s.watched < 4*s.cfg.Limits.MaxConcurrent+64
+			canWatch := len(s.watches) < 4*s.cfg.Limits.MaxConcurrent+64
 			if canWatch {
 				s.state[id] = stateWatched
-				s.watched++
+				s.watches[id] = fdWatch{fd: -1} // holds the slot until the watch exists
 			}
 			s.mu.Unlock()
 			if canWatch {
-				st = stateWatched // so markDone below releases the watch
+				st = stateWatched
 				fd, path := theHub.addCallDir(s, id, dirFd)
 				s.mu.Lock()
 				s.watches[id] = fdWatch{fd, path}
@@ -422,7 +419,7 @@ func (s *Session) consider(id string) {
 			return
 		}
 	}
-	s.markDone(id, st)
+	s.markDone(id)
 	s.mu.Lock()
 	s.claimed++
 	over := s.claimed > s.cfg.Limits.MaxCalls
@@ -500,18 +497,24 @@ func (s *Session) countIgnored(rec CallRecord) {
 	}
 }
 
-func (s *Session) markDone(id string, prev uint8) {
+// markDone marks id handled for good and releases its watch, if any.
+func (s *Session) markDone(id string) {
 	s.mu.Lock()
 	s.state[id] = stateDone
-	w, watched := s.watches[id]
-	if prev == stateWatched {
-		s.watched--
-		delete(s.watches, id)
-	}
+	w := s.dropWatchLocked(id)
 	s.mu.Unlock()
-	if prev == stateWatched && watched {
-		theHub.removeCallDir(w.fd, w.path)
+	theHub.removeCallDir(w.fd, w.path)
+}
+
+// dropWatchLocked removes id's watch slot and returns the watch to release
+// (fd -1 when there is none). s.mu must be held.
+func (s *Session) dropWatchLocked(id string) fdWatch {
+	w, ok := s.watches[id]
+	if !ok {
+		return fdWatch{fd: -1}
 	}
+	delete(s.watches, id)
+	return w
 }
 
 // fdWatch is the watch on one call directory (see hub.addCallDir).

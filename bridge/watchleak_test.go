@@ -25,7 +25,7 @@ func TestRemovedCallDirReleasesWatch(t *testing.T) {
 	watched := func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.watched
+		return len(s.watches)
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
