@@ -240,6 +240,13 @@ func (s *Session) reject(id string, dirFd int, start time.Time, code int, err er
 // respond writes the response files, exit code last, wakes the wrapper,
 // removes the call directory and records the call.
 func (s *Session) respond(c *call, rec *CallRecord, stdout, stderr []byte) {
+	s.deliver(c, rec, stdout, stderr)
+	s.record(*rec)
+}
+
+// deliver is respond without recording: it fills rec's outcome, bytes and
+// duration.
+func (s *Session) deliver(c *call, rec *CallRecord, stdout, stderr []byte) {
 	rec.BytesOut = int64(len(stdout) + len(stderr))
 	werr := s.writeResponse(c.id, rec.ExitCode, stdout, stderr)
 	if werr != nil {
@@ -266,7 +273,11 @@ func (s *Session) respond(c *call, rec *CallRecord, stdout, stderr []byte) {
 	removeAllAt(s.callsFd, c.id, &budget)
 	rec.Duration = time.Since(c.start)
 	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
-	s.record(*rec)
+}
+
+// errCallLimit is the refusal of a call past bridge.limits.max_calls.
+func (s *Session) errCallLimit() error {
+	return &limitError{fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), "max_calls"}
 }
 
 func (s *Session) writeResponse(id string, code int, stdout, stderr []byte) error {

@@ -434,7 +434,7 @@ func (s *Session) consider(id string) {
 		return
 	}
 	if over {
-		s.reject(id, dirFd, start, gates.ExitDenied, &limitError{fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), "max_calls"})
+		s.reject(id, dirFd, start, gates.ExitDenied, s.errCallLimit())
 		unix.Close(dirFd)
 		return
 	}
@@ -472,15 +472,9 @@ func (s *Session) refuseUntracked(id string) {
 	if _, err := statAt(dirFd, "ready"); err != nil {
 		return // not published yet: seen again by a later scan
 	}
-	msg := (&limitError{fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), "max_calls"}).Error()
+	msg := s.errCallLimit().Error()
 	rec := CallRecord{ID: id, Decision: DecisionRejected, ExitCode: gates.ExitDenied, Error: msg, Start: start}
-	rec.BytesOut = int64(len(msg) + len("gatebridge: \n"))
-	s.writeResponse(id, gates.ExitDenied, nil, []byte("gatebridge: "+msg+"\n"))
-	wakeAt(dirFd, "wake")
-	budget := s.cfg.Limits.MaxArgs + 64
-	removeAllAt(s.callsFd, id, &budget)
-	rec.Duration = time.Since(start)
-	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
+	s.deliver(&call{id: id, dirFd: dirFd, start: start}, &rec, nil, []byte("gatebridge: "+msg+"\n"))
 	s.countIgnored(rec)
 }
 
