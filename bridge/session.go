@@ -164,7 +164,7 @@ func (s *Session) setup() error {
 	specs := s.cfg.Gates.Specs()
 	ws := make([]wrappers.Spec, len(specs))
 	for i, sp := range specs {
-		ws[i] = wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: wrappers.StdinMode(sp.Stdin)}
+		ws[i] = wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: wrapperStdin(sp.Stdin)}
 	}
 	if err := wrappers.WriteDir(s.dirs.Bin, ws); err != nil {
 		return fmt.Errorf("bridge: %w", err)
@@ -651,4 +651,17 @@ type auditRecord struct {
 	Time    time.Time `json:"time"`
 	Session string    `json:"session"`
 	CallRecord
+}
+
+// wrapperStdin maps a gate's stdin mode to the wrapper's by name, not by
+// the enums' numbering.
+func wrapperStdin(m gates.StdinMode) wrappers.StdinMode {
+	switch m {
+	case gates.StdinAlways:
+		return wrappers.StdinAlways
+	case gates.StdinIfNoArgs:
+		return wrappers.StdinIfNoArgs
+	default:
+		return wrappers.StdinNone
+	}
 }
