@@ -262,8 +262,10 @@ func traversable(dir string) error {
 	return nil
 }
 
-// chownWritable gives the container user the session dirs it writes.
-func chownWritable(uid, gid int, dirs ...string) error {
+// chownDirs gives each directory of dirs (not following a symlink) to
+// uid:gid: the container user the session dirs it writes, or the host the
+// ones it alone writes.
+func chownDirs(uid, gid int, dirs ...string) error {
 	for _, d := range dirs {
 		if d == "" {
 			continue
@@ -398,7 +400,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if chown {
 		err := traversable(spec.Session.Root)
 		if err == nil {
-			err = chownWritable(uid, gid, spec.Session.Calls, spec.Session.Tmp)
+			err = chownDirs(uid, gid, spec.Session.Calls, spec.Session.Tmp)
 		}
 		if err != nil {
 			return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}

@@ -401,14 +401,13 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		workdir = s.b.cfg.WorkspacePath
 	}
 	if spec.Workspace != "" {
-		abs, _ := filepath.Abs(spec.Workspace)
-		rel, err := filepath.Rel(s.workspace, abs)
-		if s.workspace == "" || err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		in, ok := s.WorkspaceInside(spec.Workspace)
+		if !ok {
 			return nil, &sandbox.Error{Backend: "docker", Op: "map workspace",
 				Err:  fmt.Errorf("workspace %s is not under the sandbox's workspace %q", spec.Workspace, s.workspace),
 				Hint: "start the sandbox with that workspace"}
 		}
-		workdir = path.Join(s.b.cfg.WorkspacePath, filepath.ToSlash(rel))
+		workdir = in
 	}
 	if spec.WorkspaceWritable && !s.wsWritable {
 		return nil, &sandbox.Error{Backend: "docker", Op: "map workspace", Err: errors.New("the sandbox's workspace is read-only"),
@@ -528,7 +527,10 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 	if err := traversable(d.Root); err != nil {
 		return err
 	}
-	if err := chownWritable(uid, gid, d.Calls, d.Tmp); err != nil {
+	if err := chownDirs(uid, gid, d.Calls, d.Tmp); err != nil {
+		return err
+	}
+	if err := chownDirs(os.Geteuid(), os.Getegid(), d.Bin, d.Responses); err != nil {
 		return err
 	}
 	for _, dir := range []string{d.Bin, d.Responses} {
@@ -537,12 +539,6 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 		}
 		fi, err := os.Lstat(dir)
 		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
-		}
-		if err := os.Lchown(dir, os.Geteuid(), os.Getegid()); err != nil {
 			return err
 		}
 		if err := denyWrite(dir, fi); err != nil {
