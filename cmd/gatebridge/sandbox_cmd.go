@@ -363,7 +363,8 @@ func newSandboxPruneCmd() *cobra.Command {
 		Short: "Remove containers left behind by gatebridge processes that are gone",
 		Long: `Remove per-command containers whose gatebridge process is gone (found by
 the io.gatebridge.* labels); with --all also persistent sandboxes that are
-not running. Running persistent sandboxes are kept: stop them by name.`,
+not running (except one created in the last minute, which may be starting).
+Running persistent sandboxes are kept: stop them by name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := sandboxConfig(cmd)

@@ -465,10 +465,18 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	return res, nil
 }
 
-func (b *Backend) remove(ctx context.Context, id string) {
+// remove force-removes container id with a cleanup context of its own. A
+// container already gone, or already being removed (say by a concurrent
+// `sandbox prune`), counts as removed.
+func (b *Backend) remove(ctx context.Context, id string) error {
 	rctx, cancel := cleanupCtx(ctx)
 	defer cancel()
-	_, _ = b.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	_, err := b.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || cerrdefs.IsNotFound(err) ||
+		cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress") {
+		return nil
+	}
+	return err
 }
 
 func (b *Backend) createError(err error) error {

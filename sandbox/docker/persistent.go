@@ -234,9 +234,7 @@ func (b *Backend) Stop(ctx context.Context, name string) error {
 	if res.Container.Config == nil || res.Container.Config.Labels[LabelPersistent] != name {
 		return fmt.Errorf("docker: container %s is not a gatebridge sandbox", ContainerPrefix+name)
 	}
-	rctx, cancel := cleanupCtx(ctx)
-	defer cancel()
-	if _, err := b.cli.ContainerRemove(rctx, res.Container.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := b.remove(ctx, res.Container.ID); err != nil {
 		return engineError("remove "+name, err)
 	}
 	return nil
@@ -299,6 +297,11 @@ func (b *Backend) Prune(ctx context.Context, opts PruneOptions) (removed []strin
 			if !opts.Persistent || c.State == container.StateRunning {
 				continue
 			}
+			// Created but not yet running, recently: another gatebridge
+			// is probably starting it right now.
+			if c.State == container.StateCreated && time.Since(time.Unix(c.Created, 0)) < startGrace {
+				continue
+			}
 		} else {
 			if h := c.Labels[LabelHost]; h != "" && h != host {
 				continue
@@ -308,10 +311,7 @@ func (b *Backend) Prune(ctx context.Context, opts PruneOptions) (removed []strin
 				continue
 			}
 		}
-		rctx, cancel := cleanupCtx(ctx)
-		_, rerr := b.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		cancel()
-		if rerr != nil && !cerrdefs.IsNotFound(rerr) {
+		if rerr := b.remove(ctx, c.ID); rerr != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", c.ID[:12], rerr))
 			continue
 		}
@@ -563,6 +563,10 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 	}
 	return nil
 }
+
+// startGrace is how long prune leaves a persistent sandbox that was
+// created but is not running yet (a start in progress).
+const startGrace = time.Minute
 
 // maxPrepareEntries bounds the entries of bin/ and responses/ fixed per Run.
 const maxPrepareEntries = 4096
