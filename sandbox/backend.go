@@ -90,6 +90,27 @@ type Spec struct {
 	MaxOutput int64
 	// Labels are extra metadata a backend may attach (docker labels).
 	Labels map[string]string
+	// Limits bound what the command may make the host spend; isolating
+	// backends enforce them (local cannot).
+	Limits Limits
+	// ProtectedPaths are workspace-relative paths (default: .git) that stay
+	// read-only inside even when WorkspaceWritable is set, so the sandbox
+	// cannot plant what host tools (git hooks, .git/config) run later.
+	ProtectedPaths []string
+	// UID and GID are the host identity the command runs as when
+	// gatebridge itself is root (the CLI picks the workspace owner, else
+	// 65534). An isolating backend never runs the command as host uid 0
+	// unless AllowRoot is set.
+	UID, GID  int
+	AllowRoot bool
+}
+
+// Limits bound a sandboxed command's resources. Zero means no limit.
+type Limits struct {
+	Memory  int64   // bytes of memory for the whole command (all processes)
+	CPUs    float64 // CPU time as a number of CPUs
+	Pids    int64   // processes and threads
+	TmpSize int64   // bytes the command may write to its TMPDIR
 }
 
 // Result is the outcome of [Backend.Run].

@@ -42,21 +42,21 @@ func (c *chosenBackend) insideWorkspace(host string) string {
 }
 
 func dockerConfig(cfg *Config) docker.Config {
-	d := cfg.Sandbox.Docker
+	d, l := cfg.Sandbox.Docker, cfg.Sandbox.Limits
 	dc := docker.Config{
-		Image: d.Image, User: d.User, Memory: d.Memory, PidsLimit: d.PidsLimit,
-		Network: d.Network, TmpfsSize: d.TmpfsSize, WritableRootfs: d.WritableRootfs,
+		Image: d.Image, User: d.User, Memory: l.Memory, PidsLimit: l.Pids,
+		Network: d.Network, TmpfsSize: l.TmpSize, WritableRootfs: d.WritableRootfs,
 		AllowNewPrivileges: d.AllowNewPrivileges, CapAdd: d.CapAdd, NoInit: d.NoInit,
 	}
-	if d.CPUs > 0 {
-		dc.NanoCPUs = int64(d.CPUs * 1e9)
+	if l.CPUs > 0 {
+		dc.NanoCPUs = int64(l.CPUs * 1e9)
 	} else {
 		dc.NanoCPUs = -1
 	}
-	if d.Memory == 0 {
+	if l.Memory == 0 {
 		dc.Memory = -1
 	}
-	if d.PidsLimit == 0 {
+	if l.Pids == 0 {
 		dc.PidsLimit = -1
 	}
 	return dc

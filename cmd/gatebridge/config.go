@@ -32,18 +32,28 @@ type SandboxConfig struct {
 	MaxOutput         int64         `mapstructure:"max_output"`
 	Workspace         string        `mapstructure:"workspace"`
 	WritableWorkspace bool          `mapstructure:"writable_workspace"`
+	Limits            SandboxLimits `mapstructure:"limits"`
+	ProtectedPaths    []string      `mapstructure:"protected_paths"`
+	AllowUnsandboxed  bool          `mapstructure:"allow_unsandboxed"`
+	AllowRoot         bool          `mapstructure:"allow_root"`
+	UID               int           `mapstructure:"uid"`
+	GID               int           `mapstructure:"gid"`
 	Docker            DockerConfig  `mapstructure:"docker"`
 	Bwrap             BwrapConfig   `mapstructure:"bwrap"`
+}
+
+// SandboxLimits bound the sandboxed command under bwrap and docker.
+type SandboxLimits struct {
+	Memory  int64   `mapstructure:"memory"`
+	CPUs    float64 `mapstructure:"cpus"`
+	Pids    int64   `mapstructure:"pids"`
+	TmpSize int64   `mapstructure:"tmp_size"`
 }
 
 type DockerConfig struct {
 	Image              string   `mapstructure:"image"`
 	User               string   `mapstructure:"user"`
-	Memory             int64    `mapstructure:"memory"`
-	CPUs               float64  `mapstructure:"cpus"`
-	PidsLimit          int64    `mapstructure:"pids_limit"`
 	Network            string   `mapstructure:"network"`
-	TmpfsSize          int64    `mapstructure:"tmpfs_size"`
 	WritableRootfs     bool     `mapstructure:"writable_rootfs"`
 	AllowNewPrivileges bool     `mapstructure:"allow_new_privileges"`
 	CapAdd             []string `mapstructure:"cap_add"`
@@ -116,11 +126,16 @@ var defaults = map[string]any{
 	"sandbox.writable_workspace":          false,
 	"sandbox.docker.image":                "gatebridge-test:latest",
 	"sandbox.docker.user":                 "",
-	"sandbox.docker.memory":               512 << 20,
-	"sandbox.docker.cpus":                 1.0,
-	"sandbox.docker.pids_limit":           256,
+	"sandbox.limits.memory":               512 << 20,
+	"sandbox.limits.cpus":                 1.0,
+	"sandbox.limits.pids":                 256,
+	"sandbox.limits.tmp_size":             64 << 20,
+	"sandbox.protected_paths":             []string{".git"},
+	"sandbox.allow_unsandboxed":           false,
+	"sandbox.allow_root":                  false,
+	"sandbox.uid":                         65534,
+	"sandbox.gid":                         65534,
 	"sandbox.docker.network":              "none",
-	"sandbox.docker.tmpfs_size":           64 << 20,
 	"sandbox.docker.writable_rootfs":      false,
 	"sandbox.docker.allow_new_privileges": false,
 	"sandbox.docker.cap_add":              []string{},
@@ -363,17 +378,24 @@ func (c *Config) Validate() error {
 	if c.Bridge.Limits.MaxConcurrent > 1024 {
 		return bad("bridge.limits.max_concurrent", "must be at most 1024", "")
 	}
-	if c.Sandbox.Docker.CPUs < 0 {
-		return bad("sandbox.docker.cpus", "must not be negative", "0 means no limit")
+	if c.Sandbox.Limits.CPUs < 0 {
+		return bad("sandbox.limits.cpus", "must not be negative", "0 means no limit")
 	}
-	if c.Sandbox.Docker.Memory < 0 {
-		return bad("sandbox.docker.memory", "must not be negative", "0 means no limit")
+	if c.Sandbox.Limits.Memory < 0 {
+		return bad("sandbox.limits.memory", "must not be negative", "0 means no limit")
 	}
-	if c.Sandbox.Docker.PidsLimit < 0 {
-		return bad("sandbox.docker.pids_limit", "must not be negative", "0 means no limit")
+	if c.Sandbox.Limits.Pids < 0 {
+		return bad("sandbox.limits.pids", "must not be negative", "0 means no limit")
 	}
-	if c.Sandbox.Docker.TmpfsSize < 0 {
-		return bad("sandbox.docker.tmpfs_size", "must not be negative", "0 means the default (64 MiB)")
+	if c.Sandbox.Limits.TmpSize < 0 {
+		return bad("sandbox.limits.tmp_size", "must not be negative", "0 means the default (64 MiB)")
+	}
+	if c.Sandbox.UID < 0 || c.Sandbox.GID < 0 {
+		return bad("sandbox.uid", "uid and gid must not be negative", "the default 65534 is nobody")
+	}
+	if (c.Sandbox.UID == 0 || c.Sandbox.GID == 0) && !c.Sandbox.AllowRoot {
+		return bad("sandbox.uid", "0 would run sandboxed commands as host root",
+			"pick an unprivileged uid (default 65534), or set sandbox.allow_root: true if you really mean it")
 	}
 	for i, cmd := range c.Gates.Commands {
 		key := fmt.Sprintf("gates.commands[%d]", i)

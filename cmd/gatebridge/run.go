@@ -129,7 +129,11 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		Timeout:           cfg.Sandbox.Timeout,
 		KillGrace:         cfg.Sandbox.KillGrace,
 		MaxOutput:         cfg.Sandbox.MaxOutput,
+		Limits:            sandboxLimits(cfg),
+		ProtectedPaths:    cfg.Sandbox.ProtectedPaths,
+		AllowRoot:         cfg.Sandbox.AllowRoot,
 	}
+	spec.UID, spec.GID = runAs(cfg, workspace)
 	if !asJSON {
 		spec.Stdout, spec.Stderr = stdout, stderr
 	}
@@ -179,6 +183,26 @@ func resolveWorkspace(ws string) (string, error) {
 			Hint: "pass an existing directory to --workspace"}
 	}
 	return abs, nil
+}
+
+func sandboxLimits(cfg *Config) sandbox.Limits {
+	l := cfg.Sandbox.Limits
+	return sandbox.Limits{Memory: l.Memory, CPUs: l.CPUs, Pids: l.Pids, TmpSize: l.TmpSize}
+}
+
+// runAs is the host identity a sandboxed command gets when gatebridge is
+// root: the workspace's owner when that is not root, else sandbox.uid/gid
+// (65534 by default). Not root, gatebridge runs commands as itself.
+func runAs(cfg *Config, workspace string) (uid, gid int) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), os.Getegid()
+	}
+	if st, err := os.Stat(workspace); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
+			return int(sys.Uid), int(sys.Gid)
+		}
+	}
+	return cfg.Sandbox.UID, cfg.Sandbox.GID
 }
 
 func limitsOf(cfg *Config) bridge.Limits {
