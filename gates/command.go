@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -24,14 +23,15 @@ const DefaultMaxOutputBytes = 1 << 20
 const defaultCommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // CommandSpec configures a gate that runs a host command. Field names in
-// error messages are the snake_case forms (allow_args, max_output_bytes, …).
+// error messages are the snake_case forms (args, options, max_output_bytes, …).
 //
-// The sandbox chooses only the arguments after Command, and only the first
-// of those is checked: it must be one of AllowArgs or fully match
-// AllowPattern. Later arguments are passed on unchecked, so pick commands
-// whose allowed subcommands are safe with any further arguments (for
-// example, `git diff --output=FILE` writes files). With neither AllowArgs
-// nor AllowPattern the gate takes no arguments at all.
+// Every argument the sandbox passes is policy: an argument starting with
+// "-" must be one of Options (and its value must match the option's
+// pattern), every other argument must match its rule in Args, in order,
+// and positionals are passed after EndOfOptions so the command cannot take
+// them for options. Anything else is refused with exit 126. With neither
+// Args nor Options the gate takes no arguments at all. See
+// docs/command-gates.md for how to write a safe gate.
 type CommandSpec struct {
 	// Name is the gate name (see [wrappers.ValidateName]).
 	Name string
@@ -40,11 +40,26 @@ type CommandSpec struct {
 	// Command is the fixed start of argv. Command[0] is resolved with
 	// exec.LookPath when the gate is built.
 	Command []string
-	// AllowArgs lists the values the first argument may take.
-	AllowArgs []string
-	// AllowPattern is an RE2 expression the first argument may fully match
-	// instead. With no argument, the first argument counts as "".
+	// Args are the positional arguments the gate accepts, in order.
+	Args []ArgRule
+	// Options are the options the gate accepts, by exact name.
+	Options []OptionRule
+	// EndOfOptions is the marker passed before positional arguments:
+	// "--", "--end-of-options" (git), or [EndOfOptionsNone]. Required with
+	// Args.
+	EndOfOptions string
+	// AllowArgs and AllowPattern are the older form: every argument must be
+	// one of AllowArgs or fully match AllowPattern. They cannot be combined
+	// with Args or Options.
+	AllowArgs    []string
 	AllowPattern string
+	// Home is the command's HOME; empty gives a new empty directory for
+	// each call, removed after it (unless Env sets HOME).
+	Home string
+	// Untrusted lists directories the sandbox can write (workspace,
+	// writable root, session parent): a command resolved inside one is
+	// refused.
+	Untrusted []string
 	// Dir is the working directory; empty means the host process's.
 	Dir string
 	// Timeout bounds one run (the bridge applies it through [Spec.Timeout],
@@ -56,7 +71,8 @@ type CommandSpec struct {
 	// Env is the complete environment (KEY=VALUE): the host environment is
 	// not inherited, except PATH, which is added when Env has none.
 	Env []string
-	// Stdin forwards the wrapper's standard input to the command.
+	// Stdin forwards the wrapper's standard input to the command; without
+	// it the command's stdin is /dev/null.
 	Stdin bool
 }
 
@@ -65,8 +81,8 @@ type commandGate struct {
 	name    string
 	path    string   // resolved Command[0]
 	argv    []string // Command as given
-	allow   []string
-	re      *regexp.Regexp
+	policy  *argPolicy
+	home    string // "" makes a private HOME per call
 	dir     string
 	timeout time.Duration
 	maxOut  int64
@@ -101,27 +117,25 @@ func NewCommand(s CommandSpec) (Gate, error) {
 	if err != nil {
 		return nil, fail("command", "%v", err)
 	}
-	if path, err = filepath.Abs(path); err != nil {
+	if path, err = trustedCommand(path, s.Untrusted); err != nil {
 		return nil, fail("command", "%v", err)
 	}
-	for i, a := range s.AllowArgs {
-		if a == "" || strings.IndexByte(a, 0) >= 0 {
-			return nil, fail("allow_args", "element %d is empty or contains a NUL byte", i)
-		}
+	policy, err := newArgPolicy(s, fail)
+	if err != nil {
+		return nil, err
 	}
 	g := &commandGate{
 		name:    s.Name,
 		path:    path,
 		argv:    slices.Clone(s.Command),
-		allow:   slices.Clone(s.AllowArgs),
+		policy:  policy,
+		home:    s.Home,
 		timeout: s.Timeout,
 		maxOut:  s.MaxOutputBytes,
 		stdin:   s.Stdin,
 	}
-	if s.AllowPattern != "" {
-		if g.re, err = regexp.Compile(`^(?:` + s.AllowPattern + `)$`); err != nil {
-			return nil, fail("allow_pattern", "%v", err)
-		}
+	if s.Home != "" && !filepath.IsAbs(s.Home) {
+		return nil, fail("home", "want an absolute path, got %s", quoteArg(s.Home))
 	}
 	if s.Dir != "" {
 		if g.dir, err = filepath.Abs(s.Dir); err != nil {
@@ -151,8 +165,11 @@ func NewCommand(s CommandSpec) (Gate, error) {
 			return nil, fail("env", "element %d: want KEY=VALUE, got %s", i, quoteArg(kv))
 		}
 		hasPath = hasPath || k == "PATH"
+		if k == "HOME" && g.home == "" {
+			g.home = kv[len("HOME="):]
+		}
 	}
-	g.env = slices.Clone(s.Env)
+	g.env = slices.DeleteFunc(slices.Clone(s.Env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 	if !hasPath {
 		p := os.Getenv("PATH")
 		if p == "" {
@@ -177,74 +194,23 @@ func (g *commandGate) makeSpec(s CommandSpec) Spec {
 	if s.Stdin {
 		sp.Stdin = StdinAlways
 	}
-	if len(g.allow) == 0 && g.re == nil {
-		return sp
+	usage, params := g.policy.usage()
+	if len(params) > 0 {
+		sp.Usage += usage
+		sp.Params = params
 	}
-	first := Param{Name: "ARG", Description: "First argument: " + g.allowedText() + ".", Required: !g.allowed("")}
-	if g.re == nil {
-		sp.Usage += " {" + strings.Join(g.allow, "|") + "}"
-	} else {
-		sp.Usage += " ARG"
-	}
-	sp.Usage += " [ARGS...]"
-	sp.Params = []Param{first, {
-		Name:        "ARGS",
-		Description: "Passed to the command as they are (no shell).",
-		Variadic:    true,
-	}}
 	return sp
 }
 
 func (g *commandGate) Spec() Spec { return g.spec }
-
-// allowedText describes the allowed first arguments.
-func (g *commandGate) allowedText() string {
-	var alts []string
-	if len(g.allow) > 0 {
-		alts = append(alts, "one of "+strings.Join(g.allow, ", "))
-	}
-	if g.re != nil {
-		alts = append(alts, "matching the RE2 expression "+g.re.String())
-	}
-	return strings.Join(alts, ", or ")
-}
-
-func (g *commandGate) allowed(first string) bool {
-	return slices.Contains(g.allow, first) || g.re != nil && g.re.MatchString(first)
-}
-
-// check applies the first-argument policy.
-func (g *commandGate) check(args []string) error {
-	for _, a := range args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return Usagef("%s: argument contains a NUL byte", g.name)
-		}
-	}
-	if len(g.allow) == 0 && g.re == nil {
-		if len(args) > 0 {
-			return Deniedf("%s: takes no arguments", g.name)
-		}
-		return nil
-	}
-	first := ""
-	if len(args) > 0 {
-		first = args[0]
-	}
-	if g.allowed(first) {
-		return nil
-	}
-	if len(args) == 0 {
-		return Deniedf("%s: missing first argument; allowed: %s", g.name, g.allowedText())
-	}
-	return Deniedf("%s: first argument %s is not allowed; allowed: %s", g.name, quoteArg(first), g.allowedText())
-}
 
 // Call runs the command. Its exit status is the gate's; death by signal N
 // gives 128+N. When ctx ends the whole process group is killed and the
 // error wraps ctx.Err() (exit 124 for a deadline). Processes the command
 // leaves behind in its group are killed when it exits.
 func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
-	if err := g.check(c.Args); err != nil {
+	tail, err := g.policy.check(c.Args)
+	if err != nil {
 		return 0, err
 	}
 	if g.timeout > 0 {
@@ -264,6 +230,17 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 			f.Close()
 		}
 	}
+	env := g.env
+	home := g.home
+	if home == "" {
+		// A fresh, empty HOME: nothing a previous call left (a
+		// .gitconfig, say) is read by this one.
+		if home, err = os.MkdirTemp("", "gatebridge-home-"); err != nil {
+			return 0, fmt.Errorf("%s: private HOME: %w", g.name, err)
+		}
+		defer os.RemoveAll(home)
+	}
+	env = append(slices.Clip(env), "HOME="+home)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", g.name, err)
@@ -286,9 +263,9 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 	defer closeAll()
 
 	cmd := exec.CommandContext(ctx, g.path)
-	cmd.Args = append(slices.Clone(g.argv), c.Args...)
+	cmd.Args = append(slices.Clone(g.argv), tail...)
 	cmd.Dir = g.dir
-	cmd.Env = g.env
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if inR != nil {
 		cmd.Stdin = inR

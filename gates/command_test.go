@@ -67,25 +67,55 @@ func TestCommandPolicy(t *testing.T) {
 	both := mustCommand(t, CommandSpec{Name: "both", Command: []string{"echo"}, AllowArgs: []string{"X"}, AllowPattern: "a*"})
 	// No shell: metacharacters are plain argv bytes.
 	raw := mustCommand(t, CommandSpec{Name: "raw", Command: []string{"printf", "%s|"}, AllowPattern: "(?s).*"})
+	// printf shows exactly the argv the policy builds.
+	show := CommandSpec{Name: "show", Command: []string{"printf", "<%s>"},
+		Options:      []OptionRule{{Name: "-n", Value: "[0-9]+"}, {Name: "--format", Value: "[a-z%]+"}, {Name: "--oneline"}},
+		Args:         []ArgRule{{Name: "REV", Pattern: "[A-Za-z0-9_.-]+"}, {Name: "PATH", Pattern: "[a-z/.-]+", Optional: true, Variadic: true, Max: 2}},
+		EndOfOptions: "--end-of-options"}
+	opts := mustCommand(t, show)
+	show.Name, show.EndOfOptions = "noeoo", EndOfOptionsNone
+	noEOO := mustCommand(t, show)
 	for _, tc := range []struct {
 		g Gate
 		gateCase
 	}{
-		{list, gateCase{name: "allowed", args: []string{"hello", "world"}, out: "hello world\n"}},
-		{list, gateCase{name: "later args unchecked", args: []string{"bye", "--anything"}, out: "bye --anything\n"}},
-		{list, gateCase{name: "refused", args: []string{"rm", "-rf"}, code: ExitDenied, out: "", err: `say: first argument "rm" is not allowed; allowed: one of hello, bye`}},
-		{list, gateCase{name: "missing", code: ExitDenied, out: "", err: "say: missing first argument; allowed: one of hello, bye"}},
+		{list, gateCase{name: "allowed", args: []string{"hello", "bye"}, out: "hello bye\n"}},
+		// The old policy checked only the first argument; this is the hole.
+		{list, gateCase{name: "every arg checked", args: []string{"bye", "--anything"}, code: ExitDenied, out: "", err: `say: argument "--anything" is not allowed; every argument must be one of hello, bye (policy set by gates.commands[say].allow_args)`}},
+		{list, gateCase{name: "refused", args: []string{"rm", "-rf"}, code: ExitDenied, out: "", err: `argument "rm" is not allowed`}},
+		{list, gateCase{name: "no args", out: "\n"}},
 		{list, gateCase{name: "prefix is not enough", args: []string{"hellox"}, code: ExitDenied, out: "", err: "not allowed"}},
-		{pat, gateCase{name: "pattern", args: []string{"abc"}, out: "abc\n"}},
-		{pat, gateCase{name: "pattern anchored", args: []string{"abc;"}, code: ExitDenied, out: "", err: "matching the RE2 expression ^(?:[a-z]+)$"}},
+		{pat, gateCase{name: "pattern", args: []string{"abc", "def"}, out: "abc def\n"}},
+		{pat, gateCase{name: "pattern anchored", args: []string{"abc;"}, code: ExitDenied, out: "", err: "matching ^(?:[a-z]+)$"}},
 		{pat, gateCase{name: "pattern case", args: []string{"ABC"}, code: ExitDenied, out: "", err: "not allowed"}},
 		{fixed, gateCase{name: "fixed", out: "fixed\n"}},
-		{fixed, gateCase{name: "fixed takes no args", args: []string{"x"}, code: ExitDenied, out: "", err: "fixed: takes no arguments"}},
+		{fixed, gateCase{name: "fixed takes no args", args: []string{"x"}, code: ExitDenied, out: "", err: "fixed: takes no positional arguments"}},
+		{fixed, gateCase{name: "fixed takes no options", args: []string{"--output=/x"}, code: ExitDenied, out: "", err: `fixed: option "--output" is not allowed; this gate takes no options`}},
 		{both, gateCase{name: "both list", args: []string{"X"}, out: "X\n"}},
 		{both, gateCase{name: "both pattern", args: []string{"aa"}, out: "aa\n"}},
-		{both, gateCase{name: "pattern allows no args", out: "\n"}},
 		{raw, gateCase{name: "no shell", args: []string{"$(id)", "a;b", "`x`", "*", "\n"}, out: "$(id)|a;b|`x`|*|\n|"}},
 		{raw, gateCase{name: "nul", args: []string{"a\x00"}, code: ExitUsage, out: "", err: "NUL"}},
+		{opts, gateCase{name: "positional after marker", args: []string{"HEAD"}, out: "<--end-of-options><HEAD>"}},
+		{opts, gateCase{name: "options both forms", args: []string{"-n", "3", "--format", "%h", "--oneline", "HEAD", "a/b"},
+			out: "<-n><3><--format=%h><--oneline><--end-of-options><HEAD><a/b>"}},
+		{opts, gateCase{name: "option equals form", args: []string{"--format=%s", "HEAD"}, out: "<--format=%s><--end-of-options><HEAD>"}},
+		// After the caller's "--" a dash argument is a positional: its pattern
+		// decides, and it goes after the marker, where it cannot be an option.
+		{opts, gateCase{name: "caller dash dash", args: []string{"--", "-x"}, out: "<--end-of-options><-x>"}},
+		{opts, gateCase{name: "caller dash dash pattern", args: []string{"--", "-x", "A"}, code: ExitDenied, out: "", err: `argument "A" (PATH) does not match`}},
+		{opts, gateCase{name: "unknown long option", args: []string{"--output=/root/.ssh/authorized_keys", "HEAD"}, code: ExitDenied, out: "",
+			err: `show: option "--output" is not allowed; allowed: --format, --oneline, -n (policy set by gates.commands[show].options)`}},
+		{opts, gateCase{name: "unknown short option", args: []string{"-c", "core.pager=sh", "HEAD"}, code: ExitDenied, out: "", err: `option "-c" is not allowed`}},
+		{opts, gateCase{name: "attached short value", args: []string{"-n5", "HEAD"}, code: ExitDenied, out: "", err: `option "-n5" is not allowed`}},
+		{opts, gateCase{name: "bad option value", args: []string{"--format", "%n[diff]", "HEAD"}, code: ExitDenied, out: "", err: `value "%n[diff]" of option --format does not match`}},
+		{opts, gateCase{name: "value swallowing an option", args: []string{"-n", "--output=x", "HEAD"}, code: ExitDenied, out: "", err: `value "--output=x" of option -n`}},
+		{opts, gateCase{name: "flag with value", args: []string{"--oneline=yes", "HEAD"}, code: ExitDenied, out: "", err: "option --oneline takes no value"}},
+		{opts, gateCase{name: "option needs value", args: []string{"HEAD", "-n"}, code: ExitDenied, out: "", err: "option -n needs a value"}},
+		{opts, gateCase{name: "missing positional", args: []string{"--oneline"}, code: ExitDenied, out: "", err: "missing argument REV"}},
+		{opts, gateCase{name: "variadic max", args: []string{"HEAD", "a", "b", "c"}, code: ExitDenied, out: "", err: `too many arguments: "c"`}},
+		{opts, gateCase{name: "positional pattern", args: []string{"HEAD", "A"}, code: ExitDenied, out: "", err: `argument "A" (PATH) does not match`}},
+		{noEOO, gateCase{name: "no marker", args: []string{"HEAD", "a"}, out: "<HEAD><a>"}},
+		{noEOO, gateCase{name: "no marker refuses dash positional", args: []string{"HEAD", "--", "-x"}, code: ExitDenied, out: "", err: "starts with - and the command has no end-of-options marker"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			callGate(t, tc.g, tc.stdin, tc.args...).check(t, tc.code, tc.out, tc.err)
@@ -93,20 +123,129 @@ func TestCommandPolicy(t *testing.T) {
 	}
 }
 
+func TestCommandPolicyValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    CommandSpec
+		err  string
+	}{
+		{"mixed forms", CommandSpec{AllowArgs: []string{"a"}, Options: []OptionRule{{Name: "-n"}}}, "allow_args: allow_args/allow_pattern cannot be combined"},
+		{"no pattern", CommandSpec{Args: []ArgRule{{Name: "X"}}, EndOfOptions: "--"}, "args[0].pattern: required"},
+		{"bad arg pattern", CommandSpec{Args: []ArgRule{{Pattern: "("}}, EndOfOptions: "--"}, "args[0].pattern: error parsing"},
+		{"variadic not last", CommandSpec{Args: []ArgRule{{Pattern: "a", Variadic: true, Max: 2}, {Pattern: "b"}}, EndOfOptions: "--"}, "args[0].variadic: only the last"},
+		{"variadic no max", CommandSpec{Args: []ArgRule{{Pattern: "a", Variadic: true}}, EndOfOptions: "--"}, "args[0].max: a variadic argument needs max"},
+		{"required after optional", CommandSpec{Args: []ArgRule{{Pattern: "a", Optional: true}, {Pattern: "b"}}, EndOfOptions: "--"}, "args[1].optional"},
+		{"no marker", CommandSpec{Args: []ArgRule{{Pattern: "a"}}}, "end_of_options: required when args: is set"},
+		{"marker without args", CommandSpec{EndOfOptions: "--"}, "end_of_options: the gate takes no positional arguments"},
+		{"bad marker", CommandSpec{Args: []ArgRule{{Pattern: "a"}}, EndOfOptions: "stop"}, "end_of_options: want"},
+		{"bad option name", CommandSpec{Options: []OptionRule{{Name: "output"}}}, "options[0].name: want an option"},
+		{"option with equals", CommandSpec{Options: []OptionRule{{Name: "--output=x"}}}, "options[0].name"},
+		{"duplicate option", CommandSpec{Options: []OptionRule{{Name: "-n"}, {Name: "-n"}}}, "options[1].name: -n listed twice"},
+		{"bad option value", CommandSpec{Options: []OptionRule{{Name: "-n", Value: "("}}}, "options[0].value"},
+		{"relative home", CommandSpec{Home: "h"}, "home: want an absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.s.Name, tc.s.Command = "g", []string{"echo"}
+			_, err := NewCommand(tc.s)
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// A command the sandbox could have written is refused when the config is
+// loaded: inside the workspace (or any dir it can write), or owned or
+// writable by someone else.
+func TestCommandPathTrust(t *testing.T) {
+	ws := t.TempDir()
+	tool := filepath.Join(ws, "tool")
+	writeFile(t, tool, "#!/bin/sh\necho pwned\n")
+	if err := os.Chmod(tool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewCommand(CommandSpec{Name: "g", Command: []string{tool}, Untrusted: []string{ws}})
+	if err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+		t.Errorf("command in the workspace: %v", err)
+	}
+	// Through a symlink from a trusted-looking place.
+	link := filepath.Join(t.TempDir(), "tool")
+	if err := os.Symlink(tool, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewCommand(CommandSpec{Name: "g", Command: []string{link}, Untrusted: []string{ws}}); err == nil {
+		t.Error("a symlink into the workspace was accepted")
+	}
+	other := t.TempDir()
+	gw := filepath.Join(other, "gw")
+	writeFile(t, gw, "#!/bin/sh\n")
+	os.Chmod(gw, 0o775)
+	if _, err := NewCommand(CommandSpec{Name: "g", Command: []string{gw}}); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Errorf("group-writable command: %v", err)
+	}
+	os.Chmod(gw, 0o755)
+	os.Chmod(other, 0o777)
+	if _, err := NewCommand(CommandSpec{Name: "g", Command: []string{gw}}); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Errorf("command in a world-writable dir: %v", err)
+	}
+	os.Chmod(other, 0o755)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(gw, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewCommand(CommandSpec{Name: "g", Command: []string{gw}}); err == nil || !strings.Contains(err.Error(), "owned by uid 12345") {
+			t.Errorf("command owned by another user: %v", err)
+		}
+		os.Chown(gw, 0, 0)
+	}
+	g, err := NewCommand(CommandSpec{Name: "g", Command: []string{gw}})
+	if err != nil {
+		t.Fatalf("trusted command refused: %v", err)
+	}
+	if p := g.(*commandGate).path; !filepath.IsAbs(p) {
+		t.Errorf("path %q not absolute", p)
+	}
+}
+
+// Each call gets its own empty HOME, removed afterwards: a file one call
+// leaves there (a .gitconfig) is not seen by the next.
+func TestCommandPrivateHome(t *testing.T) {
+	g := mustCommand(t, CommandSpec{Name: "h", Command: []string{"sh", "-c", `ls -A "$HOME"; echo "$HOME" ; touch "$HOME/.gitconfig"`}})
+	r1 := callGate(t, g, nil)
+	r2 := callGate(t, g, nil)
+	if r1.code != 0 || r2.code != 0 {
+		t.Fatalf("exit %d %d", r1.code, r2.code)
+	}
+	h1, h2 := strings.TrimSpace(r1.out), strings.TrimSpace(r2.out)
+	if h1 == h2 || strings.Contains(h2, ".gitconfig") || !strings.Contains(h1, "gatebridge-home-") {
+		t.Errorf("HOME not private per call: %q then %q", h1, h2)
+	}
+	if _, err := os.Stat(h1); !os.IsNotExist(err) {
+		t.Errorf("HOME %s left behind: %v", h1, err)
+	}
+	fixed := mustCommand(t, CommandSpec{Name: "h", Command: []string{"sh", "-c", `echo "$HOME"`}, Env: []string{"HOME=/nonexistent-home"}})
+	callGate(t, fixed, nil).check(t, 0, "/nonexistent-home\n", "")
+	// stdin is closed (/dev/null) without stdin: true.
+	rd := mustCommand(t, CommandSpec{Name: "r", Command: []string{"sh", "-c", `cat; echo end`}})
+	callGate(t, rd, []byte("secret")).check(t, 0, "end\n", "")
+}
+
 func TestCommandSpec(t *testing.T) {
-	g := mustCommand(t, CommandSpec{Name: "git_ro", Command: []string{"echo", "git"}, AllowArgs: []string{"log", "diff"},
+	g := mustCommand(t, CommandSpec{Name: "git_ro", Command: []string{"echo", "git"},
+		Options: []OptionRule{{Name: "-n", Value: "[0-9]+"}, {Name: "--stat"}},
+		Args:    []ArgRule{{Name: "REV", Pattern: "[a-z]+", Optional: true}}, EndOfOptions: "--",
 		Timeout: 3 * time.Second, Stdin: true})
 	s := g.Spec()
 	if s.Name != "git_ro" || s.Timeout != 3*time.Second || s.Stdin != StdinAlways {
 		t.Errorf("spec %+v", s)
 	}
-	if s.Usage != "git_ro {log|diff} [ARGS...]" {
+	if s.Usage != "git_ro [--stat] [-n VALUE] [REV]" {
 		t.Errorf("usage %q", s.Usage)
 	}
 	if s.Summary != "Run `echo git` on the host." {
 		t.Errorf("summary %q", s.Summary)
 	}
-	if len(s.Params) != 2 || !s.Params[0].Required || !s.Params[1].Variadic {
+	if len(s.Params) != 3 || s.Params[2].Required || s.Params[2].Name != "REV" {
 		t.Errorf("params %+v", s.Params)
 	}
 }

@@ -99,16 +99,33 @@ type GatesConfig struct {
 }
 
 type CommandConfig struct {
-	Name           string        `mapstructure:"name"`
-	Summary        string        `mapstructure:"summary"`
-	Command        []string      `mapstructure:"command"`
-	AllowArgs      []string      `mapstructure:"allow_args"`
-	AllowPattern   string        `mapstructure:"allow_pattern"`
-	Dir            string        `mapstructure:"dir"`
-	Timeout        time.Duration `mapstructure:"timeout"`
-	MaxOutputBytes int64         `mapstructure:"max_output_bytes"`
-	Env            []string      `mapstructure:"env"`
-	Stdin          bool          `mapstructure:"stdin"`
+	Name           string         `mapstructure:"name"`
+	Summary        string         `mapstructure:"summary"`
+	Command        []string       `mapstructure:"command"`
+	Args           []ArgConfig    `mapstructure:"args"`
+	Options        []OptionConfig `mapstructure:"options"`
+	EndOfOptions   string         `mapstructure:"end_of_options"`
+	AllowArgs      []string       `mapstructure:"allow_args"`
+	AllowPattern   string         `mapstructure:"allow_pattern"`
+	Home           string         `mapstructure:"home"`
+	Dir            string         `mapstructure:"dir"`
+	Timeout        time.Duration  `mapstructure:"timeout"`
+	MaxOutputBytes int64          `mapstructure:"max_output_bytes"`
+	Env            []string       `mapstructure:"env"`
+	Stdin          bool           `mapstructure:"stdin"`
+}
+
+type ArgConfig struct {
+	Name     string `mapstructure:"name"`
+	Pattern  string `mapstructure:"pattern"`
+	Optional bool   `mapstructure:"optional"`
+	Variadic bool   `mapstructure:"variadic"`
+	Max      int    `mapstructure:"max"`
+}
+
+type OptionConfig struct {
+	Name  string `mapstructure:"name"`
+	Value string `mapstructure:"value"`
 }
 
 type AuditConfig struct {

@@ -241,14 +241,28 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 			return nil, &configError{Key: "gates", Msg: err.Error(), Hint: "check gates.root and gates.writable_root"}
 		}
 	}
+	// Where the sandbox can write: a command gate's program must not be there.
+	sessions := cfg.Bridge.SessionDir
+	if sessions == "" {
+		sessions = bridge.DefaultDir()
+	}
+	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions}
 	for i, c := range cfg.Gates.Commands {
-		g, err := gates.NewCommand(gates.CommandSpec{
+		spec := gates.CommandSpec{
 			Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
-			AllowPattern: c.AllowPattern, Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-			Env: c.Env, Stdin: c.Stdin,
-		})
+			AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
+			Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
+			Env: c.Env, Stdin: c.Stdin, Untrusted: untrusted,
+		}
+		for _, a := range c.Args {
+			spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
+		}
+		for _, o := range c.Options {
+			spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
+		}
+		g, err := gates.NewCommand(spec)
 		if err != nil {
-			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d]", i), Msg: err.Error(), Hint: "see the gates.commands example in configs/gatebridge.yaml"}
+			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d]", i), Msg: err.Error(), Hint: "see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml"}
 		}
 		if err := reg.Register(g); err != nil {
 			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d].name", i), Msg: err.Error(), Hint: "pick another name"}

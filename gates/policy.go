@@ -1,0 +1,332 @@
+package gates
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// ArgRule is one positional argument a command gate accepts.
+type ArgRule struct {
+	// Name names the argument in usage text ("REV", "PATH"); empty gives ARGn.
+	Name string
+	// Pattern is an RE2 expression the argument must match in full.
+	Pattern string
+	// Optional lets the caller leave the argument out. Only the last
+	// rules may be optional.
+	Optional bool
+	// Variadic lets the last rule take several arguments, at most Max
+	// (Max is required: 1 to 4096).
+	Variadic bool
+	Max      int
+}
+
+// OptionRule is one option a command gate accepts, by exact name.
+type OptionRule struct {
+	// Name is the option as written: "-n", "--max-count", "--oneline".
+	Name string
+	// Value, when set, makes the option take a value that must fully match
+	// this RE2 expression; "--opt=value" and "--opt value" (and "-n value"
+	// for a short option) are both accepted and checked. Empty: a flag.
+	Value string
+}
+
+// EndOfOptionsNone in [CommandSpec.EndOfOptions] says the command has no
+// end-of-options marker: a positional argument starting with "-" is then
+// always refused.
+const EndOfOptionsNone = "none"
+
+// argPolicy checks every argument the sandbox passes to a command gate and
+// rebuilds the argv tail: allowed options first (long ones as
+// "--opt=value"), then the end-of-options marker, then the positionals.
+type argPolicy struct {
+	gate    string
+	args    []argRule
+	options map[string]optionRule
+	eoo     string // "" when the gate takes no positionals
+	legacy  bool   // allow_args / allow_pattern: every argument checked alone
+	allow   []string
+	re      *regexp.Regexp
+}
+
+type argRule struct {
+	ArgRule
+	re *regexp.Regexp
+}
+
+type optionRule struct {
+	OptionRule
+	re *regexp.Regexp
+}
+
+func anchored(p string) (*regexp.Regexp, error) {
+	return regexp.Compile(`^(?:` + p + `)$`)
+}
+
+// newArgPolicy validates the rules of s. fail names the field at fault.
+func newArgPolicy(s CommandSpec, fail func(field, format string, a ...any) error) (*argPolicy, error) {
+	p := &argPolicy{gate: s.Name, options: map[string]optionRule{}}
+	legacy := len(s.AllowArgs) > 0 || s.AllowPattern != ""
+	if legacy && (len(s.Args) > 0 || len(s.Options) > 0) {
+		return nil, fail("allow_args", "allow_args/allow_pattern cannot be combined with args/options; use args and options")
+	}
+	if legacy {
+		p.legacy = true
+		for i, a := range s.AllowArgs {
+			if a == "" || strings.IndexByte(a, 0) >= 0 {
+				return nil, fail("allow_args", "element %d is empty or contains a NUL byte", i)
+			}
+		}
+		p.allow = slices.Clone(s.AllowArgs)
+		if s.AllowPattern != "" {
+			re, err := anchored(s.AllowPattern)
+			if err != nil {
+				return nil, fail("allow_pattern", "%v", err)
+			}
+			p.re = re
+		}
+		if s.EndOfOptions != "" {
+			return nil, fail("end_of_options", "needs args: rules (allow_args/allow_pattern pass arguments as they are)")
+		}
+		return p, nil
+	}
+	optionalSeen := false
+	for i, r := range s.Args {
+		field := fmt.Sprintf("args[%d]", i)
+		if r.Pattern == "" {
+			return nil, fail(field+".pattern", "required (an RE2 expression the argument must match in full)")
+		}
+		re, err := anchored(r.Pattern)
+		if err != nil {
+			return nil, fail(field+".pattern", "%v", err)
+		}
+		if r.Variadic {
+			if i != len(s.Args)-1 {
+				return nil, fail(field+".variadic", "only the last argument rule may be variadic")
+			}
+			if r.Max < 1 || r.Max > 4096 {
+				return nil, fail(field+".max", "a variadic argument needs max between 1 and 4096, got %d", r.Max)
+			}
+		} else if r.Max != 0 {
+			return nil, fail(field+".max", "only a variadic argument takes max")
+		}
+		if r.Optional {
+			optionalSeen = true
+		} else if optionalSeen {
+			return nil, fail(field+".optional", "a required argument cannot follow an optional one")
+		}
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("ARG%d", i+1)
+		}
+		p.args = append(p.args, argRule{r, re})
+	}
+	for i, o := range s.Options {
+		field := fmt.Sprintf("options[%d]", i)
+		if !validOptionName(o.Name) {
+			return nil, fail(field+".name", "want an option such as -n or --max-count, got %s", quoteArg(o.Name))
+		}
+		if _, dup := p.options[o.Name]; dup {
+			return nil, fail(field+".name", "%s listed twice", o.Name)
+		}
+		r := optionRule{OptionRule: o}
+		if o.Value != "" {
+			re, err := anchored(o.Value)
+			if err != nil {
+				return nil, fail(field+".value", "%v", err)
+			}
+			r.re = re
+		}
+		p.options[o.Name] = r
+	}
+	switch {
+	case len(p.args) == 0 && s.EndOfOptions != "":
+		return nil, fail("end_of_options", "the gate takes no positional arguments (no args: rules)")
+	case len(p.args) > 0 && s.EndOfOptions == "":
+		return nil, fail("end_of_options", `required when args: is set: the marker the command takes before positional arguments ("--", or "--end-of-options" for git), or "none" if it has none`)
+	case s.EndOfOptions == EndOfOptionsNone, s.EndOfOptions == "":
+	case !strings.HasPrefix(s.EndOfOptions, "-"):
+		return nil, fail("end_of_options", `want "--", "--end-of-options" or "none", got %s`, quoteArg(s.EndOfOptions))
+	}
+	p.eoo = s.EndOfOptions
+	return p, nil
+}
+
+func validOptionName(n string) bool {
+	switch {
+	case len(n) == 2 && n[0] == '-' && n[1] != '-':
+	case len(n) > 2 && strings.HasPrefix(n, "--") && n[2] != '-':
+	default:
+		return false
+	}
+	return !strings.ContainsAny(n, "= \t\n\x00")
+}
+
+func (p *argPolicy) denied(key, format string, a ...any) error {
+	return Deniedf("%s: %s (policy set by gates.commands[%s].%s)", p.gate, fmt.Sprintf(format, a...), p.gate, key)
+}
+
+// check returns the argv tail to run for args, or an error naming the
+// argument refused (exit 126) and the config key that refused it.
+func (p *argPolicy) check(args []string) ([]string, error) {
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, Usagef("%s: argument contains a NUL byte", p.gate)
+		}
+	}
+	if p.legacy {
+		for _, a := range args {
+			if !slices.Contains(p.allow, a) && (p.re == nil || !p.re.MatchString(a)) {
+				return nil, p.denied("allow_args", "argument %s is not allowed; every argument must be %s", quoteArg(a), p.legacyText())
+			}
+		}
+		return slices.Clone(args), nil
+	}
+	var opts, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := a, "", false
+		if strings.HasPrefix(a, "--") {
+			name, val, hasVal = strings.Cut(a, "=")
+		}
+		r, ok := p.options[name]
+		if !ok {
+			return nil, p.denied("options", "option %s is not allowed%s", quoteArg(name), p.optionsText())
+		}
+		if r.re == nil {
+			if hasVal {
+				return nil, p.denied("options", "option %s takes no value", name)
+			}
+			opts = append(opts, name)
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, p.denied("options", "option %s needs a value", name)
+			}
+			i++
+			val = args[i]
+		}
+		if !r.re.MatchString(val) {
+			return nil, p.denied("options", "value %s of option %s does not match %s", quoteArg(val), name, r.Value)
+		}
+		if strings.HasPrefix(name, "--") {
+			opts = append(opts, name+"="+val)
+		} else {
+			opts = append(opts, name, val)
+		}
+	}
+	if err := p.checkPositionals(pos); err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 && p.eoo != EndOfOptionsNone {
+		opts = append(opts, p.eoo)
+	}
+	return append(opts, pos...), nil
+}
+
+func (p *argPolicy) checkPositionals(pos []string) error {
+	if len(p.args) == 0 {
+		if len(pos) > 0 {
+			return p.denied("args", "takes no positional arguments, got %s", quoteArg(pos[0]))
+		}
+		return nil
+	}
+	j := 0
+	for _, r := range p.args {
+		n := 1
+		if r.Variadic {
+			n = r.Max
+		}
+		took := 0
+		for took < n && j < len(pos) {
+			a := pos[j]
+			if p.eoo == EndOfOptionsNone && strings.HasPrefix(a, "-") {
+				return p.denied("args", "argument %s starts with - and the command has no end-of-options marker", quoteArg(a))
+			}
+			if !r.re.MatchString(a) {
+				return p.denied("args", "argument %s (%s) does not match %s", quoteArg(a), r.Name, r.Pattern)
+			}
+			took++
+			j++
+		}
+		if took == 0 && !r.Optional {
+			return p.denied("args", "missing argument %s", r.Name)
+		}
+	}
+	if j < len(pos) {
+		return p.denied("args", "too many arguments: %s is not allowed", quoteArg(pos[j]))
+	}
+	return nil
+}
+
+func (p *argPolicy) legacyText() string {
+	var alts []string
+	if len(p.allow) > 0 {
+		alts = append(alts, "one of "+strings.Join(p.allow, ", "))
+	}
+	if p.re != nil {
+		alts = append(alts, "matching "+p.re.String())
+	}
+	return strings.Join(alts, ", or ")
+}
+
+func (p *argPolicy) optionsText() string {
+	if len(p.options) == 0 {
+		return "; this gate takes no options"
+	}
+	names := make([]string, 0, len(p.options))
+	for n := range p.options {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return "; allowed: " + strings.Join(names, ", ")
+}
+
+// usage renders the accepted command line, e.g. "git_log [-n N] [REV]".
+func (p *argPolicy) usage() (string, []Param) {
+	var b strings.Builder
+	var params []Param
+	if p.legacy {
+		b.WriteString(" [ARGS...]")
+		params = append(params, Param{Name: "ARGS", Variadic: true,
+			Description: "Each argument must be " + p.legacyText() + "."})
+		return b.String(), params
+	}
+	names := make([]string, 0, len(p.options))
+	for n := range p.options {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		r := p.options[n]
+		if r.re != nil {
+			fmt.Fprintf(&b, " [%s VALUE]", n)
+			params = append(params, Param{Name: n, Description: "Option; its value must match " + r.Value + "."})
+		} else {
+			fmt.Fprintf(&b, " [%s]", n)
+			params = append(params, Param{Name: n, Description: "Flag."})
+		}
+	}
+	for _, r := range p.args {
+		s := r.Name
+		if r.Variadic {
+			s += "..."
+		}
+		if r.Optional {
+			s = "[" + s + "]"
+		}
+		b.WriteString(" " + s)
+		params = append(params, Param{Name: r.Name, Required: !r.Optional, Variadic: r.Variadic,
+			Description: "Must match " + r.Pattern + "."})
+	}
+	return b.String(), params
+}

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// safeGitLog is the README's git_log gate.
+const safeGitLog = `
+gates:
+  commands:
+    - name: git_log
+      summary: Show the host repository's history.
+      command: [git, log]
+      options:
+        - {name: -n, value: "[0-9]{1,4}"}
+        - {name: --oneline}
+        - {name: --stat}
+      args:
+        - {name: REV, pattern: "[A-Za-z0-9][A-Za-z0-9_./^~-]{0,99}", optional: true}
+      end_of_options: --end-of-options
+      dir: %s
+      timeout: 30s
+`
+
+// oldGitLog is the README's example before this round: only the first
+// argument was checked, so the rest reached git unchecked.
+const oldGitLog = `
+gates:
+  commands:
+    - name: git_log
+      command: [git, log, --oneline]
+      allow_pattern: "^(-[0-9]+)?$"
+      dir: %s
+`
+
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("git is required in CI (.ci/run installs it)")
+		}
+		t.Skip("no git here")
+	}
+	repo := t.TempDir()
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first commit"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return repo
+}
+
+// TestSecCommandGateArgs performs the review's attacks through the git_log
+// gate: writing a host file with --output (an authorized_keys line), and
+// planting a diff.external in a .gitconfig then running it with
+// --ext-diff. Every one must be refused with 126 and leave no file.
+func TestSecCommandGateArgs(t *testing.T) {
+	repo := gitRepo(t)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		loot := t.TempDir()
+		keys := filepath.Join(loot, "authorized_keys")
+		gitconfig := filepath.Join(loot, ".gitconfig")
+		script := fmt.Sprintf(`
+try() { "$@" >/dev/null 2>>err.txt; echo "$?"; }
+try git_log -1 --output=%[1]s "--format=ssh-ed25519 AAAA attacker"
+try git_log -n 1 --output %[1]s
+try git_log -n 1 "--format=[diff]%%n external = /bin/sh -c 'id > %[2]s.pwn'" --output=%[2]s
+try git_log -n 1 -p --ext-diff
+try git_log -c core.pager=id HEAD
+try git_log -- --output=%[1]s
+try git_log -n '1 --output=x'
+git_log -n 1 --oneline HEAD
+`, keys, gitconfig)
+		ws := workspace(t)
+		out := gb(t, backend, Run{Dir: ws, Config: fmt.Sprintf(safeGitLog, repo), Command: []string{"sh", "-c", "cd /tmp 2>/dev/null; " + script}})
+		lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+		if len(lines) != 8 {
+			t.Fatalf("exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+		}
+		for i, l := range lines[:7] {
+			if l != "126" {
+				t.Errorf("attack %d: exit %s, want 126", i+1, l)
+			}
+		}
+		if !strings.HasSuffix(lines[7], "first commit") {
+			t.Errorf("allowed call printed %q", lines[7])
+		}
+		for _, f := range []string{keys, gitconfig, gitconfig + ".pwn"} {
+			if _, err := os.Lstat(f); err == nil {
+				t.Errorf("%s was written on the host", f)
+			}
+		}
+	})
+	t.Run("old config", func(t *testing.T) {
+		// The README's old example: allow_pattern now applies to every argument.
+		loot := filepath.Join(t.TempDir(), "authorized_keys")
+		out := gb(t, "local", Run{Config: fmt.Sprintf(oldGitLog, repo),
+			Command: []string{"sh", "-c", fmt.Sprintf(`git_log -1 --output=%s "--format=ssh-ed25519 AAAA"; echo "exit $?"`, loot)}})
+		if !strings.Contains(out.Stdout, "exit 126") || !strings.Contains(out.Stderr, `argument "--output=`) {
+			t.Errorf("stdout %q stderr %q", out.Stdout, out.Stderr)
+		}
+		if _, err := os.Lstat(loot); err == nil {
+			t.Error("old config: --output wrote a host file")
+		}
+	})
+}
+
+// TestSecCommandInWorkspace: a command gate whose program lives where the
+// sandbox can write (here the workspace) is a config error, not a host
+// program the sandbox can replace.
+func TestSecCommandInWorkspace(t *testing.T) {
+	ws := workspace(t)
+	tool := filepath.Join(ws, "tool.sh")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho host\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("gates:\n  commands:\n    - name: tool\n      command: [%s]\n", tool)
+	out := gb(t, "local", Run{Dir: ws, Config: cfg, Command: []string{"sh", "-c", "echo x > tool.sh; tool"}})
+	if out.Code != 125 || !strings.Contains(out.Stderr, "which the sandbox can write") {
+		t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
+	}
+	if b, _ := os.ReadFile(tool); string(b) != "#!/bin/sh\necho host\n" {
+		t.Errorf("the command ran: tool.sh is %q", b)
+	}
+}
