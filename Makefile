@@ -20,8 +20,19 @@ install:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(DESTDIR)$(PREFIX)/bin/gatebridge ./cmd/gatebridge
 
 # A real example: build, then let a sandboxed bash read, search and submit.
+# SANDBOX=auto (the default) uses Docker or bubblewrap; on a machine with
+# neither, the example says so and runs with --sandbox local (unsandboxed:
+# the example's own command is trusted). `gatebridge run` itself never
+# falls back like this.
+SANDBOX ?= auto
 example: build
-	$(BIN) run -- bash -c 'read_file README.md | head -3; search "func main" | wc -l; submit "done: $$(list_dir | wc -l) entries"'
+	@sb=$(SANDBOX); \
+	if [ "$$sb" = auto ] && ! $(BIN) run --sandbox auto -- true >/dev/null 2>&1; then \
+		echo "make example: no usable sandbox here (install bubblewrap, or Docker + make test-image);" >&2; \
+		echo "make example: running this trusted example with --sandbox local (UNSANDBOXED)" >&2; \
+		sb=local; \
+	fi; \
+	$(BIN) run --sandbox $$sb -- bash -c 'read_file README.md | head -3; search "func main" | wc -l; submit "done: $$(list_dir | wc -l) entries"'
 
 # Every test: lint, unit and integration tests (race detector on), and
 # short fuzz runs. Docker tests need the engine and the test image (built

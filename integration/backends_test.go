@@ -115,7 +115,7 @@ func TestDoctorExitCode(t *testing.T) {
 		code    int
 		want    string
 	}{
-		{"auto", 0, "would choose local"},
+		{"auto", 1, "sandbox.backend=auto cannot run here"},
 		{"local", 0, "sandbox.backend=local can run here"},
 		{"docker", 1, "sandbox.backend=docker cannot run here"},
 		{"bwrap", 1, "sandbox.backend=bwrap cannot run here"},
@@ -126,7 +126,7 @@ func TestDoctorExitCode(t *testing.T) {
 		}
 	}
 	out := gbRaw(t, workspace(t), env, nil, 0, "doctor")
-	for _, want := range []string{"hint: install bubblewrap", "DOCKER_HOST", "UNSANDBOXED"} {
+	for _, want := range []string{"hint: install bubblewrap", "DOCKER_HOST", "does not run commands unsandboxed"} {
 		if !strings.Contains(out.Stdout, want) {
 			t.Errorf("doctor without bwrap and docker lacks %q:\n%s", want, out.Stdout)
 		}
@@ -143,8 +143,10 @@ func unsandboxedLines(stderr string) int {
 	return n
 }
 
-func TestAutoFallsBackToLocal(t *testing.T) {
-	env := []string{noEngine, pathWithout(t, "bwrap")}
+// With sandbox.allow_unsandboxed, auto falls back to local with one warning
+// (without it, TestSecAutoFailsClosed).
+func TestAutoFallsBackToLocalWhenAllowed(t *testing.T) {
+	env := []string{noEngine, pathWithout(t, "bwrap"), "GATEBRIDGE_SANDBOX_ALLOW_UNSANDBOXED=true"}
 	out := gb(t, "auto", Run{Env: env, Command: []string{"sh", "-c", "gb_echo hi"}})
 	if out.Code != 0 || out.Stdout != "hi\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -67,8 +68,9 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 }
 
 // chooseBackend builds the configured backend; for "auto" it tries docker
-// (engine reachable and image present), then bwrap, then local with a
-// warning that the command runs unsandboxed.
+// (engine reachable and image present), then bwrap. auto fails closed: it
+// falls back to local (with a warning) only when sandbox.allow_unsandboxed
+// is set; otherwise no usable sandbox is an error saying why.
 func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenBackend, error) {
 	bw := &sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly}
 	if cfg.Sandbox.Docker.Reuse != "" {
@@ -115,13 +117,20 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 		candidates = append(candidates, autoDocker{d})
 		closers = append(closers, func() { d.Close() })
 	}
-	candidates = append(candidates, bw, sandbox.NewLocal())
+	candidates = append(candidates, bw)
+	if cfg.Sandbox.AllowUnsandboxed {
+		candidates = append(candidates, sandbox.NewLocal())
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	b, why, err := sandbox.Auto(cctx, candidates)
 	if err != nil {
 		for _, f := range closers {
 			f()
+		}
+		if errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
+			return nil, withHint(fmt.Errorf("no sandbox is usable (%s); --sandbox auto does not run commands unsandboxed", why),
+				"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
 		}
 		return nil, err
 	}
@@ -132,7 +141,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 	}
 	if b.Name() == "local" {
 		fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", why)
-		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; --sandbox local silences this\n")
+		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
 	}
 	return chosen, nil
 }

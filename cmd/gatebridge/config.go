@@ -213,8 +213,13 @@ var flagKeys = map[string]string{
 	"watch":              "bridge.watch",
 }
 
-// loadConfig reads the config file (explicit path, ./gatebridge.yaml, or
-// $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml), the env and the flags.
+// loadConfig reads the config file (--config, $GATEBRIDGE_CONFIG, or
+// $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, else
+// ~/.config/gatebridge/gatebridge.yaml), the env and the flags. Never the
+// current directory or the workspace: the sandbox can write those, and a
+// config defines host commands. A file another user could have written,
+// or one inside the workspace, the writable root or the session dir, is
+// refused (see checkConfigTrust).
 func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	v := viper.New()
 	for k, d := range defaults {
@@ -225,6 +230,9 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	v.AutomaticEnv()
 	v.SetConfigType("yaml")
 	used := ""
+	if path == "" {
+		path = os.Getenv("GATEBRIDGE_CONFIG")
+	}
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, errors.Unwrap(err)),
@@ -240,6 +248,9 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 		}
 	}
 	if used != "" {
+		if err := checkConfigFile(used); err != nil {
+			return nil, used, err
+		}
 		v.SetConfigFile(used)
 		if err := v.ReadInConfig(); err != nil {
 			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Hint: "the file must be YAML; see configs/gatebridge.yaml"}
@@ -271,11 +282,16 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, used, err
 	}
+	if used != "" {
+		if err := checkConfigPlace(used, &cfg); err != nil {
+			return nil, used, err
+		}
+	}
 	return &cfg, used, nil
 }
 
 func configCandidates() []string {
-	out := []string{"gatebridge.yaml"}
+	var out []string
 	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
 		out = append(out, filepath.Join(x, "gatebridge", "gatebridge.yaml"))
 	} else if h, err := os.UserHomeDir(); err == nil {

@@ -125,3 +125,32 @@ func TestConfigPrecedence(t *testing.T) {
 		t.Fatalf("default lost: %d", cfg.Bridge.Limits.MaxCalls)
 	}
 }
+
+// A config owned by another (non-root) user is refused: that user could
+// define host commands that run as us.
+func TestConfigOwnedByOtherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown a file to another uid")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte("sandbox:\n  backend: local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadConfig(p, nil); err != nil {
+		t.Fatalf("own config refused: %v", err)
+	}
+	if err := os.Chown(p, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := loadConfig(p, nil)
+	if err == nil || !strings.Contains(err.Error(), "owned by uid 4242, not you") {
+		t.Errorf("config owned by uid 4242: %v", err)
+	}
+	os.Chown(p, 0, 0)
+	os.Chown(dir, 4242, 4242)
+	_, _, err = loadConfig(p, nil)
+	if err == nil || !strings.Contains(err.Error(), "directory "+dir) {
+		t.Errorf("config in a dir owned by uid 4242: %v", err)
+	}
+}

@@ -169,7 +169,7 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 		if autoName == "local" {
 			c.Status = statusWarn
 			c.Detail += "; commands would run UNSANDBOXED"
-			c.Hint = "install bubblewrap or start docker with the image present; --sandbox local silences run's warning"
+			c.Hint = "install bubblewrap or start docker with the image present; sandbox.allow_unsandboxed allows this fallback"
 		}
 		add(c)
 		chosen.close()
@@ -178,12 +178,11 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 	conf := cfg.Sandbox.Backend
 	c := checkResult{Check: "configured backend"}
 	switch {
+	case conf == "auto" && autoName != "":
+		c.Status, c.Detail, ok = statusOK, "sandbox.backend=auto can run here; it picks "+autoName, true
 	case conf == "auto":
-		c.Status, c.Detail = statusOK, "sandbox.backend=auto always runs (local is the fallback)"
-		if autoName != "" {
-			c.Detail += "; here it picks " + autoName
-		}
-		ok = true
+		c.Status, c.Detail = statusProblem, "sandbox.backend=auto cannot run here: it never falls back to local unless sandbox.allow_unsandboxed is set"
+		c.Hint = "install bubblewrap or start docker with the image present, or choose --sandbox local knowingly"
 	case usable[conf]:
 		c.Status, c.Detail, ok = statusOK, "sandbox.backend="+conf+" can run here", true
 	default:

@@ -150,7 +150,7 @@ func TestDoctorLocalExitCode(t *testing.T) {
 	if code := run([]string{"doctor", "--sandbox", "local"}, nil, &out, &errb); code != 0 {
 		t.Errorf("local: exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"backend local", "problem  backend bwrap", "hint: install bubblewrap", "docker engine", "auto: would choose local", "UNSANDBOXED"} {
+	for _, want := range []string{"backend local", "problem  backend bwrap", "hint: install bubblewrap", "docker engine", "auto: no sandbox is usable", "does not run commands unsandboxed"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
@@ -160,10 +160,11 @@ func TestDoctorLocalExitCode(t *testing.T) {
 		t.Errorf("bwrap without bwrap: exit %d, want 1\n%s", code, out.String())
 	}
 	out.Reset()
-	if code := run([]string{"doctor"}, nil, &out, &errb); code != 0 {
-		t.Errorf("auto: exit %d, want 0\n%s", code, out.String())
+	// auto fails closed: no sandbox here is a problem, not a local fallback.
+	if code := run([]string{"doctor"}, nil, &out, &errb); code != 1 {
+		t.Errorf("auto: exit %d, want 1\n%s", code, out.String())
 	}
-	if !strings.Contains(out.String(), "sandbox.backend=auto always runs") {
+	if !strings.Contains(out.String(), "sandbox.backend=auto cannot run here") {
 		t.Errorf("auto line missing:\n%s", out.String())
 	}
 }

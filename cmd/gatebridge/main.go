@@ -101,7 +101,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().String("config", "", "config file (default ./gatebridge.yaml or $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml)")
+	root.PersistentFlags().String("config", "", "config file (default $GATEBRIDGE_CONFIG, else $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml; never the current directory)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withHint(err, "see '"+c.CommandPath()+" --help'")
 	})

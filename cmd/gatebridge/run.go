@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -144,6 +145,11 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	}
 	if closeErr != nil && !cfg.Bridge.KeepSession {
 		fmt.Fprintf(stderr, "gatebridge: %v\n", closeErr)
+	}
+	if !asJSON && res.Answer != nil {
+		// submit's answer is the command's result: show it (stderr, so
+		// stdout stays the command's own).
+		fmt.Fprintf(stderr, "gatebridge: answer: %s\n", strings.TrimRight(*res.Answer, "\n"))
 	}
 	if asJSON {
 		if res.Calls == nil {
