@@ -2,9 +2,12 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -84,9 +87,12 @@ func Open(cfg Config) (*Session, error) {
 	}
 	parent := cfg.Dir
 	if parent == "" {
-		parent = DefaultDir()
+		parent = DefaultSessionParent()
+		if err := EnsurePrivateParent(parent); err != nil {
+			return nil, err
+		}
 	}
-	root, err := os.MkdirTemp(parent, "gb-")
+	root, err := mkSessionDir(parent)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: create session dir: %w", err)
 	}
@@ -147,17 +153,14 @@ func Open(cfg Config) (*Session, error) {
 }
 
 func (s *Session) setup() error {
-	// 0755 everywhere: the sandbox user may differ from ours and must
-	// traverse the session and read bin/ and responses/. Backends that run
-	// as another user make calls/ and tmp/ writable for it.
-	if err := os.Chmod(s.dirs.Root, 0o755); err != nil {
-		return fmt.Errorf("bridge: chmod session dir: %w", err)
-	}
+	// 0700 everywhere: no other host user may list, read or write a
+	// session. A backend whose command runs as another uid (gatebridge is
+	// root) hands the directories to it with [sandbox.GrantSession].
 	for _, d := range []string{s.dirs.Bin, s.dirs.Calls, s.dirs.Responses, s.dirs.Tmp} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := os.Mkdir(d, 0o700); err != nil {
 			return fmt.Errorf("bridge: create session dir: %w", err)
 		}
-		if err := os.Chmod(d, 0o755); err != nil {
+		if err := os.Chmod(d, 0o700); err != nil {
 			return fmt.Errorf("bridge: chmod session dir: %w", err)
 		}
 	}
@@ -664,4 +667,29 @@ func wrapperStdin(m gates.StdinMode) wrappers.StdinMode {
 	default:
 		return wrappers.StdinNone
 	}
+}
+
+// mkSessionDir makes parent/gb-<128 random bits, hex> with mode 0700: the
+// name cannot be guessed, so even a parent others can traverse does not
+// lead them to a session.
+func mkSessionDir(parent string) (string, error) {
+	for range 5 {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		root := filepath.Join(parent, "gb-"+hex.EncodeToString(b[:]))
+		err := os.Mkdir(root, 0o700)
+		if err == nil {
+			if err = os.Chmod(root, 0o700); err != nil { // umask
+				os.Remove(root)
+				return "", err
+			}
+			return root, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("could not pick a new session name")
 }

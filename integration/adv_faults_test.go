@@ -240,7 +240,11 @@ func TestAdversarialSessionFSFull(t *testing.T) {
 		ws := workspace(t)
 		must(t, os.WriteFile(filepath.Join(ws, "big"), bytes.Repeat([]byte("0123456789abcdef"), 1<<18), 0o644)) // 4 MiB
 		cfg := fmt.Sprintf("bridge:\n  session_dir: %s\n", sessions)
+		// TMPDIR is the sandbox's own tmpfs now: fill the session fs through
+		// calls/, the one place there the sandbox writes (an unpublished
+		// call dir the host leaves alone).
 		script := advPrelude + `
+T="$C/filler"; mkdir "$T"
 head -c 1048576 /dev/zero > "$T/keep"
 dd if=/dev/zero of="$T/fill" bs=65536 2>/dev/null
 rm -f "$T/keep"

@@ -47,7 +47,7 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 	// A sleep length no other process has: its argv is the marker.
 	marker := fmt.Sprint(4000 + rand.IntN(1000000))
 	cmd := exec.Command(binary, "--config", cfg, "run", "--sandbox", backend, "--",
-		"sh", "-c", `gb_echo started; : > "$TMPDIR/started"; sleep `+marker+`; echo not reached`)
+		"sh", "-c", `gb_echo started; sleep `+marker+`; echo not reached`)
 	cmd.Dir = workspace(t)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -57,7 +57,7 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	started := waitFor(30*time.Second, func() bool {
-		m, _ := filepath.Glob(filepath.Join(sessions, "*", "tmp", "started"))
+		m, _ := filepath.Glob(filepath.Join(sessions, "*", "calls"))
 		return len(m) > 0 && sleepRunning(marker)
 	})
 	if !started {

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -126,13 +129,27 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if !ok {
 		basePath = bwrapBasePath
 	}
-	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(inside, basePath))
+	// TMPDIR is the sandbox's own /tmp tmpfs, size-limited by
+	// Limits.TmpSize, not the session's tmp/ on the host.
+	envDirs := inside
+	envDirs.Tmp = "/tmp"
+	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(envDirs, basePath))
 	pathList, _ := envValue(env, "PATH")
 	// Everything inside is a host path bound at the same place (or the
 	// empty /tmp), so a host lookup tells whether the name exists inside.
 	if _, ok := lookPath(spec.Command[0], pathList); !ok {
 		return notFound(spec, spec.Command[0]), nil
 	}
+
+	cred, err := bwrapIdentity(spec)
+	if err != nil {
+		return nil, err
+	}
+	protected, err := ProtectedPaths("bwrap", spec)
+	if err != nil {
+		return nil, err
+	}
+	defer CleanupProtected(protected)
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
@@ -144,7 +161,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		defer close(done)
 		st.read(statusR)
 	}()
-	args := b.args(spec, inside, workspace)
+	args := b.args(spec, inside, workspace, protected)
 	res, err := runProcess(ctx, spec, &process{
 		backend: "bwrap",
 		path:    bin,
@@ -153,6 +170,8 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		dir:     "/",
 		extra:   []*os.File{statusW}, // fd 3
 		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
+		cred:    cred,
+		prepare: newSessionKeyring,
 	})
 	statusW.Close()
 	// bwrap and its children are gone, so the pipe is at EOF; the timer
@@ -207,7 +226,7 @@ func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
 // args builds bwrap's argv. Order matters: bwrap applies the operations in
 // order, so /tmp's tmpfs comes before binds that may live under it, and a
 // bind comes before the binds nested inside it.
-func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string {
+func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected) []string {
 	hostname := b.Hostname
 	if hostname == "" {
 		hostname = "gatebridge"
@@ -233,14 +252,18 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string 
 		etc = DefaultEtc
 	}
 	for _, e := range etc {
-		a = append(a, "--ro-bind-try", e, e)
+		a = append(a, etcArgs(e)...)
 	}
 	// bwrap leaves /proc/sys writable when its directory mode hides that
 	// (0555 dir, 0644 files): uid 0 inside, which is the host's root when
 	// gatebridge runs as root, could then set host-wide sysctls
 	// (kernel.core_pattern runs a program as root on the host) without
 	// any capability. Bind it read-only over the fresh /proc.
-	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp")
+	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev")
+	if spec.Limits.TmpSize > 0 {
+		a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpSize, 10))
+	}
+	a = append(a, "--tmpfs", "/tmp")
 
 	type bind struct {
 		path string
@@ -260,7 +283,6 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string 
 	add(inside.Bin, false)
 	add(inside.Responses, false)
 	add(inside.Calls, true)
-	add(inside.Tmp, true)
 	// Parents before children; among equal paths the later (stricter
 	// session) entry wins.
 	sort.SliceStable(binds, func(i, j int) bool { return len(binds[i].path) < len(binds[j].path) })
@@ -271,6 +293,16 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string 
 		}
 		a = append(a, op, bd.path, bd.path)
 	}
+	// Protected paths go read-only over the writable workspace; a missing
+	// one becomes an empty read-only tmpfs so it cannot be created.
+	for _, p := range protected {
+		dst := filepath.Join(workspace, p.Rel)
+		if p.Missing {
+			a = append(a, "--perms", "0555", "--size", "4096", "--tmpfs", dst, "--remount-ro", dst)
+		} else {
+			a = append(a, "--ro-bind", dst, dst)
+		}
+	}
 	dir := workspace
 	if dir == "" {
 		dir = "/tmp"
@@ -278,6 +310,70 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string) []string 
 	a = append(a, "--chdir", dir, "--json-status-fd", "3", "--")
 	return append(a, spec.Command...)
 }
+
+// bwrapIdentity is who bwrap runs as. Not root, gatebridge starts bwrap as
+// itself. As root it starts bwrap as spec.UID:spec.GID (65534 when that is
+// 0), with no supplementary groups, after handing it the session: the
+// command never runs as the host's uid 0 unless spec.AllowRoot, so nothing
+// it writes (a setuid copy of sh, a device node) is root's on the host.
+func bwrapIdentity(spec *Spec) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	uid, gid := spec.UID, spec.GID
+	if uid == 0 && spec.AllowRoot {
+		return nil, nil
+	}
+	if uid == 0 {
+		uid, gid = NobodyUID, NobodyUID
+	}
+	if err := GrantSession(spec.Session, uid, gid); err != nil {
+		return nil, &Error{Backend: "bwrap", Op: "prepare session", Err: err}
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// etcArgs binds one /etc entry read-only, hiding what is in it that is not
+// world-readable (/etc/ssl/private, say): those are covered by an empty
+// tmpfs (directories) or /dev/null (files). Missing entries are skipped.
+func etcArgs(e string) []string {
+	fi, err := os.Lstat(e)
+	if err != nil {
+		return nil
+	}
+	if fi.Mode()&os.ModeSymlink == 0 && fi.Mode().Perm()&0o004 == 0 {
+		return nil // not world-readable: leave it out entirely
+	}
+	a := []string{"--ro-bind-try", e, e}
+	if !fi.IsDir() {
+		return a
+	}
+	filepath.WalkDir(e, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == e {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if info.Mode().Perm()&0o004 == 0 || (d.IsDir() && info.Mode().Perm()&0o001 == 0) {
+			if d.IsDir() {
+				a = append(a, "--tmpfs", p, "--remount-ro", p)
+				return filepath.SkipDir
+			}
+			a = append(a, "--ro-bind", "/dev/null", p)
+		}
+		return nil
+	})
+	return a
+}
+
+// NobodyUID is the uid (and gid) a sandboxed command runs as when
+// gatebridge is root and no other identity is configured.
+const NobodyUID = 65534
 
 // bwrapStatus is what bwrap reports on --json-status-fd.
 type bwrapStatus struct {

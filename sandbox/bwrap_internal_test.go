@@ -65,10 +65,11 @@ func TestBwrapArgsOrder(t *testing.T) {
 	b := &Bwrap{Etc: []string{}}
 	args := b.args(&Spec{Command: []string{"sh"}},
 		SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
-		"/tmp/s/ws")
+		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true}})
 	joined := strings.Join(args, " ")
 	order := []string{"--tmpfs /tmp", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
-		"--bind /tmp/s/calls /tmp/s/calls", "--chdir /tmp/s/ws", "-- sh"}
+		"--bind /tmp/s/calls /tmp/s/calls", "--ro-bind /tmp/s/ws/.git /tmp/s/ws/.git",
+		"--tmpfs /tmp/s/ws/x --remount-ro /tmp/s/ws/x", "--chdir /tmp/s/ws", "-- sh"}
 	last := -1
 	for _, o := range order {
 		i := strings.Index(joined, o)
@@ -78,7 +79,7 @@ func TestBwrapArgsOrder(t *testing.T) {
 		last = i
 	}
 	for _, o := range []string{"--ro-bind /tmp/s/bin /tmp/s/bin", "--ro-bind /tmp/s/responses /tmp/s/responses",
-		"--bind /tmp/s/tmp /tmp/s/tmp", "--cap-drop ALL", "--unshare-all", "--die-with-parent", "--new-session"} {
+		"--cap-drop ALL", "--unshare-all", "--die-with-parent", "--new-session"} {
 		if !strings.Contains(joined, o) {
 			t.Errorf("%q missing in\n%s", o, joined)
 		}

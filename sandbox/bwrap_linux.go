@@ -3,9 +3,12 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // nsTree is the pid namespace of a bwrap sandbox. bwrap itself (main) is
@@ -73,4 +76,17 @@ func (t *nsTree) kill() {
 func (t *nsTree) alive() bool {
 	pids, _ := t.members()
 	return len(pids) > 0
+}
+
+// newSessionKeyring makes the calling thread join a new anonymous session
+// keyring, so the sandbox it starts does not possess (cannot list, read or
+// clear) the invoker's session keyring, which it would otherwise inherit
+// whatever uid it runs as. Key serials of other users' keys stay
+// unreadable through the normal key permissions.
+func newSessionKeyring() error {
+	_, _, errno := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	if errno != 0 && errno != unix.ENOSYS {
+		return fmt.Errorf("join a new session keyring: %w", errno)
+	}
+	return nil
 }

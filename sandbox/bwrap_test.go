@@ -133,7 +133,7 @@ func TestBwrapInsidePathsAreHostPaths(t *testing.T) {
 		return r
 	}
 	want := strings.Join([]string{eval(f.Workspace), eval(f.Session.Calls), eval(f.Session.Responses),
-		eval(f.Session.Root), eval(f.Session.Tmp), eval(f.Session.Bin), "/tmp"}, "\n") + "\n"
+		eval(f.Session.Root), "/tmp", eval(f.Session.Bin), "/tmp"}, "\n") + "\n" // TMPDIR: the sandbox's own /tmp
 	if string(res.Stdout) != want {
 		t.Errorf("stdout\n%s\nwant\n%s", res.Stdout, want)
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -37,4 +38,9 @@ type process struct {
 	extra   []*os.File // ExtraFiles: fd 3, 4, …
 	// tree returns the procTree of the started main process.
 	tree func(main *os.Process) procTree
+	// cred, when set, starts the process as that user (gatebridge is root).
+	cred *syscall.Credential
+	// prepare, when set, runs on the OS thread that starts the process,
+	// just before it does; that thread is then discarded, not reused.
+	prepare func() error
 }

@@ -61,8 +61,9 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		Stderr:     errW,
 		ExtraFiles: p.extra,
 		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL, // set after the credential change
+			Credential: p.cred,
 		},
 	}
 	// stdin: nil reads as /dev/null, an *os.File is handed over as is, any
@@ -110,7 +111,16 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	// the child and the child dies only with gatebridge.
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if p.prepare != nil {
+			// prepare may change this thread's credentials (its session
+			// keyring): never hand the thread back to the scheduler.
+			if err := p.prepare(); err != nil {
+				started <- err
+				return
+			}
+		} else {
+			defer runtime.UnlockOSThread()
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return

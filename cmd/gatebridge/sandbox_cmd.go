@@ -93,21 +93,21 @@ func engine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 	return d, nil
 }
 
-// defaultSessionsRoot is where a persistent sandbox keeps its sessions when
-// sandbox.docker.sessions_root is empty: $XDG_RUNTIME_DIR/gatebridge/sessions,
-// else gatebridge-sessions-<uid> in [bridge.DefaultDir] (a tmpfs such as
-// /dev/shm when one is writable, else the temp dir).
-func defaultSessionsRoot() string {
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		if st, err := os.Stat(x); err == nil && st.IsDir() {
-			return filepath.Join(x, "gatebridge", "sessions")
-		}
+// defaultSessionsRoot is where persistent sandbox name keeps its sessions
+// when sandbox.docker.sessions_root is empty: its own directory,
+// sandbox-<name> in [bridge.DefaultSessionParent] (private to this user).
+// Each sandbox mounts only its own root, so a command in one sandbox can
+// neither see nor write another sandbox's sessions.
+func defaultSessionsRoot(name string) (string, error) {
+	parent := bridge.DefaultSessionParent()
+	if err := bridge.EnsurePrivateParent(parent); err != nil {
+		return "", err
 	}
-	return filepath.Join(bridge.DefaultDir(), fmt.Sprintf("gatebridge-sessions-%d", os.Geteuid()))
+	return filepath.Join(parent, "sandbox-"+name), nil
 }
 
 // prepareSessionsRoot creates root (and missing parents) so that the
-// container user can traverse it: the root itself is 0755, owned by us. An
+// container user can traverse it: the root itself is 0711, owned by us. An
 // existing root must be a directory we own (a shared temp dir could hold
 // one planted by another user).
 func prepareSessionsRoot(root string) (string, error) {
@@ -137,9 +137,11 @@ func prepareSessionsRoot(root string) (string, error) {
 	}
 	// Sessions are created inside by bridge.Open (0700, then opened up for
 	// the container user); the root only needs to be traversable.
-	if st.Mode().Perm()&0o055 != 0o055 {
-		if err := os.Chmod(abs, st.Mode().Perm()|0o755); err != nil {
-			return fail(err, "make the sessions root traversable by others (chmod 755)")
+	// 0711: the container user may traverse to the session it was given
+	// (names are unguessable) but nobody else may list or create here.
+	if st.Mode().Perm() != 0o711 {
+		if err := os.Chmod(abs, 0o711); err != nil {
+			return fail(err, "chmod 711 the sessions root")
 		}
 	}
 	return abs, nil
@@ -167,7 +169,9 @@ from the workspace or a directory under it.`,
 			}
 			root := cfg.Sandbox.Docker.SessionsRoot
 			if root == "" {
-				root = defaultSessionsRoot()
+				if root, err = defaultSessionsRoot(args[0]); err != nil {
+					return err
+				}
 			}
 			if root, err = prepareSessionsRoot(root); err != nil {
 				return err
@@ -181,9 +185,12 @@ from the workspace or a directory under it.`,
 			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
 				return imageHintCLI(err, d.Config().Image)
 			}
+			uid, gid := runAs(cfg, workspace)
 			sb, err := d.Start(ctx, docker.StartOptions{
 				Name: args[0], SessionsRoot: root, Workspace: workspace,
 				WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
+				UID:               uid, GID: gid, AllowRoot: cfg.Sandbox.AllowRoot,
+				ProtectedPaths: cfg.Sandbox.ProtectedPaths,
 			})
 			if err != nil {
 				return err

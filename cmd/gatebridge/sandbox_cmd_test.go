@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/gatebridge/gatebridge/bridge"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,15 +66,19 @@ func TestSandboxNoEngineHint(t *testing.T) {
 	}
 }
 
+// Each persistent sandbox gets its own sessions root under the private
+// per-user parent (issue: sandboxes sharing one root saw each other).
 func TestDefaultSessionsRoot(t *testing.T) {
-	x := t.TempDir()
-	t.Setenv("XDG_RUNTIME_DIR", x)
-	if got := defaultSessionsRoot(); got != filepath.Join(x, "gatebridge", "sessions") {
-		t.Errorf("with XDG_RUNTIME_DIR: %s", got)
+	a, err := defaultSessionsRoot("a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv("XDG_RUNTIME_DIR", "")
-	if got := defaultSessionsRoot(); !strings.HasPrefix(filepath.Base(got), "gatebridge-sessions-") {
-		t.Errorf("without: %s", got)
+	b, _ := defaultSessionsRoot("b")
+	if a == b || filepath.Dir(a) != bridge.DefaultSessionParent() || filepath.Base(a) != "sandbox-a" {
+		t.Errorf("roots %s and %s", a, b)
+	}
+	if st, err := os.Stat(filepath.Dir(a)); err != nil || st.Mode().Perm() != 0o711 {
+		t.Errorf("parent: %v %v", st.Mode(), err)
 	}
 }
 
@@ -84,16 +89,16 @@ func TestPrepareSessionsRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(root)
-	if err != nil || st.Mode().Perm()&0o055 != 0o055 {
-		t.Fatalf("root not traversable: %v %v", st.Mode(), err)
+	if err != nil || st.Mode().Perm() != 0o711 {
+		t.Fatalf("root not 0711: %v %v", st.Mode(), err)
 	}
-	// An existing private dir is opened up for the container user.
+	// An existing private dir is made traversable (not listable) for the container user.
 	priv := filepath.Join(base, "priv")
 	os.Mkdir(priv, 0o700)
 	if _, err := prepareSessionsRoot(priv); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := os.Stat(priv); st.Mode().Perm() != 0o755 {
+	if st, _ := os.Stat(priv); st.Mode().Perm() != 0o711 {
 		t.Errorf("mode %v", st.Mode())
 	}
 	// A file or a symlink is refused.

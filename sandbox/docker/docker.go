@@ -15,8 +15,11 @@
 //
 // When gatebridge runs as a non-root user the container runs as the same
 // uid:gid, so the host can remove whatever the command wrote. As root it
-// runs as 65534:65534 (nobody) and calls/ and tmp/ are chowned to it first;
-// root can clean up anyway. [Config.User] overrides both.
+// runs as [sandbox.Spec.UID]:[sandbox.Spec.GID] (the CLI picks the
+// workspace owner, else 65534), never as 0 unless [sandbox.Spec.AllowRoot];
+// the private session is handed to that user with [sandbox.GrantSession].
+// [Config.User] overrides the identity (0 is still refused without
+// AllowRoot).
 //
 // # Cleanup
 //
@@ -218,19 +221,25 @@ func (b *Backend) Config() Config { return b.cfg }
 // Client returns the engine client.
 func (b *Backend) Client() client.APIClient { return b.cli }
 
-// containerUser returns the user to run as and whether calls/ and tmp/
-// must be chowned to it (host is root, container user is not).
-func (b *Backend) containerUser() (user string, uid, gid int, chown bool) {
-	user = b.cfg.User
-	if user == "" {
-		if os.Geteuid() == 0 {
-			user = NobodyUser
-		} else {
-			user = fmt.Sprintf("%d:%d", os.Geteuid(), os.Getegid())
-		}
+// containerUser returns the user to run as: Config.User, else (as root)
+// spec's UID:GID, else our own uid:gid. Root (uid 0) is refused unless
+// allowRoot; a zero spec identity without it means 65534 (nobody).
+func (b *Backend) containerUser(specUID, specGID int, allowRoot bool) (user string, uid, gid int, err error) {
+	switch {
+	case b.cfg.User != "":
+		uid, gid, _ = parseUser(b.cfg.User)
+	case os.Geteuid() != 0:
+		uid, gid = os.Geteuid(), os.Getegid()
+	case specUID == 0 && !allowRoot:
+		uid, gid, _ = parseUser(NobodyUser)
+	default:
+		uid, gid = specUID, specGID
 	}
-	uid, gid, _ = parseUser(user)
-	return user, uid, gid, os.Geteuid() == 0 && uid != 0
+	if uid == 0 && !allowRoot {
+		return "", 0, 0, &sandbox.Error{Backend: "docker", Op: "user", Err: errors.New("refusing to run the command as uid 0 (root)"),
+			Hint: "set sandbox.docker.user to a non-root uid:gid, or sandbox.allow_root: true if you accept that a container escape is host root"}
+	}
+	return fmt.Sprintf("%d:%d", uid, gid), uid, gid, nil
 }
 
 func parseUser(s string) (uid, gid int, ok bool) {
@@ -241,47 +250,6 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	uid, err1 := strconv.Atoi(u)
 	gid, err2 := strconv.Atoi(g)
 	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
-}
-
-// traversable lets any user enter dir (adds the x bits), so a non-root
-// container user can reach the mounts below it.
-func traversable(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if fi.Mode().Perm()&0o111 != 0o111 {
-		return os.Chmod(dir, fi.Mode().Perm()|0o111)
-	}
-	return nil
-}
-
-// chownDirs gives each directory of dirs (not following a symlink) to
-// uid:gid: the container user the session dirs it writes, or the host the
-// ones it alone writes.
-func chownDirs(uid, gid int, dirs ...string) error {
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", d)
-		}
-		if err := os.Lchown(d, uid, gid); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // insideDirs returns the session layout under p inside the container.
@@ -320,6 +288,10 @@ func isDockerDesktop(os string) bool { return strings.Contains(os, "Docker Deskt
 
 // env builds the container environment.
 func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []string) []string {
+	// TMPDIR is the container's own size-limited /tmp tmpfs (tmp_size),
+	// not the session's tmp/ on the host: what the command writes there is
+	// bounded and charged to the container.
+	inside.Tmp = "/tmp"
 	base := sandbox.SessionEnv(inside, DefaultPath)
 	if b.usePoll(ctx) {
 		base = append(base, EnvWake+"=poll")
@@ -348,6 +320,23 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 	l[LabelPID] = strconv.Itoa(os.Getpid())
 	l[LabelHost] = host
 	return l
+}
+
+// protectedMounts mounts each protected path read-only over the writable
+// workspace at wsInside: an existing one bound to itself, a missing one as
+// an empty read-only tmpfs so it cannot be created.
+func protectedMounts(ps []sandbox.Protected, wsInside string) []mount.Mount {
+	var out []mount.Mount
+	for _, p := range ps {
+		dst := path.Join(wsInside, filepath.ToSlash(p.Rel))
+		if p.Missing {
+			out = append(out, mount.Mount{Type: mount.TypeTmpfs, Target: dst, ReadOnly: true,
+				TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
+		} else {
+			out = append(out, bind(p.Host, dst, true))
+		}
+	}
+	return out
 }
 
 func bind(src, dst string, ro bool) mount.Mount {
@@ -385,6 +374,24 @@ func (b *Backend) hostConfig(mounts []mount.Mount) *container.HostConfig {
 	return hc
 }
 
+// withLimits applies the spec's limits over the backend's defaults.
+func withLimits(hc *container.HostConfig, l sandbox.Limits) *container.HostConfig {
+	if l.TmpSize > 0 {
+		hc.Tmpfs["/tmp"] = fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", l.TmpSize)
+	}
+	if l.Memory > 0 {
+		hc.Memory, hc.MemorySwap = l.Memory, l.Memory
+	}
+	if l.Pids > 0 {
+		p := l.Pids
+		hc.PidsLimit = &p
+	}
+	if l.CPUs > 0 {
+		hc.NanoCPUs = int64(l.CPUs * 1e9)
+	}
+	return hc
+}
+
 // cleanupCtx is a short context that survives the caller's cancellation.
 func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -396,15 +403,12 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
 	}
-	user, uid, gid, chown := b.containerUser()
-	if chown {
-		err := traversable(spec.Session.Root)
-		if err == nil {
-			err = chownDirs(uid, gid, spec.Session.Calls, spec.Session.Tmp)
-		}
-		if err != nil {
-			return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
-		}
+	user, uid, gid, err := b.containerUser(spec.UID, spec.GID, spec.AllowRoot)
+	if err != nil {
+		return nil, err
+	}
+	if err := sandbox.GrantSession(spec.Session, uid, gid); err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
 	inside := insideDirs(b.cfg.SessionPath)
 	var mounts []mount.Mount
@@ -418,15 +422,20 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		{spec.Session.Bin, inside.Bin, true},
 		{spec.Session.Responses, inside.Responses, true},
 		{spec.Session.Calls, inside.Calls, false},
-		{spec.Session.Tmp, inside.Tmp, false},
 	} {
 		if m.src != "" {
 			mounts = append(mounts, bind(m.src, m.dst, m.ro))
 		}
 	}
+	protected, err := sandbox.ProtectedPaths("docker", spec)
+	if err != nil {
+		return nil, err
+	}
+	defer sandbox.CleanupProtected(protected)
 	workdir := "/"
 	if spec.Workspace != "" {
 		mounts = append(mounts, bind(spec.Workspace, b.cfg.WorkspacePath, !spec.WorkspaceWritable))
+		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
 		workdir = b.cfg.WorkspacePath
 	}
 	cfg := &container.Config{
@@ -448,7 +457,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
 	cctx, cancel := cleanupCtx(ctx)
-	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.hostConfig(mounts)})
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: withLimits(b.hostConfig(mounts), spec.Limits)})
 	cancel()
 	if err != nil {
 		return nil, b.createError(err)

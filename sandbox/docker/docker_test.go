@@ -50,7 +50,7 @@ func TestRunBasics(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
 		t.Parallel()
 		r := run(t, b, ctx, `echo "$FOO|$PATH|$TMPDIR|$GATEBRIDGE_CALLS_DIR|$GATEBRIDGE_RESPONSES_DIR|$(pwd)|$GATEBRIDGE_WAKE"`, withEnv("FOO=bar"))
-		want := "bar|/gatebridge/session/bin:" + DefaultPath + "|/gatebridge/session/tmp|/gatebridge/session/calls|/gatebridge/session/responses|/workspace|"
+		want := "bar|/gatebridge/session/bin:" + DefaultPath + "|/tmp|/gatebridge/session/calls|/gatebridge/session/responses|/workspace|"
 		if out(r) != want {
 			t.Fatalf("got  %q\nwant %q", out(r), want)
 		}
@@ -139,7 +139,7 @@ for d in bin responses; do
 done
 touch victim 2>/dev/null && echo "wrote root"
 mkdir calls/c1 && echo hi > calls/c1/gate && echo calls-ok
-echo t > tmp/t && echo tmp-ok`
+echo t > "$TMPDIR/t" && echo tmp-ok`
 		r := run(t, b, ctx, script, withSpec(func(s *sandbox.Spec) {
 			sess = s.Session
 			os.WriteFile(filepath.Join(s.Session.Bin, "read_file"), []byte("#!/bin/sh\n"), 0o755)
@@ -191,11 +191,11 @@ func TestRunNonRootHost(t *testing.T) {
 	if r2 != "1000 ok" {
 		t.Fatalf("got %q stderr %q", r2, r.Stderr)
 	}
-	cmd := exec.Command("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", "chmod -R u+w "+root+" && rm -rf "+root+"/*")
+	cmd := exec.Command("setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c", "chmod -R u+w "+root+"/calls && rm -rf "+root+"/calls/*")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("uid 1000 cannot clean up: %v %s", err, b)
 	}
-	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(root, "calls")); len(ents) != 0 {
 		t.Fatalf("left %v", ents)
 	}
 }

@@ -60,6 +60,13 @@ type StartOptions struct {
 	// [Config.WorkspacePath], read-only unless WorkspaceWritable.
 	Workspace         string
 	WorkspaceWritable bool
+	// UID and GID are the identity commands run as when gatebridge is root
+	// (see [sandbox.Spec.UID]); uid 0 is refused unless AllowRoot.
+	UID, GID  int
+	AllowRoot bool
+	// ProtectedPaths stay read-only in a writable workspace
+	// ([sandbox.Spec.ProtectedPaths]).
+	ProtectedPaths []string
 	// Sleeper is the long-running init command; default
 	// ["sleep", "2147483647"] (busybox and coreutils both accept it).
 	Sleeper []string
@@ -138,10 +145,34 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 			return nil, err
 		}
 	}
-	user, _, _, _ := b.containerUser()
+	// Each sandbox needs its own sessions root: the root is mounted
+	// read-write, so two sandboxes sharing one could reach each other's
+	// live sessions (calls, responses).
+	others, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range others {
+		if o.Name != opts.Name && o.SessionsRoot != "" && (within(root, o.SessionsRoot) || within(o.SessionsRoot, root)) {
+			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
+				Err:  fmt.Errorf("sessions root %s overlaps %s, the sessions root of sandbox %s", root, o.SessionsRoot, o.Name),
+				Hint: "give each sandbox its own --sessions-root (the default does)"}
+		}
+	}
+	user, _, _, err := b.containerUser(opts.UID, opts.GID, opts.AllowRoot)
+	if err != nil {
+		return nil, err
+	}
 	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
 	if ws != "" {
 		mounts = append(mounts, bind(ws, b.cfg.WorkspacePath, !opts.WorkspaceWritable))
+		protected, err := sandbox.ProtectedPaths("docker", &sandbox.Spec{Workspace: ws, WorkspaceWritable: opts.WorkspaceWritable, ProtectedPaths: opts.ProtectedPaths})
+		if err != nil {
+			return nil, err
+		}
+		// Missing ones keep their (empty, read-only) mount point for the
+		// sandbox's life; `sandbox stop` does not remove it.
+		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
 	}
 	labels := b.labels(nil, map[string]string{
 		LabelPersistent:        opts.Name,
@@ -517,45 +548,33 @@ func (s *Sandbox) execError(op string, err error) error {
 	return engineError(op, err)
 }
 
-// prepareSession chowns calls/ and tmp/ to the container user and makes
-// sure bin/ and responses/ are not writable by it (see [Sandbox]).
+// prepareSession hands the session to the container user when gatebridge
+// is root ([sandbox.GrantSession]): calls/ and tmp/ become its own, bin/
+// and responses/ stay the host's (group-readable by it, never writable),
+// which matters here because the whole sessions root is mounted
+// read-write.
 func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 	uid, gid, ok := parseUser(s.user)
 	if !ok || os.Geteuid() != 0 || uid == 0 {
 		return nil
 	}
-	if err := traversable(d.Root); err != nil {
+	if err := sandbox.GrantSession(d, uid, gid); err != nil {
 		return err
 	}
-	if err := chownDirs(uid, gid, d.Calls, d.Tmp); err != nil {
-		return err
-	}
-	if err := chownDirs(os.Geteuid(), os.Getegid(), d.Bin, d.Responses); err != nil {
-		return err
-	}
+	// Files already in bin/ and responses/ (wrappers, early responses)
+	// must not be group- or other-writable either: the group is the
+	// container user's.
 	for _, dir := range []string{d.Bin, d.Responses} {
-		if dir == "" {
-			continue
-		}
-		fi, err := os.Lstat(dir)
-		if err != nil {
-			return err
-		}
-		if err := denyWrite(dir, fi); err != nil {
-			return err
-		}
-		// Entries already there (wrappers, early responses) too; the host
-		// must create later ones without group/other write.
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return err
 		}
 		for i, e := range ents {
-			if i >= maxPrepareEntries {
+			if i >= 4096 {
 				break
 			}
-			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-				if err := denyWrite(filepath.Join(dir, e.Name()), fi); err != nil {
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o022 != 0 {
+				if err := os.Chmod(filepath.Join(dir, e.Name()), fi.Mode().Perm()&^0o022); err != nil {
 					return err
 				}
 			}
@@ -564,20 +583,14 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 	return nil
 }
 
+// within reports whether p is dir or below it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
 // startGrace is how long prune leaves a persistent sandbox that was
 // created but is not running yet (a start in progress).
 const startGrace = time.Minute
-
-// maxPrepareEntries bounds the entries of bin/ and responses/ fixed per Run.
-const maxPrepareEntries = 4096
-
-// denyWrite clears the group and other write bits of a file or directory.
-func denyWrite(name string, fi os.FileInfo) error {
-	if fi.Mode().Perm()&0o022 == 0 {
-		return nil
-	}
-	return os.Chmod(name, fi.Mode().Perm()&^0o022)
-}
 
 func randToken() string {
 	var b [8]byte

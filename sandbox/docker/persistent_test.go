@@ -164,7 +164,8 @@ echo x > calls/c && echo calls-ok`
 		errs := make(chan error, 8)
 		for i := range 8 {
 			wg.Go(func() {
-				r, err := runIn(t, sb, ctx, fmt.Sprintf(`echo %d > "$TMPDIR/n"; sleep 0.3; cat "$TMPDIR/n"; exit %d`, i, i))
+				// TMPDIR is the sandbox's shared /tmp: one file per command.
+				r, err := runIn(t, sb, ctx, fmt.Sprintf(`echo %d > "$TMPDIR/n.$$"; sleep 0.3; cat "$TMPDIR/n.$$"; exit %d`, i, i))
 				if err != nil {
 					errs <- err
 				} else if out(r) != fmt.Sprint(i) || r.ExitCode != i {
