@@ -37,6 +37,10 @@ type Options struct {
 	WritableRoot string
 	// SandboxWritableRoot is where the sandbox sees WritableRoot. Optional.
 	SandboxWritableRoot string
+	// ProtectedPaths are paths relative to WritableRoot that write_file
+	// refuses (exit 126), with everything below them: .git, say, whose
+	// config and hooks host tools run (sandbox.protected_paths).
+	ProtectedPaths []string
 	// MaxFileBytes caps a whole-file read_file (larger files need --offset
 	// or --limit), the bytes one ranged read prints, and what write_file
 	// accepts. 0 means DefaultMaxFileBytes.

@@ -398,3 +398,23 @@ func TestBuiltinsOptions(t *testing.T) {
 		})
 	}
 }
+
+// write_file refuses protected paths (.git: its config and hooks are run by
+// host tools), however the path is spelled.
+func TestWriteFileProtected(t *testing.T) {
+	out := t.TempDir()
+	writeFile(t, filepath.Join(out, ".git", "config"), "[core]\n")
+	_, gs := fixture(t, Options{WritableRoot: out, ProtectedPaths: []string{".git", "deep/keep"}})
+	for _, p := range []string{".git/config", ".git/hooks/pre-commit", "./.git/config", "sub/../.git/config", ".GIT/config", ".git", "deep/keep/x"} {
+		callGate(t, gs["write_file"], []byte("pwned"), "--", p).check(t, ExitDenied, "", "protected path")
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, ".git", "config")); string(b) != "[core]\n" {
+		t.Errorf(".git/config is %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(out, ".git", "hooks")); err == nil {
+		t.Error("hooks dir created")
+	}
+	// Names that only start like a protected path are fine.
+	callGate(t, gs["write_file"], []byte("ok"), ".gitignore").check(t, 0, "", "")
+	callGate(t, gs["write_file"], []byte("ok"), "deep/keeper").check(t, 0, "", "")
+}

@@ -212,6 +212,9 @@ func newWriteFile(ws *workspace, o Options) Gate {
 			return 0, err
 		}
 		defer r.Close()
+		if p, ok := protectedPath(rel, o.ProtectedPaths); ok {
+			return 0, Deniedf("%s: %s is under the protected path %s (set by sandbox.protected_paths): host tools run what is there", name, quoteArg(path), p)
+		}
 		if int64(len(c.Stdin)) > max {
 			return 0, Deniedf("%s: content is %d bytes, over the %d-byte limit", name, len(c.Stdin), max)
 		}
@@ -220,6 +223,22 @@ func newWriteFile(ws *workspace, o Options) Gate {
 		}
 		return ExitOK, nil
 	})
+}
+
+// protectedPath reports the entry of protected that rel (clean, relative,
+// slash-separated) is or lies under. The comparison ignores case: on a
+// case-insensitive filesystem .GIT/config is .git/config.
+func protectedPath(rel string, protected []string) (string, bool) {
+	for _, p := range protected {
+		p = filepath.ToSlash(filepath.Clean(p))
+		if p == "." || p == "" {
+			continue
+		}
+		if strings.EqualFold(rel, p) || (len(rel) > len(p) && strings.EqualFold(rel[:len(p)], p) && rel[len(p)] == '/') {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // writeAtomic writes data to rel through a temporary file in the same

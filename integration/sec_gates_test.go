@@ -131,3 +131,27 @@ func TestSecCommandInWorkspace(t *testing.T) {
 		t.Errorf("the command ran: tool.sh is %q", b)
 	}
 }
+
+// TestSecWriteFileProtected: write_file could rewrite .git/config
+// (core.fsmonitor) or add .git/hooks/*, which the host runs at its next
+// git command. Protected paths are refused with 126.
+func TestSecWriteFileProtected(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		ws := workspace(t)
+		must(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+		must(t, os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644))
+		cfg := fmt.Sprintf("gates:\n  writable_root: %s\n", ws)
+		script := `for p in .git/config .git/hooks/pre-commit sub/../.git/config; do printf '[core]\n\tfsmonitor = id\n' | write_file "$p"; echo "$?"; done
+echo ok | write_file notes.txt; echo "$?"`
+		out := gb(t, backend, Run{Dir: ws, Config: cfg, Command: []string{"sh", "-c", script}})
+		if out.Stdout != "126\n126\n126\n0\n" || !strings.Contains(out.Stderr, "sandbox.protected_paths") {
+			t.Errorf("stdout %q, stderr %q", out.Stdout, out.Stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
+			t.Errorf(".git/config is %q", b)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks")); err == nil {
+			t.Error(".git/hooks was created")
+		}
+	})
+}

@@ -239,6 +239,7 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 			MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
 			MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
 			MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
+			ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
 		}
 		if o.WritableRoot != "" && o.WritableRoot == root {
 			o.SandboxWritableRoot = insideRoot
