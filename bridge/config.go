@@ -33,6 +33,14 @@ type Limits struct {
 	MaxOutputBytes int64         `json:"max_output_bytes"` // stdout and stderr bytes per call, each
 	GateTimeout    time.Duration `json:"gate_timeout"`     // default run time of a gate
 	MaxScanEntries int           `json:"max_scan_entries"` // entries read from calls/ per scan
+	// MaxSessionBytes caps the response bytes a session holds at once (the
+	// wrapper acknowledges each response and the host then removes it).
+	MaxSessionBytes int64 `json:"max_session_bytes"`
+	// MaxRecords caps the call records kept in memory and returned in
+	// Result.Calls; the rest are only counted (Result.CallsOmitted).
+	MaxRecords int `json:"max_records"`
+	// MaxRecordBytes caps the argument bytes kept in one record.
+	MaxRecordBytes int `json:"max_record_bytes"`
 }
 
 // DefaultLimits are the limits used for zero fields.
@@ -45,6 +53,10 @@ var DefaultLimits = Limits{
 	MaxOutputBytes: 4 << 20,
 	GateTimeout:    60 * time.Second,
 	MaxScanEntries: 20_000,
+
+	MaxSessionBytes: 256 << 20,
+	MaxRecords:      1000,
+	MaxRecordBytes:  4096,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -73,6 +85,15 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxScanEntries > 0 {
 		d.MaxScanEntries = l.MaxScanEntries
 	}
+	if l.MaxSessionBytes > 0 {
+		d.MaxSessionBytes = l.MaxSessionBytes
+	}
+	if l.MaxRecords > 0 {
+		d.MaxRecords = l.MaxRecords
+	}
+	if l.MaxRecordBytes > 0 {
+		d.MaxRecordBytes = l.MaxRecordBytes
+	}
 	return d
 }
 
@@ -80,8 +101,8 @@ func (l Limits) withDefaults() Limits {
 type Config struct {
 	// Gates are the gates the sandbox may call. Required.
 	Gates *gates.Registry
-	// Dir is where session directories are created; "" means os.TempDir().
-	// The sandbox user must be able to traverse it.
+	// Dir is where session directories are created; "" means
+	// [DefaultSessionParent], private to this user.
 	Dir string
 	// Limits bound what the sandbox may ask for; zero fields take
 	// [DefaultLimits].

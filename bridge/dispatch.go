@@ -24,7 +24,11 @@ const (
 	DecisionRejected = "rejected"  // the call itself was malformed or over a limit
 	DecisionTimedOut = "timed_out" // the gate outlived its timeout (exit 124)
 	DecisionUnknown  = "unknown"   // no such gate (exit 127)
+	DecisionCanceled = "canceled"  // the run ended (timeout, interrupt) while the gate ran (exit 124)
 )
+
+// errRunEnded cancels the gates of a run that timed out or was cancelled.
+var errRunEnded = fmt.Errorf("cancelled: the command's run ended (timeout or interrupt): %w", context.Canceled)
 
 // CallRecord describes one call attempt.
 type CallRecord struct {
@@ -168,6 +172,10 @@ func (s *Session) handle(c *call) {
 			source = "gate timeout, set by the gate itself"
 		}
 		errOut = appendMsg(errOut, fmt.Sprintf("gatebridge: %s: timed out after %v (%s)", req.gate, timeout, source))
+	case errors.Is(gerr, errRunEnded):
+		rec.Decision = DecisionCanceled
+		rec.Error = gerr.Error()
+		errOut = appendMsg(errOut, "gatebridge: "+req.gate+": "+gerr.Error())
 	case gerr != nil:
 		rec.Error = gerr.Error()
 		if code == gates.ExitDenied {
@@ -193,7 +201,19 @@ func appendMsg(b []byte, msg string) []byte {
 // ignores its context is abandoned at the deadline (plus a short grace) so
 // the caller still gets exit 124.
 func (s *Session) invoke(g gates.Gate, timeout time.Duration, c *gates.Call) (int, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	s.mu.Lock()
+	parent := s.gctx
+	s.mu.Unlock()
+	// A slot of max_concurrent is held until the gate really returns, even
+	// when the caller was answered 124 and the gate abandoned: a gate that
+	// ignores its context cannot make the host run more than max_concurrent.
+	// The gate's timeout starts once it has a slot.
+	select {
+	case s.slots <- struct{}{}:
+	case <-parent.Done():
+		return s.ctxExit(parent)
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	type res struct {
 		code int
@@ -203,6 +223,7 @@ func (s *Session) invoke(g gates.Gate, timeout time.Duration, c *gates.Call) (in
 	s.gateWG.Add(1)
 	go func() {
 		defer s.gateWG.Done()
+		defer func() { <-s.slots }()
 		defer func() {
 			if p := recover(); p != nil {
 				done <- res{gates.ExitFailure, fmt.Errorf("panic: %v", p)}
@@ -222,12 +243,16 @@ func (s *Session) invoke(g gates.Gate, timeout time.Duration, c *gates.Call) (in
 		}
 	}
 	if ctx.Err() != nil && (r.err != nil || r.code != 0) {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return gates.ExitTimeout, context.DeadlineExceeded
-		}
-		return gates.ExitTimeout, fmt.Errorf("cancelled: session closing")
+		return s.ctxExit(ctx)
 	}
 	return gates.ExitCodeOf(r.code, r.err), r.err
+}
+
+func (s *Session) ctxExit(ctx context.Context) (int, error) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return gates.ExitTimeout, context.DeadlineExceeded
+	}
+	return gates.ExitTimeout, errRunEnded
 }
 
 // reject answers a call that could not be read or was over a limit.
@@ -247,6 +272,14 @@ func (s *Session) respond(c *call, rec *CallRecord, stdout, stderr []byte) {
 // deliver is respond without recording: it fills rec's outcome, bytes and
 // duration.
 func (s *Session) deliver(c *call, rec *CallRecord, stdout, stderr []byte) {
+	if !s.reserve(c.id, int64(len(stdout)+len(stderr))) {
+		msg := fmt.Sprintf("response of %d bytes refused: the session already holds %d bytes of unread responses (limit set by bridge.limits.max_session_bytes=%d)",
+			len(stdout)+len(stderr), s.held(), s.cfg.Limits.MaxSessionBytes)
+		rec.ExitCode, rec.Decision = gates.ExitDenied, DecisionRejected
+		rec.Error = strings.TrimSpace(rec.Error + "; " + msg)
+		stdout, stderr = nil, []byte("gatebridge: "+msg+"\n")
+		s.reserveAnyway(c.id, int64(len(stderr)))
+	}
 	rec.BytesOut = int64(len(stdout) + len(stderr))
 	werr := s.writeResponse(c.id, rec.ExitCode, stdout, stderr)
 	if werr != nil {
@@ -273,6 +306,40 @@ func (s *Session) deliver(c *call, rec *CallRecord, stdout, stderr []byte) {
 	removeAllAt(s.callsFd, c.id, &budget)
 	rec.Duration = time.Since(c.start)
 	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
+}
+
+// responseExts are the files of one response.
+var responseExts = []string{".stdout", ".stderr", ".text", ".exit"}
+
+// reserve accounts n response bytes for call id against
+// max_session_bytes; false when they do not fit.
+func (s *Session) reserve(id string, n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 && s.heldBytes+n > s.cfg.Limits.MaxSessionBytes {
+		return false
+	}
+	s.holdLocked(id, n)
+	return true
+}
+
+// reserveAnyway accounts a short refusal message past the cap.
+func (s *Session) reserveAnyway(id string, n int64) {
+	s.mu.Lock()
+	s.holdLocked(id, n)
+	s.mu.Unlock()
+}
+
+func (s *Session) holdLocked(id string, n int64) {
+	s.heldBytes += n - s.respBytes[id]
+	s.respBytes[id] = n
+	s.peakHeld = max(s.peakHeld, s.heldBytes)
+}
+
+func (s *Session) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldBytes
 }
 
 // errCallLimit is the refusal of a call past bridge.limits.max_calls.

@@ -22,6 +22,9 @@ type Result struct {
 	SandboxInfo map[string]string `json:"sandbox_info,omitempty"`
 	SessionDir  string            `json:"session_dir,omitempty"` // set when kept
 	Calls       []CallRecord      `json:"calls"`
+	// CallsOmitted counts this run's calls past bridge.limits.max_records:
+	// Calls holds only the first ones.
+	CallsOmitted int `json:"calls_omitted,omitempty"`
 	// CallsIgnored counts call entries dropped in a flood far past the
 	// call limit (see [Session.Ignored]).
 	CallsIgnored int `json:"calls_ignored,omitempty"`
@@ -45,8 +48,22 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	}
 	spec.Session = s.dirs
 	spec.Env = append(append([]string(nil), spec.Env...), s.Env()...)
+	// Result.Calls is this run's: forget the records of earlier runs. Its
+	// gates get a fresh parent context, cancelled if the run times out.
+	s.mu.Lock()
+	s.records, s.omitted = nil, 0
+	s.gcancel() // nothing is in flight between runs (Drain)
+	s.gctx, s.gcancel = context.WithCancel(s.ctx)
+	gcancel := s.gcancel
+	s.mu.Unlock()
 	start := time.Now()
 	br, err := backend.Run(ctx, &spec)
+	if br != nil && br.TimedOut {
+		// The command is gone: gates still running for it are cancelled
+		// (a command gate's process group killed), so run returns within
+		// its timeout plus the kill grace, not when the slowest gate ends.
+		gcancel()
+	}
 	if ctx.Err() != nil {
 		// Cancelled (gatebridge got SIGINT or SIGTERM): stop the gates in
 		// flight instead of waiting up to their timeout for them. The
@@ -68,6 +85,7 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		Sandbox:      backend.Name(),
 		SandboxInfo:  br.Info,
 		Calls:        s.Calls(),
+		CallsOmitted: s.CallsOmitted(),
 		CallsIgnored: s.Ignored(),
 	}
 	if a, ok := s.Answer(); ok {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,8 +60,15 @@ type Session struct {
 	claimed   int
 	inflight  int
 	idle      *sync.Cond
-	records   []CallRecord
+	records   []CallRecord // this run's, at most Limits.MaxRecords
+	omitted   int          // this run's records past MaxRecords
 	ignored   int
+	gctx      context.Context // gates' parent: cancelled when a run times out or is cancelled
+	gcancel   context.CancelFunc
+	slots     chan struct{}    // max_concurrent: held until a gate really returns
+	respBytes map[string]int64 // unacknowledged response bytes per call
+	heldBytes int64            // their sum (bridge.limits.max_session_bytes)
+	peakHeld  int64
 	answer    *string
 	closed    bool
 	tmpSerial uint64
@@ -110,6 +118,7 @@ func Open(cfg Config) (*Session, error) {
 		pending:   map[string]struct{}{},
 		state:     map[string]uint8{},
 		watches:   map[string]fdWatch{},
+		respBytes: map[string]int64{},
 		queue:     make(chan *call, cfg.Limits.MaxConcurrent),
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -128,6 +137,8 @@ func Open(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.gctx, s.gcancel = context.WithCancel(s.ctx)
+	s.slots = make(chan struct{}, cfg.Limits.MaxConcurrent)
 	s.mode = WatchPoll
 	if cfg.Watch != WatchPoll {
 		if err := theHub.register(s); err != nil {
@@ -372,6 +383,10 @@ func (s *Session) consider(id string) {
 	}
 	s.mu.Unlock()
 
+	if base, ok := strings.CutSuffix(id, wrappers.AckSuffix); ok && ValidID(base) {
+		s.acknowledge(id, base)
+		return
+	}
 	start := time.Now()
 	if !ValidID(id) {
 		s.markDone(id)
@@ -449,6 +464,28 @@ func (s *Session) consider(id string) {
 	case <-s.ctx.Done():
 		unix.Close(dirFd)
 		s.finish()
+	}
+}
+
+// acknowledge handles calls/<base>.done, which the wrapper of call base
+// creates once it has printed the response: the response files are removed
+// and their bytes no longer count against max_session_bytes. The ack entry
+// is removed whatever it is (never followed). An ack for a call that was
+// never answered only removes the entry.
+func (s *Session) acknowledge(name, base string) {
+	budget := 8
+	removeAllAt(s.callsFd, name, &budget)
+	s.mu.Lock()
+	n, ok := s.respBytes[base]
+	if ok {
+		delete(s.respBytes, base)
+		s.heldBytes -= n
+	}
+	s.mu.Unlock()
+	if ok {
+		for _, ext := range responseExts {
+			unix.Unlinkat(s.respFd, base+ext, 0)
+		}
 	}
 }
 
@@ -585,7 +622,9 @@ func (s *Session) Close() error {
 	var err error
 	select {
 	case <-gatesDone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Second):
+		// Its caller was answered (124) and the run is over: do not make
+		// gatebridge wait for it. It keeps its max_concurrent slot.
 		err = errors.New("bridge: close: a gate ignored cancellation and is still running")
 	}
 	if n := s.Ignored(); n > 1 {
@@ -601,7 +640,8 @@ func (s *Session) Close() error {
 	return err
 }
 
-// Calls returns the records of all calls so far.
+// Calls returns the records of the current (or last) Run's calls: the
+// first Limits.MaxRecords of them; [Session.CallsOmitted] counts the rest.
 func (s *Session) Calls() []CallRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -634,10 +674,43 @@ func (s *Session) Ignored() int {
 	return s.ignored
 }
 
-func (s *Session) record(r CallRecord) {
+// CallsOmitted is the number of this run's calls past Limits.MaxRecords,
+// counted but not kept.
+func (s *Session) CallsOmitted() int {
 	s.mu.Lock()
-	if len(s.records) < s.cfg.Limits.MaxCalls+1000 {
+	defer s.mu.Unlock()
+	return s.omitted
+}
+
+// capRecordArgs keeps at most max bytes of arguments in a record, marking
+// what was cut.
+func capRecordArgs(args []string, max int) []string {
+	total := 0
+	for i, a := range args {
+		if total+len(a) > max {
+			out := append(args[:i:i], a[:min(len(a), max-total)]+"…")
+			return append(out, fmt.Sprintf("… %d more bytes cut (bridge.limits.max_record_bytes)", bytesFrom(args[i:])-(max-total)))
+		}
+		total += len(a)
+	}
+	return args
+}
+
+func bytesFrom(args []string) int {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	return n
+}
+
+func (s *Session) record(r CallRecord) {
+	r.Args = capRecordArgs(r.Args, s.cfg.Limits.MaxRecordBytes)
+	s.mu.Lock()
+	if len(s.records) < s.cfg.Limits.MaxRecords {
 		s.records = append(s.records, r)
+	} else {
+		s.omitted++
 	}
 	s.mu.Unlock()
 	if s.cfg.Audit != nil {

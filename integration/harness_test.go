@@ -203,6 +203,7 @@ type JSONResult struct {
 		Error      string   `json:"error"`
 	} `json:"calls"`
 	SandboxReason string `json:"sandbox_reason"`
+	CallsOmitted  int    `json:"calls_omitted"`
 }
 
 func gbJSON(t testing.TB, backend string, r Run) (JSONResult, Out) {

@@ -236,7 +236,11 @@ func TestSecSessionPrivate(t *testing.T) {
 		secret := fmt.Sprintf("TOP-SECRET-%d", rand.IntN(1000000))
 		must(t, os.WriteFile(filepath.Join(ws, "secret"), []byte(secret), 0o644))
 		marker := fmt.Sprintf("1.%d", rand.IntN(1000000))
-		cmd := exec.Command(binary, "run", "--sandbox", backend, "--", "sh", "-c", "read_file secret >/dev/null; sleep "+marker)
+		cmd := exec.Command(binary, "run", "--sandbox", backend, "--", "sh", "-c",
+			// A call made by hand is never acknowledged: its response stays
+			// in the session while the command lives.
+			`C=$GATEBRIDGE_CALLS_DIR; mkdir $C/k $C/k/args; printf read_file > $C/k/gate; printf secret > $C/k/args/0; : > $C/k/ready
+while [ ! -f $GATEBRIDGE_RESPONSES_DIR/k.exit ]; do sleep 0.01; done; sleep `+marker)
 		cmd.Dir = ws
 		must(t, cmd.Start())
 		defer cmd.Wait()

@@ -161,6 +161,11 @@ func sanitizeComment(s string) string {
 	return s
 }
 
+// AckSuffix names the file a wrapper creates in calls/ (calls/<id>.done)
+// once it has printed the response of call <id>: the host then removes the
+// response files, so a session holds only unread responses.
+const AckSuffix = ".done"
+
 // The script body. Variables are short and prefixed to stay out of the way;
 // everything except mkdir, mkfifo (and cat for stdin or big output) is a
 // builtin in dash, bash and busybox sh.
@@ -237,5 +242,6 @@ else
 	[ ! -s "$x.stdout" ] || cat "$x.stdout"
 	[ ! -s "$x.stderr" ] || cat "$x.stderr" >&2
 fi
+: > "$c/$i.done" 2>/dev/null
 exit "$q"
 `

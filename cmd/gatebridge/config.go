@@ -77,14 +77,17 @@ type BridgeConfig struct {
 }
 
 type LimitsConfig struct {
-	MaxCalls       int           `mapstructure:"max_calls"`
-	MaxConcurrent  int           `mapstructure:"max_concurrent"`
-	MaxArgs        int           `mapstructure:"max_args"`
-	MaxArgBytes    int64         `mapstructure:"max_arg_bytes"`
-	MaxStdinBytes  int64         `mapstructure:"max_stdin_bytes"`
-	MaxOutputBytes int64         `mapstructure:"max_output_bytes"`
-	GateTimeout    time.Duration `mapstructure:"gate_timeout"`
-	MaxScanEntries int           `mapstructure:"max_scan_entries"`
+	MaxCalls        int           `mapstructure:"max_calls"`
+	MaxConcurrent   int           `mapstructure:"max_concurrent"`
+	MaxArgs         int           `mapstructure:"max_args"`
+	MaxArgBytes     int64         `mapstructure:"max_arg_bytes"`
+	MaxStdinBytes   int64         `mapstructure:"max_stdin_bytes"`
+	MaxOutputBytes  int64         `mapstructure:"max_output_bytes"`
+	GateTimeout     time.Duration `mapstructure:"gate_timeout"`
+	MaxScanEntries  int           `mapstructure:"max_scan_entries"`
+	MaxSessionBytes int64         `mapstructure:"max_session_bytes"`
+	MaxRecords      int           `mapstructure:"max_records"`
+	MaxRecordBytes  int           `mapstructure:"max_record_bytes"`
 }
 
 type GatesConfig struct {
@@ -174,6 +177,9 @@ var defaults = map[string]any{
 	"bridge.limits.max_output_bytes":      4 << 20,
 	"bridge.limits.gate_timeout":          "60s",
 	"bridge.limits.max_scan_entries":      20000,
+	"bridge.limits.max_session_bytes":     256 << 20,
+	"bridge.limits.max_records":           1000,
+	"bridge.limits.max_record_bytes":      4096,
 	"gates.builtins":                      true,
 	"gates.root":                          "",
 	"gates.writable_root":                 "",
@@ -395,7 +401,9 @@ func (c *Config) Validate() error {
 		"bridge.limits.max_args": int64(c.Bridge.Limits.MaxArgs), "bridge.limits.max_arg_bytes": c.Bridge.Limits.MaxArgBytes,
 		"bridge.limits.max_stdin_bytes": c.Bridge.Limits.MaxStdinBytes, "bridge.limits.max_output_bytes": c.Bridge.Limits.MaxOutputBytes,
 		"bridge.limits.gate_timeout": int64(c.Bridge.Limits.GateTimeout), "bridge.limits.max_scan_entries": int64(c.Bridge.Limits.MaxScanEntries),
-		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
+		"bridge.limits.max_session_bytes": c.Bridge.Limits.MaxSessionBytes, "bridge.limits.max_records": int64(c.Bridge.Limits.MaxRecords),
+		"bridge.limits.max_record_bytes": int64(c.Bridge.Limits.MaxRecordBytes),
+		"gates.max_file_bytes":           c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
 	}
 	keys := make([]string, 0, len(nonNeg))

@@ -217,6 +217,7 @@ func limitsOf(cfg *Config) bridge.Limits {
 		MaxCalls: l.MaxCalls, MaxConcurrent: l.MaxConcurrent, MaxArgs: l.MaxArgs,
 		MaxArgBytes: l.MaxArgBytes, MaxStdinBytes: l.MaxStdinBytes, MaxOutputBytes: l.MaxOutputBytes,
 		GateTimeout: l.GateTimeout, MaxScanEntries: l.MaxScanEntries,
+		MaxSessionBytes: l.MaxSessionBytes, MaxRecords: l.MaxRecords, MaxRecordBytes: l.MaxRecordBytes,
 	}
 }
 

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSecRunTimeoutBoundsGates: run --timeout 1s with a command gate that
+// sleeps 12 s took 12 s. The gates of a timed-out run are cancelled, so
+// run returns within timeout + kill_grace + 1 s, and --json records the
+// cancelled call.
+func TestSecRunTimeoutBoundsGates(t *testing.T) {
+	cfg := `
+sandbox:
+  kill_grace: 500ms
+gates:
+  commands:
+    - name: slowgate
+      command: [sleep, "12"]
+      timeout: 1m
+`
+	forEachBackend(t, func(t *testing.T, backend string) {
+		start := time.Now()
+		res, out := gbJSON(t, backend, Run{Config: cfg, Args: []string{"--timeout", "1s"}, Command: []string{"sh", "-c", "slowgate"}})
+		took := time.Since(start)
+		if took > 1*time.Second+500*time.Millisecond+time.Second+time.Second { // + process start and docker's own setup
+			t.Errorf("run took %v", took)
+		}
+		if !res.TimedOut || out.Code != 124 {
+			t.Errorf("timed_out %v, exit %d, stderr %q", res.TimedOut, out.Code, out.Stderr)
+		}
+		found := false
+		for _, c := range res.Calls {
+			found = found || (c.Gate == "slowgate" && c.Decision == "canceled" && c.ExitCode == 124)
+		}
+		if !found {
+			t.Errorf("the cancelled call is not in calls[]: %+v", res.Calls)
+		}
+		if !waitFor(time.Second, func() bool { return len(sleepPids("12")) == 0 }) {
+			t.Errorf("the command gate's sleep 12 still runs on the host")
+		}
+	})
+}
+
+// TestFloodMemory: 100,000 hostile calls with 64 × 256-byte arguments drove
+// gatebridge to 6.8 GiB RSS and 1.6 GB of --json. Records are capped
+// (max_records, max_record_bytes). make test runs 300 calls and checks the
+// caps; GATEBRIDGE_FLOOD_BENCH=20000 measures the issue's benchmark:
+//
+//	GATEBRIDGE_FLOOD_BENCH=20000 go test ./integration -run TestFloodMemory -v
+func TestFloodMemory(t *testing.T) {
+	n := 300
+	if v := os.Getenv("GATEBRIDGE_FLOOD_BENCH"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	needBackend(t, "local")
+	script := advPrelude + fmt.Sprintf(`
+mkdir "$T/args"; a=$(head -c 256 /dev/zero | tr '\0' a)
+i=0; while [ $i -lt 64 ]; do printf '%%s' "$a" > "$T/args/$i"; i=$((i+1)); done
+cd "$C"
+i=0; while [ $i -lt %d ]; do i=$((i+1)); mkdir f$i; cp -r "$T/args" f$i/args; printf gb_echo > f$i/gate; : > f$i/ready; done
+k=0; while [ "$(ls "$C" | wc -l)" -gt 0 ] && [ $k -lt 3000 ]; do k=$((k+1)); sleep 0.1; done
+echo "left|$(ls "$C" | wc -l)"
+`, n)
+	start := time.Now()
+	out, peakKB := gbPeak(t, "local", Run{Args: []string{"--json"}, Command: []string{"sh", "-c", script}, Timeout: 10 * time.Minute})
+	var res JSONResult
+	if err := json.Unmarshal([]byte(out.Stdout), &res); err != nil {
+		t.Fatalf("bad JSON: %v; stderr %s", err, out.Stderr)
+	}
+	t.Logf("%d calls of 64×256-byte args in %v: peak RSS %.1f MB, --json %.2f MB, %d records + %d omitted",
+		n, time.Since(start).Round(time.Millisecond), float64(peakKB)/1024, float64(len(out.Stdout))/(1<<20), len(res.Calls), res.CallsOmitted)
+	if len(res.Calls) != min(n, 1000) || len(res.Calls)+res.CallsOmitted < n {
+		t.Errorf("records %d + omitted %d, want %d", len(res.Calls), res.CallsOmitted, n)
+	}
+	for _, c := range res.Calls {
+		if b := len(strings.Join(c.Args, "")); b > 4096+200 {
+			t.Fatalf("a record keeps %d argument bytes (max_record_bytes 4096)", b)
+		}
+	}
+	if peakKB > 150*1024 {
+		t.Errorf("peak RSS %d kB > 150 MB", peakKB)
+	}
+	if len(out.Stdout) > 20<<20 {
+		t.Errorf("--json is %d bytes > 20 MB", len(out.Stdout))
+	}
+}
