@@ -3,11 +3,14 @@
 package gates
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fixture builds
@@ -417,4 +420,36 @@ func TestWriteFileProtected(t *testing.T) {
 	// Names that only start like a protected path are fine.
 	callGate(t, gs["write_file"], []byte("ok"), ".gitignore").check(t, 0, "", "")
 	callGate(t, gs["write_file"], []byte("ok"), "deep/keeper").check(t, 0, "", "")
+}
+
+// search over a 4 MiB one-line file kept two host cores busy for 30 s past
+// its 5 s timeout: the context was only checked between files. Now it is
+// checked per line and per chunk of a long line, and a pattern whose
+// program is too large is refused up front (exit 2).
+func TestSearchBounded(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "big"), strings.Repeat("a", 4<<20))
+	_, gs := fixture(t, Options{Root: root, MaxSearchFileBytes: 8 << 20})
+	var alts []string
+	for _, c := range "abcdefghijklmnopqrstuvwxyz" {
+		alts = append(alts, string(c), string(c)+string(c))
+	}
+	huge := "(" + strings.Join(alts, "|") + "){1000}Q"
+	start := time.Now()
+	callGate(t, gs["search"], nil, huge, "big").check(t, ExitUsage, "", "pattern too complex")
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusing the pattern took %v", d)
+	}
+	// Allowed but slow: (instructions × 4 MiB) takes many seconds.
+	heavy := "[ab]{500}c"
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	r := callGateCtx(t, ctx, gs["search"], nil, heavy, "big")
+	if d := time.Since(start); d > 1300*time.Millisecond {
+		t.Errorf("search returned %v after a 300ms deadline: it did not check its context inside the line", d)
+	}
+	if r.err == nil || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("err %v, want the deadline", r.err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 )
 
 const (
@@ -16,7 +17,38 @@ const (
 	binarySniff = 8 << 10
 	// maxMatchText caps the text of one printed match line.
 	maxMatchText = 500
+	// maxProgInst caps the compiled size of a search pattern: matching
+	// costs up to (instructions × bytes), so a pattern such as
+	// (a|b|…|aa|bb){1000}Q could keep a host core busy for minutes.
+	maxProgInst = 10000
+	// Lines longer than lineChunk are matched in chunks of that size,
+	// overlapping by chunkOverlap, with the context checked between
+	// chunks; a match longer than chunkOverlap that spans two chunks of
+	// such a line can be missed, and ^ and $ also match at chunk edges.
+	lineChunk    = 16 << 10
+	chunkOverlap = 1 << 10
 )
+
+// compilePattern compiles a search pattern, refusing one whose program is
+// too large to run in bounded time.
+func compilePattern(pat string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := syntax.Parse(pat, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := syntax.Compile(tree.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	if n := len(prog.Inst); n > maxProgInst {
+		return nil, fmt.Errorf("pattern too complex: it compiles to %d instructions (at most %d); use fewer alternatives or repetitions", n, maxProgInst)
+	}
+	return re, nil
+}
 
 func newSearch(ws *workspace, o Options) Gate {
 	const name = "search"
@@ -31,7 +63,7 @@ func newSearch(ws *workspace, o Options) Gate {
 			{Name: "PATH", Description: "File or directory to search, relative to the workspace root (default: the root). Output paths are relative to the root."},
 		},
 	}, argSpec{min: 1, max: 2}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
-		re, err := regexp.Compile(p.pos[0])
+		re, err := compilePattern(p.pos[0])
 		if err != nil {
 			return 0, p.spec.usageErr("bad pattern: %v", err)
 		}
@@ -54,6 +86,9 @@ func newSearch(ws *workspace, o Options) Gate {
 		case fi.Mode().IsRegular():
 			skipped, err := s.file(rel)
 			if err != nil {
+				if ctx.Err() != nil {
+					return 0, ctx.Err()
+				}
 				return 0, pathErr(name, "read", path, err)
 			}
 			if skipped != "" {
@@ -133,6 +168,26 @@ func (s *searchRun) dir(rel string) error {
 	return nil
 }
 
+// match matches one line, a long one chunk by chunk so that the context
+// is checked while it runs.
+func (s *searchRun) match(line []byte) (bool, error) {
+	if len(line) <= lineChunk {
+		return s.re.Match(line), nil
+	}
+	for off := 0; ; off += lineChunk - chunkOverlap {
+		if err := s.ctx.Err(); err != nil {
+			return false, err
+		}
+		end := min(off+lineChunk, len(line))
+		if s.re.Match(line[off:end]) {
+			return true, nil
+		}
+		if end == len(line) {
+			return false, nil
+		}
+	}
+}
+
 // file searches one regular file and returns why it was skipped, if it was.
 func (s *searchRun) file(rel string) (skipped string, err error) {
 	if s.files >= s.o.MaxSearchFiles {
@@ -168,13 +223,20 @@ func (s *searchRun) file(rel string) (skipped string, err error) {
 	}
 	name := displayName(filepath.ToSlash(rel))
 	for n := 1; len(data) > 0; n++ {
+		if err := s.ctx.Err(); err != nil {
+			return "", err
+		}
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
 		} else {
 			data = nil
 		}
-		if !s.re.Match(line) {
+		ok, err := s.match(line)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
 			continue
 		}
 		s.matches++

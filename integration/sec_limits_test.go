@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,5 +89,24 @@ echo "left|$(ls "$C" | wc -l)"
 	}
 	if len(out.Stdout) > 20<<20 {
 		t.Errorf("--json is %d bytes > 20 MB", len(out.Stdout))
+	}
+}
+
+// TestSecSearchTimeout: a pathological search over a 4 MiB one-line file
+// returns 124 at its gate timeout, and a pattern too large to run in
+// bounded time is refused with exit 2.
+func TestSecSearchTimeout(t *testing.T) {
+	ws := workspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "big"), []byte(strings.Repeat("a", 4<<20)), 0o644))
+	cfg := "bridge:\n  limits:\n    gate_timeout: 1s\ngates:\n  max_search_file_bytes: 8388608\n"
+	start := time.Now()
+	out := gb(t, "local", Run{Dir: ws, Config: cfg, Command: []string{"sh", "-c",
+		`search '[ab]{500}c' big; echo "slow $?"; search '(a|b|c|d|aa|bb|cc|dd){1000}Q' big; echo "huge $?"`}})
+	took := time.Since(start)
+	if !strings.Contains(out.Stdout, "slow 124\n") || !strings.Contains(out.Stdout, "huge 2\n") || !strings.Contains(out.Stderr, "pattern too complex") {
+		t.Errorf("stdout %q stderr %q", out.Stdout, out.Stderr)
+	}
+	if took > 3*time.Second {
+		t.Errorf("took %v with a 1s gate timeout", took)
 	}
 }
