@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +64,18 @@ func TestSecAutoFailsClosed(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("allow_unsandboxed: the command did not run: %v", err)
+	}
+}
+
+// TestJSONErrorImageMissing: run --json names a missing image as such.
+func TestJSONErrorImageMissing(t *testing.T) {
+	needBackend(t, "docker")
+	res, out := gbJSON(t, "docker", Run{Args: []string{"--image", "gatebridge-no-such-image:0"}, Command: []string{"true"}})
+	var raw struct {
+		Error struct{ Kind, Message, Hint string } `json:"error"`
+	}
+	json.Unmarshal([]byte(out.Stdout), &raw)
+	if out.Code != 125 || res.ExitCode != 125 || raw.Error.Kind != "image_missing" || raw.Error.Hint == "" {
+		t.Errorf("exit %d, stdout %q", out.Code, out.Stdout)
 	}
 }

@@ -159,7 +159,7 @@ func (a autoDocker) Check(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return &sandbox.Error{Backend: "docker", Op: "find image", Err: fmt.Errorf("image %s not present", a.Backend.Config().Image),
+		return &sandbox.Error{Backend: "docker", Op: "find image", Err: fmt.Errorf("%w: image %s not present", docker.ErrImageMissing, a.Backend.Config().Image),
 			Hint: "build it with `make test-image` or set sandbox.docker.image"}
 	}
 	return nil

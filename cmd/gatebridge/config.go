@@ -278,6 +278,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	var cfg Config
 	err := v.UnmarshalExact(&cfg, func(dc *mapstructure.DecoderConfig) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			numberDurationHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		)
@@ -359,6 +360,21 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 	return out
 }
 
+// numberDurationHook refuses a duration written as a number: YAML's
+// `timeout: 30` would otherwise be 30 nanoseconds and kill the command at
+// once.
+func numberDurationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(time.Duration(0)) {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("a duration needs a unit: write %vs (or 500ms, 10m), not the bare number %v", data, data)
+	}
+	return data, nil
+}
+
 func decodeError(err error, v *viper.Viper) error {
 	msg := err.Error()
 	// mapstructure: "decoding failed due to the following error(s):\n\n'sandbox.timeout' time: invalid duration \"x\""
@@ -413,7 +429,11 @@ func (c *Config) Validate() error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if nonNeg[k] < 0 {
-			return bad(k, "must not be negative", "0 means the default")
+			hint := "0 means the default"
+			if k == "sandbox.timeout" {
+				hint = "0 means no limit"
+			}
+			return bad(k, "must not be negative", hint)
 		}
 	}
 	if c.Bridge.Limits.MaxConcurrent > 1024 {

@@ -76,6 +76,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return ExitInternal
 }
 
+// errorHint is the hint carried by err, if any.
+func errorHint(err error) string {
+	var he *hintError
+	var se *sandbox.Error
+	var ce *configError
+	switch {
+	case errors.As(err, &he) && he.hint != "":
+		return he.hint
+	case errors.As(err, &se) && se.Hint != "":
+		return se.Hint
+	case errors.As(err, &ce) && ce.Hint != "":
+		return ce.Hint
+	}
+	return ""
+}
+
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "gatebridge: %v\n", err)
 	var he *hintError

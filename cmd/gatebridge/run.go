@@ -16,6 +16,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 func newRunCmd() *cobra.Command {
@@ -38,10 +39,13 @@ itself failed (bad config, sandbox unavailable).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfgPath, _ := cmd.Flags().GetString("config")
 			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err != nil {
-				return err
+			if err == nil {
+				err = runCommand(cmd, cfg, args, asJSON)
 			}
-			return runCommand(cmd, cfg, args, asJSON)
+			if asJSON {
+				printJSONError(cmd.OutOrStdout(), err)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -60,6 +64,59 @@ itself failed (bad config, sandbox unavailable).`,
 	// only takes a bound flag's value when it was Changed.
 	return cmd
 }
+
+// jsonError is the "error" of run --json when gatebridge itself failed
+// (exit 125): a runtime can tell its own failures from the command's.
+type jsonError struct {
+	Kind    string `json:"kind"` // config, sandbox_unavailable, image_missing, session, internal
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// printJSONError prints the result object of a run that failed before or
+// around the command, with exit_code 125 and the error; nothing for the
+// command's own exit codes.
+func printJSONError(w io.Writer, err error) {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return
+	}
+	je := jsonError{Kind: errorKind(err), Message: err.Error(), Hint: errorHint(err)}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
+		ExitCode int        `json:"exit_code"`
+		Stdout   string     `json:"stdout"`
+		Stderr   string     `json:"stderr"`
+		Calls    []struct{} `json:"calls"`
+		Error    jsonError  `json:"error"`
+	}{ExitCode: ExitInternal, Calls: []struct{}{}, Error: je})
+}
+
+// errorKind classifies a gatebridge failure for run --json.
+func errorKind(err error) string {
+	var ce *configError
+	var se *sandbox.Error
+	var be *bridgeError
+	switch {
+	case errors.As(err, &ce):
+		return "config"
+	case errors.Is(err, docker.ErrImageMissing):
+		return "image_missing"
+	case errors.Is(err, sandbox.ErrUnavailable), errors.As(err, &se):
+		return "sandbox_unavailable"
+	case errors.As(err, &be):
+		return "session"
+	default:
+		return "internal"
+	}
+}
+
+// bridgeError marks a session setup failure (bridge.Open).
+type bridgeError struct{ err error }
+
+func (e *bridgeError) Error() string { return e.err.Error() }
+func (e *bridgeError) Unwrap() error { return e.err }
 
 // jsonResult is what run --json prints.
 type jsonResult struct {
@@ -117,7 +174,7 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	}
 	sess, err := bridge.Open(bcfg)
 	if err != nil {
-		return err
+		return withHint(&bridgeError{err}, "check bridge.session_dir (or $XDG_RUNTIME_DIR, /dev/shm): it must be a directory you own that others cannot write")
 	}
 	if cfg.Bridge.KeepSession {
 		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
