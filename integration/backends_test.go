@@ -343,9 +343,20 @@ func TestPersistentSandbox(t *testing.T) {
 	if out.Code != 125 || !strings.Contains(out.Stderr, "gatebridge sandbox start "+name) {
 		t.Errorf("reuse after stop: exit %d: %s", out.Code, out.Stderr)
 	}
+	// Stopping it again is not an error (it exited 125 before).
 	out = gbRaw(t, ws, nil, nil, 0, "sandbox", "stop", name)
-	if out.Code != 125 || !strings.Contains(out.Stderr, "hint:") {
-		t.Errorf("stop unknown: exit %d: %s", out.Code, out.Stderr)
+	if out.Code != 0 || !strings.Contains(out.Stderr, "is not running: nothing to stop") {
+		t.Errorf("second stop: exit %d: %s", out.Code, out.Stderr)
+	}
+}
+
+// An unknown command under docker says what a shell says, with 127, not
+// tini's "[FATAL tini (6)] exec nosuchcmd failed".
+func TestDockerUnknownCommand(t *testing.T) {
+	needBackend(t, "docker")
+	out := gb(t, "docker", Run{Command: []string{"gb-nosuchcmd", "x"}})
+	if out.Code != 127 || out.Stderr != "gatebridge: gb-nosuchcmd: command not found\n" {
+		t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
 	}
 }
 

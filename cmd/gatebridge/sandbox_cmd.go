@@ -283,13 +283,21 @@ func newSandboxStopCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			if err := d.Stop(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, docker.ErrNotFound) {
-					return withHint(err, "see the running ones with `gatebridge sandbox ls`; start one with `gatebridge sandbox start "+args[0]+"`")
-				}
+			err = d.Stop(cmd.Context(), args[0])
+			switch {
+			case errors.Is(err, docker.ErrNotFound):
+				// Stopping a sandbox that is already gone is not an error:
+				// scripts run stop to be sure.
+				fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: sandbox %s is not running: nothing to stop\n", args[0])
+			case err != nil:
 				return err
+			default:
+				fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: stopped sandbox %s\n", args[0])
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: stopped sandbox %s\n", args[0])
+			// Its default sessions root goes with it.
+			if root, rerr := defaultSessionsRoot(args[0]); rerr == nil {
+				os.RemoveAll(root)
+			}
 			return nil
 		},
 	}

@@ -31,6 +31,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -614,6 +616,7 @@ func startError(err error) error {
 type streams struct {
 	outCap, errCap *sandbox.Capture
 	stdout, stderr io.Writer
+	tini           *tiniFilter
 }
 
 func newStreams(spec *sandbox.Spec) *streams {
@@ -625,7 +628,61 @@ func newStreams(spec *sandbox.Spec) *streams {
 	if spec.Stderr != nil {
 		s.stderr = io.MultiWriter(s.errCap, liveWriter{spec.Stderr})
 	}
+	s.tini = &tiniFilter{w: s.stderr}
+	s.stderr = s.tini
 	return s
+}
+
+// tiniFilter rewrites the init's own message for a command that cannot be
+// executed ("[FATAL tini (7)] exec nosuchcmd failed: No such file or
+// directory", always the first bytes of stderr) into the shell's wording,
+// "gatebridge: nosuchcmd: command not found", as under bwrap and local.
+// Anything else passes through unchanged.
+type tiniFilter struct {
+	w    io.Writer
+	buf  []byte
+	done bool
+}
+
+var tiniExecFailed = regexp.MustCompile(`^\[FATAL tini \(\d+\)\] exec (.*) failed: (.*)\n$`)
+
+func (f *tiniFilter) Write(p []byte) (int, error) {
+	if f.done {
+		return f.w.Write(p)
+	}
+	f.buf = append(f.buf, p...)
+	const prefix = "[FATAL tini ("
+	n := min(len(f.buf), len(prefix))
+	if string(f.buf[:n]) != prefix[:n] || len(f.buf) > 1024 {
+		f.flush()
+		return len(p), nil
+	}
+	if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
+		line, rest := f.buf[:i+1], f.buf[i+1:]
+		if m := tiniExecFailed.FindSubmatch(line); m != nil {
+			why := "command not found"
+			if !bytes.Contains(m[2], []byte("No such file")) {
+				why = strings.ToLower(string(m[2]))
+			}
+			line = []byte("gatebridge: " + string(m[1]) + ": " + why + "\n")
+		}
+		f.done = true
+		f.w.Write(line)
+		if len(rest) > 0 {
+			f.w.Write(rest)
+		}
+		f.buf = nil
+	}
+	return len(p), nil
+}
+
+// flush writes what is held back (the stream ended mid-prefix).
+func (f *tiniFilter) flush() {
+	f.done = true
+	if len(f.buf) > 0 {
+		f.w.Write(f.buf)
+		f.buf = nil
+	}
 }
 
 // liveWriter never fails, so a broken live writer does not stop capture.
@@ -637,6 +694,7 @@ func (l liveWriter) Write(p []byte) (int, error) {
 }
 
 func (s *streams) result(code int, st *stopper) *sandbox.Result {
+	s.tini.flush()
 	r := &sandbox.Result{
 		ExitCode:      code,
 		Stdout:        s.outCap.Bytes(),
