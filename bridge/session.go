@@ -39,6 +39,7 @@ type Session struct {
 	mode      WatchMode // effective: events or poll
 
 	callsFd, respFd int
+	lockFd          int // flock held while the session lives (see Prune)
 
 	ctx    context.Context // cancelled by Close: stops the loop and gates
 	cancel context.CancelFunc
@@ -100,7 +101,12 @@ func Open(cfg Config) (*Session, error) {
 			return nil, err
 		}
 	}
-	root, err := mkSessionDir(parent)
+	if _, done := pruned.LoadOrStore(parent, true); !done {
+		if removed, err := Prune(parent); (len(removed) > 0 || err != nil) && cfg.Logf != nil {
+			cfg.Logf("gatebridge: removed %d session(s) left by a gatebridge that died (%v)", len(removed), err)
+		}
+	}
+	root, lockFd, err := mkSessionDir(parent)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: create session dir: %w", err)
 	}
@@ -112,6 +118,7 @@ func Open(cfg Config) (*Session, error) {
 		cfg:       cfg,
 		callsPath: filepath.Join(root, "calls"),
 		callsFd:   -1,
+		lockFd:    lockFd,
 		respFd:    -1,
 		kick:      make(chan struct{}, 1),
 		drainCh:   make(chan chan struct{}),
@@ -132,8 +139,9 @@ func Open(cfg Config) (*Session, error) {
 	if err := s.setup(); err != nil {
 		s.closeFds()
 		if !cfg.Keep {
-			os.RemoveAll(root)
+			removeTree(root)
 		}
+		s.releaseLock(cfg.Keep)
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -145,7 +153,8 @@ func Open(cfg Config) (*Session, error) {
 			if cfg.Watch == WatchEvents {
 				s.cancel()
 				s.closeFds()
-				os.RemoveAll(root)
+				removeTree(root)
+				s.releaseLock(false)
 				return nil, fmt.Errorf("bridge: watch %s: %w", s.callsPath, err)
 			}
 			s.logf("gatebridge: filesystem events unavailable (%v); polling every %v", err, cfg.PollInterval)
@@ -633,11 +642,30 @@ func (s *Session) Close() error {
 	}
 	s.closeFds()
 	if !s.cfg.Keep {
-		if rerr := os.RemoveAll(s.dirs.Root); rerr != nil {
+		// removeTree, not os.RemoveAll: the sandbox may have left
+		// directories it made unreadable (chmod 000).
+		if rerr := removeTree(s.dirs.Root); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("bridge: remove session dir: %w", rerr))
 		}
 	}
+	s.releaseLock(s.cfg.Keep)
 	return err
+}
+
+// releaseLock ends the session's lease. A kept session's lock file becomes
+// <root>.kept, which Prune respects.
+func (s *Session) releaseLock(keep bool) {
+	if s.lockFd < 0 {
+		return
+	}
+	lock := s.dirs.Root + lockSuffix
+	if keep {
+		os.Rename(lock, s.dirs.Root+keptSuffix)
+	} else {
+		os.Remove(lock)
+	}
+	unix.Close(s.lockFd)
+	s.lockFd = -1
 }
 
 // Calls returns the records of the current (or last) Run's calls: the
@@ -744,25 +772,113 @@ func wrapperStdin(m gates.StdinMode) wrappers.StdinMode {
 
 // mkSessionDir makes parent/gb-<128 random bits, hex> with mode 0700: the
 // name cannot be guessed, so even a parent others can traverse does not
-// lead them to a session.
-func mkSessionDir(parent string) (string, error) {
+// lead them to a session. Before the directory it creates
+// parent/gb-<hex>.lock and holds an exclusive flock on it for the
+// session's life: [Prune] removes the sessions whose lock is free (their
+// owner died without cleaning up).
+func mkSessionDir(parent string) (root string, lockFd int, err error) {
 	for range 5 {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return "", err
+			return "", -1, err
 		}
-		root := filepath.Join(parent, "gb-"+hex.EncodeToString(b[:]))
-		err := os.Mkdir(root, 0o700)
+		root := filepath.Join(parent, sessionPrefix+hex.EncodeToString(b[:]))
+		fd, err := unix.Open(root+lockSuffix, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", -1, err
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(fd)
+			os.Remove(root + lockSuffix)
+			return "", -1, fmt.Errorf("lock %s: %w", root+lockSuffix, err)
+		}
+		err = os.Mkdir(root, 0o700)
 		if err == nil {
-			if err = os.Chmod(root, 0o700); err != nil { // umask
-				os.Remove(root)
-				return "", err
-			}
-			return root, nil
+			err = os.Chmod(root, 0o700) // umask
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", err
+		if err != nil {
+			os.Remove(root + lockSuffix)
+			unix.Close(fd)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return "", -1, err
+		}
+		return root, fd, nil
+	}
+	return "", -1, errors.New("could not pick a new session name")
+}
+
+const (
+	sessionPrefix = "gb-"
+	lockSuffix    = ".lock"
+	keptSuffix    = ".kept" // Config.Keep: left for a human, never pruned
+)
+
+// pruned remembers the parents Open has pruned in this process.
+var pruned sync.Map
+
+// Prune removes from dir the sessions whose owner is gone: a gb-<hex>
+// session whose lock file is not locked (its gatebridge was killed, or
+// the machine lost power), one with no lock file that is older than a
+// minute, and lock files left without a session. Directories the sandbox
+// made unreadable are removed too; nothing is followed. Sessions of other
+// users whose lock file we cannot open are left alone. It returns the
+// paths removed. Open prunes its parent once per process.
+func Prune(dir string) (removed []string, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		base, isLock := strings.CutSuffix(name, lockSuffix)
+		if !strings.HasPrefix(base, sessionPrefix) || len(base) != len(sessionPrefix)+32 {
+			continue
+		}
+		root := filepath.Join(dir, base)
+		if _, err := os.Lstat(root + keptSuffix); err == nil {
+			continue
+		}
+		if isLock {
+			if _, err := os.Lstat(root); err == nil {
+				continue // handled with its session
+			}
+		} else if e.Type()&fs.ModeSymlink != 0 || !e.IsDir() {
+			continue
+		}
+		fd, err := unix.Open(root+lockSuffix, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			fi, serr := os.Lstat(root)
+			if serr != nil || time.Since(fi.ModTime()) < time.Minute {
+				continue // being created, or already gone
+			}
+		case err != nil:
+			continue // another user's, or not a file we may touch
+		default:
+			if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+				unix.Close(fd)
+				continue // its owner is alive
+			}
+		}
+		rerr := removeTree(root)
+		if rerr == nil {
+			os.Remove(root + lockSuffix)
+			removed = append(removed, root)
+		} else {
+			errs = append(errs, fmt.Errorf("remove %s: %w", root, rerr))
+		}
+		if fd >= 0 {
+			unix.Close(fd)
 		}
 	}
-	return "", errors.New("could not pick a new session name")
+	return removed, errors.Join(errs...)
 }

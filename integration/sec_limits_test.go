@@ -3,10 +3,13 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,5 +111,72 @@ func TestSecSearchTimeout(t *testing.T) {
 	}
 	if took > 3*time.Second {
 		t.Errorf("took %v with a 1s gate timeout", took)
+	}
+}
+
+// TestSecCrashLeavesNothing: after kill -9 of gatebridge run, the command
+// kept running (local, docker) and the session stayed in /dev/shm. Now the
+// command dies with gatebridge (process group and parent-death signal for
+// local and bwrap, a lease FIFO for docker), and `gatebridge prune` (like
+// every start) removes the session and the container it left.
+func TestSecCrashLeavesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		sessions := workspace(t)
+		cfg := filepath.Join(t.TempDir(), "gatebridge.yaml")
+		must(t, os.WriteFile(cfg, []byte("bridge:\n  session_dir: "+sessions+"\n"), 0o644))
+		marker := fmt.Sprintf("%d", 5000+rand.IntN(1000000))
+		cmd := exec.Command(binary, "--config", cfg, "run", "--sandbox", backend, "--", "sh", "-c", "gb_echo up >/dev/null; sleep "+marker)
+		cmd.Dir = workspace(t)
+		must(t, cmd.Start())
+		if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the command did not start")
+		}
+		must(t, cmd.Process.Signal(syscall.SIGKILL))
+		cmd.Wait()
+		if !waitFor(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+			t.Errorf("sleep %s still runs 15s after gatebridge was killed", marker)
+		}
+		left, _ := filepath.Glob(filepath.Join(sessions, "gb-*"))
+		if len(left) == 0 {
+			t.Fatalf("no session left behind to prune (the test needs one)")
+		}
+		out := gbRaw(t, workspace(t), nil, nil, 0, "--config", cfg, "prune")
+		if out.Code != 0 || !strings.Contains(out.Stdout, sessions) {
+			t.Errorf("prune: exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+		}
+		if left, _ := filepath.Glob(filepath.Join(sessions, "*")); len(left) != 0 {
+			t.Errorf("left after prune: %v", left)
+		}
+		if backend == "docker" {
+			ps := dockerCLI(t, "ps", "-aq", "--filter", "label=io.gatebridge.owner=gatebridge",
+				"--filter", fmt.Sprintf("label=io.gatebridge.pid=%d", cmd.Process.Pid))
+			if ps != "" {
+				t.Errorf("containers left after prune: %s", ps)
+			}
+		}
+	})
+}
+
+// TestSecUnreadableSessionRemoved: a command running as a non-root user
+// makes a directory in its session 000; the session is still removed.
+func TestSecUnreadableSessionRemoved(t *testing.T) {
+	needRoot(t)
+	sessions := workspace(t)
+	os.Chmod(sessions, 0o777)
+	ws := workspace(t)
+	cfg := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	must(t, os.WriteFile(cfg, []byte("bridge:\n  session_dir: "+sessions+"\nsandbox:\n  backend: local\n"), 0o644))
+	os.Chmod(filepath.Dir(cfg), 0o755)
+	c := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary, "--config", cfg, "run", "--",
+		"sh", "-c", `mkdir -p "$GATEBRIDGE_CALLS_DIR/x/y/z" && touch "$GATEBRIDGE_CALLS_DIR/x/y/f" && chmod 000 "$GATEBRIDGE_CALLS_DIR/x/y" "$GATEBRIDGE_CALLS_DIR/x" && echo made`)
+	c.Dir = ws
+	b, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "made") {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(sessions, "*")); len(left) != 0 {
+		t.Errorf("left behind: %v (%s)", left, b)
 	}
 }

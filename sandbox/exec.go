@@ -38,6 +38,9 @@ type process struct {
 	extra   []*os.File // ExtraFiles: fd 3, 4, …
 	// tree returns the procTree of the started main process.
 	tree func(main *os.Process) procTree
+	// deathSignal is sent to the process when gatebridge dies; 0 means
+	// SIGKILL.
+	deathSignal syscall.Signal
 	// cred, when set, starts the process as that user (gatebridge is root).
 	cred *syscall.Credential
 	// prepare, when set, runs on the OS thread that starts the process,

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -62,7 +63,7 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		ExtraFiles: p.extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL, // set after the credential change
+			Pdeathsig:  cmp.Or(p.deathSignal, syscall.SIGKILL), // set after the credential change
 			Credential: p.cred,
 		},
 	}

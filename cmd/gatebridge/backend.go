@@ -107,6 +107,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 			d.Close()
 			return nil, imageHintCLI(err, d.Config().Image)
 		}
+		reapContainers(ctx, d)
 		return &chosenBackend{backend: d, reason: "chosen with sandbox.backend=docker", workspaceIn: docker.DefaultWorkspacePath,
 			closers: []func(){func() { d.Close() }}}, nil
 	}
@@ -136,6 +137,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 	}
 	chosen := &chosenBackend{backend: b, reason: "auto: " + why, closers: closers}
 	if ad, ok := b.(autoDocker); ok {
+		reapContainers(ctx, ad.Backend)
 		chosen.backend = ad.Backend
 		chosen.workspaceIn = docker.DefaultWorkspacePath
 	}
@@ -163,4 +165,12 @@ func (a autoDocker) Check(ctx context.Context) error {
 			Hint: "build it with `make test-image` or set sandbox.docker.image"}
 	}
 	return nil
+}
+
+// reapContainers removes per-command containers whose gatebridge died
+// (kill -9, OOM): every docker run starts by cleaning up after those.
+func reapContainers(ctx context.Context, d *docker.Backend) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d.Prune(rctx, docker.PruneOptions{})
 }

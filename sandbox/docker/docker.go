@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"path"
@@ -61,8 +62,9 @@ var _ sandbox.Checker = (*Backend)(nil)
 const (
 	LabelOwner      = "io.gatebridge.owner" // always OwnerValue
 	LabelSession    = "io.gatebridge.session"
-	LabelPID        = "io.gatebridge.pid"  // pid of the gatebridge process that owns it
-	LabelHost       = "io.gatebridge.host" // hostname of that process
+	LabelPID        = "io.gatebridge.pid"   // pid of the gatebridge process that owns it
+	LabelStart      = "io.gatebridge.start" // its start time (/proc/PID/stat), so a reused pid is not the owner
+	LabelHost       = "io.gatebridge.host"  // hostname of that process
 	LabelPersistent = "io.gatebridge.persistent"
 	OwnerValue      = "gatebridge"
 )
@@ -320,8 +322,57 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 	host, _ := os.Hostname()
 	l[LabelOwner] = OwnerValue
 	l[LabelPID] = strconv.Itoa(os.Getpid())
+	if st := procStart(os.Getpid()); st != "" {
+		l[LabelStart] = st
+	}
 	l[LabelHost] = host
 	return l
+}
+
+// The lease: gatebridge holds a FIFO in the session open for writing while
+// the container runs; the container's entry script waits on it in the
+// background and, when it reads EOF (gatebridge died: kill -9, OOM),
+// kills every process of the command, so the container ends with its
+// owner, not on a timer. The next gatebridge start removes the stopped
+// container (dead-owner labels, [Backend.Prune]). The same script prints
+// a shell's "command not found" for an unknown command. It needs /bin/sh
+// in the image (the gate wrappers do too).
+const (
+	leaseName   = "lease"
+	leaseScript = `l=$1; shift
+if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
+	( read -r _ <&9; kill -KILL -1 ) >/dev/null 2>&1 &
+	exec 9<&-
+fi
+command -v "$1" >/dev/null 2>&1 || { printf 'gatebridge: %s: command not found\n' "$1" >&2; exit 127; }
+exec "$@"`
+)
+
+// makeLease creates the session's lease FIFO, readable by the container
+// user, and opens it for writing (O_RDWR never blocks); nil when there is
+// no session or FIFOs do not reach the engine (Docker Desktop: poll mode).
+func (b *Backend) makeLease(ctx context.Context, root string, uid, gid int) (*os.File, error) {
+	if root == "" || b.usePoll(ctx) {
+		return nil, nil
+	}
+	p := filepath.Join(root, leaseName)
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		os.Remove(p) // an earlier run's, in a reused session
+	}
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "create lease", Err: err}
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "open lease", Err: err}
+	}
+	if uid != os.Geteuid() {
+		if err := f.Chown(uid, gid); err != nil {
+			f.Close()
+			return nil, &sandbox.Error{Backend: "docker", Op: "hand the lease to the container user", Err: err}
+		}
+	}
+	return f, nil
 }
 
 // protectedMounts mounts each protected path read-only over the writable
@@ -450,6 +501,14 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		Labels:       b.labels(spec, nil),
 		AttachStdout: true,
 		AttachStderr: true,
+	}
+	lease, err := b.makeLease(ctx, spec.Session.Root, uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	if lease != nil {
+		defer func() { lease.Close(); os.Remove(lease.Name()) }()
+		cfg.Entrypoint = []string{"/bin/sh", "-c", leaseScript, "gatebridge-lease", path.Join(inside.Root, leaseName)}
 	}
 	if spec.Stdin != nil {
 		cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = true, true, true

@@ -338,7 +338,7 @@ func (b *Backend) Prune(ctx context.Context, opts PruneOptions) (removed []strin
 				continue
 			}
 			pid, perr := strconv.Atoi(c.Labels[LabelPID])
-			if perr == nil && pidAlive(pid) {
+			if perr == nil && ownerAlive(pid, c.Labels[LabelStart]) {
 				continue
 			}
 		}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newPruneCmd)
+}
+
+func newPruneCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "prune",
+		Short: "Remove what gatebridge processes that died left behind",
+		Long: `Remove session directories whose gatebridge process is gone (their lock
+is free), in the default session parent, bridge.session_dir and the
+persistent sandboxes' sessions roots, and per-command docker containers
+whose owner is gone. Prints each path or container removed. Every
+gatebridge start does the same for its own session parent (and, with
+docker, for containers).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfgPath, _ := cmd.Flags().GetString("config")
+			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			parents := []string{bridge.DefaultSessionParent()}
+			if cfg.Bridge.SessionDir != "" {
+				parents = append(parents, cfg.Bridge.SessionDir)
+			}
+			if cfg.Sandbox.Docker.SessionsRoot != "" {
+				parents = append(parents, cfg.Sandbox.Docker.SessionsRoot)
+			}
+			roots, _ := filepath.Glob(filepath.Join(bridge.DefaultSessionParent(), "sandbox-*"))
+			parents = append(parents, roots...)
+			n := 0
+			for _, p := range parents {
+				removed, err := bridge.Prune(p)
+				for _, r := range removed {
+					fmt.Fprintln(out, r)
+				}
+				n += len(removed)
+				if err != nil {
+					fmt.Fprintf(errw, "gatebridge: prune %s: %v\n", p, err)
+				}
+			}
+			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", n)
+			if os.Getenv("DOCKER_HOST") == "" {
+				if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+					return nil // no engine here
+				}
+			}
+			d, err := newDocker(cfg)
+			if err != nil {
+				return nil
+			}
+			defer d.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			if d.Ping(ctx) != nil {
+				fmt.Fprintln(errw, "gatebridge: the docker engine does not answer: containers not checked")
+				return nil
+			}
+			removed, err := d.Prune(ctx, docker.PruneOptions{})
+			for _, name := range removed {
+				fmt.Fprintln(out, name)
+			}
+			fmt.Fprintf(errw, "gatebridge: removed %d container(s)\n", len(removed))
+			return err
+		},
+	}
+}
