@@ -180,3 +180,27 @@ func TestSecUnreadableSessionRemoved(t *testing.T) {
 		t.Errorf("left behind: %v (%s)", left, b)
 	}
 }
+
+// TestSecAuditBounded: a flood of calls cannot grow the audit log past
+// (max_files+1) × max_bytes.
+func TestSecAuditBounded(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	cfg := fmt.Sprintf("audit:\n  path: %s\n  max_bytes: 20000\n  max_files: 2\n", audit)
+	out := gb(t, "local", Run{Config: cfg, Command: []string{"sh", "-c", `i=0; while [ $i -lt 300 ]; do gb_echo "$i" >/dev/null; i=$((i+1)); done; echo done`}})
+	if out.Stdout != "done\n" {
+		t.Fatalf("stdout %q stderr %q", out.Stdout, out.Stderr)
+	}
+	files, _ := filepath.Glob(audit + "*")
+	var total int64
+	for _, f := range files {
+		fi, _ := os.Stat(f)
+		total += fi.Size()
+		if fi.Size() > 20000 {
+			t.Errorf("%s is %d bytes > max_bytes", f, fi.Size())
+		}
+	}
+	if len(files) != 3 || total > 60000 {
+		t.Errorf("%d files, %d bytes: %v", len(files), total, files)
+	}
+}

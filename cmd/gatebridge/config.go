@@ -132,7 +132,9 @@ type OptionConfig struct {
 }
 
 type AuditConfig struct {
-	Path string `mapstructure:"path"`
+	Path     string `mapstructure:"path"`
+	MaxBytes int64  `mapstructure:"max_bytes"`
+	MaxFiles int    `mapstructure:"max_files"`
 }
 
 // defaults lists every scalar key with its default. Unmarshal ignores env
@@ -178,6 +180,8 @@ var defaults = map[string]any{
 	"bridge.limits.gate_timeout":          "60s",
 	"bridge.limits.max_scan_entries":      20000,
 	"bridge.limits.max_session_bytes":     256 << 20,
+	"audit.max_bytes":                     64 << 20,
+	"audit.max_files":                     3,
 	"bridge.limits.max_records":           1000,
 	"bridge.limits.max_record_bytes":      4096,
 	"gates.builtins":                      true,
@@ -419,7 +423,8 @@ func (c *Config) Validate() error {
 		"bridge.limits.gate_timeout": int64(c.Bridge.Limits.GateTimeout), "bridge.limits.max_scan_entries": int64(c.Bridge.Limits.MaxScanEntries),
 		"bridge.limits.max_session_bytes": c.Bridge.Limits.MaxSessionBytes, "bridge.limits.max_records": int64(c.Bridge.Limits.MaxRecords),
 		"bridge.limits.max_record_bytes": int64(c.Bridge.Limits.MaxRecordBytes),
-		"gates.max_file_bytes":           c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
+		"audit.max_bytes":                c.Audit.MaxBytes, "audit.max_files": int64(c.Audit.MaxFiles),
+		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
 	}
 	keys := make([]string, 0, len(nonNeg))

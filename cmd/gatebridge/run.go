@@ -151,9 +151,9 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	}
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
-		f, err := os.OpenFile(cfg.Audit.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
-			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a writable file"}
+			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
 		}
 		defer f.Close()
 		audit = f
