@@ -204,3 +204,29 @@ func TestSecAuditBounded(t *testing.T) {
 		t.Errorf("%d files, %d bytes: %v", len(files), total, files)
 	}
 }
+
+// TestSecBwrapLimits: under bwrap 3000 background processes started and a
+// 3 GiB allocation succeeded. With sandbox.limits a fork bomb and a memory
+// bomb are stopped, the command's stderr says which limit, and nothing is
+// left on the host.
+func TestSecBwrapLimits(t *testing.T) {
+	needRoot(t)
+	needBackend(t, "bwrap")
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the memory bomb")
+	}
+	cfg := "sandbox:\n  limits:\n    pids: 32\n    memory: 67108864\n"
+	marker := fmt.Sprintf("7.%d", rand.IntN(1000000))
+	out := gb(t, "bwrap", Run{Config: cfg, Command: []string{"sh", "-c",
+		`i=0; while [ $i -lt 200 ]; do sleep ` + marker + ` 2>/dev/null & i=$((i+1)); done; echo "started $(jobs -p | wc -l)"; kill $(jobs -p) 2>/dev/null; exit 0`}})
+	if !strings.Contains(out.Stderr, "hit the process limit (sandbox.limits.pids=32") {
+		t.Errorf("fork bomb: stdout %q stderr %q", out.Stdout, out.Stderr)
+	}
+	if n := len(sleepPids(marker)); n > 0 {
+		t.Errorf("%d sleeps left on the host", n)
+	}
+	out = gb(t, "bwrap", Run{Config: cfg, Command: []string{"python3", "-c", "b = bytearray(512 << 20); print(len(b))"}})
+	if out.Code == 0 || !strings.Contains(out.Stderr, "killed by the memory limit (sandbox.limits.memory=67108864") {
+		t.Errorf("memory bomb: exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+	}
+}

@@ -150,6 +150,24 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		return nil, err
 	}
 	defer CleanupProtected(protected)
+	// Limits: a cgroup the starting thread joins before it forks bwrap.
+	cg, cgErr := newLimitCgroup(spec.Limits)
+	if cg != nil {
+		defer cg.remove()
+	}
+	prepare := func() error {
+		if err := newSessionKeyring(); err != nil {
+			return err
+		}
+		if cg != nil {
+			return cg.enter()
+		}
+		return nil
+	}
+	var leave func()
+	if cg != nil {
+		leave = cg.leave
+	}
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
@@ -171,7 +189,8 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		extra:   []*os.File{statusW}, // fd 3
 		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
 		cred:    cred,
-		prepare: newSessionKeyring,
+		prepare: prepare,
+		done:    leave,
 	})
 	statusW.Close()
 	// bwrap and its children are gone, so the pipe is at EOF; the timer
@@ -189,6 +208,20 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		res.Info = map[string]string{}
 	}
 	res.Info["bwrap"] = bin
+	switch {
+	case cg != nil:
+		res.Info["limits"] = "cgroup v1"
+		if msg := cg.report(); msg != "" {
+			line := "gatebridge: the command " + msg + "\n"
+			if spec.Stderr != nil {
+				io.WriteString(spec.Stderr, line)
+			}
+			res.Stderr = append(res.Stderr, line...)
+			res.Info["limit_hit"] = msg
+		}
+	case cgErr != nil:
+		res.Info["limits"] = "not enforced: " + cgErr.Error()
+	}
 	if !res.TimedOut && !res.Canceled && !st.exited() && res.ExitCode == 1 {
 		// bwrap failed before the command could run: mounts, namespaces.
 		msg := bwrapMessage(res.Stderr)

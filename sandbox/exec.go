@@ -46,4 +46,6 @@ type process struct {
 	// prepare, when set, runs on the OS thread that starts the process,
 	// just before it does; that thread is then discarded, not reused.
 	prepare func() error
+	// done, when set, runs on that thread once the process is reaped.
+	done func()
 }

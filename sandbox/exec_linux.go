@@ -128,6 +128,9 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		}
 		started <- nil
 		cmd.Wait() // the outcome is in cmd.ProcessState
+		if p.done != nil {
+			p.done()
+		}
 		close(waited)
 	}()
 	if err := <-started; err != nil {

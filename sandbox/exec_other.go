@@ -21,3 +21,14 @@ func newGroupTree(*os.Process) procTree { return nil }
 func newNSTree(*os.Process, *bwrapStatus) procTree { return nil }
 
 func newSessionKeyring() error { return nil }
+
+type limitCgroup struct{}
+
+func newLimitCgroup(Limits) (*limitCgroup, error) { return nil, nil }
+func (*limitCgroup) remove()                      {}
+func (*limitCgroup) enter() error                 { return nil }
+func (*limitCgroup) leave()                       {}
+func (*limitCgroup) report() string               { return "" }
+
+// LimitsMechanism says how limits are enforced here: not at all.
+func LimitsMechanism() (string, string) { return "none", "memory, cpus, pids: needs Linux" }

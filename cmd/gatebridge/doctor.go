@@ -109,6 +109,16 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 	} else {
 		usable["bwrap"] = true
 		add(checkResult{Check: "backend bwrap", Status: statusOK, Detail: "usable (namespaces, no network, capabilities dropped)"})
+		l := cfg.Sandbox.Limits
+		mech, missing := sandbox.LimitsMechanism()
+		c := checkResult{Check: "bwrap limits", Status: statusOK,
+			Detail: fmt.Sprintf("sandbox.limits memory=%d cpus=%g pids=%d enforced with %s; tmp_size=%d with a size-limited tmpfs", l.Memory, l.CPUs, l.Pids, mech, l.TmpSize)}
+		if missing != "" && (l.Memory > 0 || l.CPUs > 0 || l.Pids > 0) {
+			c.Status = statusWarn
+			c.Detail = "not enforced: " + missing + "; tmp_size is enforced (a size-limited tmpfs)"
+			c.Hint = "run gatebridge as root, or use --sandbox docker, to have memory, cpus and pids enforced"
+		}
+		add(c)
 	}
 
 	dockerDesktop := false
