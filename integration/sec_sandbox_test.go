@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -297,15 +299,17 @@ func TestSecPersistentIsolated(t *testing.T) {
 	marker := fmt.Sprintf("2.%d", rand.IntN(1000000))
 	cmd := exec.Command(binary, "run", "--reuse", b, "--", "sh", "-c", "read_file secret >/dev/null; echo $GATEBRIDGE_SESSION_DIR; sleep "+marker)
 	cmd.Dir = wsB
-	var so bytes.Buffer
-	cmd.Stdout = &so
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
 	must(t, cmd.Start())
 	defer cmd.Wait()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	go io.Copy(io.Discard, stdout)
 	if !waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 		cmd.Process.Kill()
 		t.Fatal("B's command did not start")
 	}
-	bSession := strings.TrimSpace(so.String()) // inside path, e.g. /gatebridge/sessions/gb-…
+	bSession := strings.TrimSpace(line) // inside path, e.g. /gatebridge/sessions/gb-…
 	if bSession == "" {
 		t.Fatal("B did not print its session dir")
 	}
