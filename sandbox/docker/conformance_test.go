@@ -39,16 +39,23 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformancePersistent runs the suite against exec mode. The suite's
-// fixtures live under os.TempDir, so that is the sandbox's sessions root
-// and (writable) workspace. The isolation checks are off: a writable
+// fixtures live under os.TempDir, so that (a directory of this test's own)
+// is the sandbox's sessions root and (writable) workspace. The isolation checks are off: a writable
 // workspace and shared sessions root are exactly the documented weaker
 // isolation; TestPersistent checks the bin/ and responses/ mitigation.
 func TestConformancePersistent(t *testing.T) {
 	b, _ := newBackend(t, Config{})
-	root := os.TempDir()
+	// The suite's fixtures live under os.TempDir: point it at a directory
+	// of this test's own, so the sessions root does not overlap another
+	// sandbox's (Start refuses that) when packages test in parallel.
+	root := t.TempDir()
+	for _, d := range []string{root, filepath.Dir(root)} {
+		os.Chmod(d, 0o755)
+	}
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
+	t.Setenv("TMPDIR", root)
 	name := "conformance-" + strings.ReplaceAll(filepath.Base(t.TempDir()), "_", "-")
 	sb, err := b.Start(context.Background(), StartOptions{Name: name, SessionsRoot: root, Workspace: root, WorkspaceWritable: true})
 	if err != nil {
