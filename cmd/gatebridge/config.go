@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,7 +231,7 @@ var flagKeys = map[string]string{
 // current directory or the workspace: the sandbox can write those, and a
 // config defines host commands. A file another user could have written,
 // or one inside the workspace, the writable root or the session dir, is
-// refused (see checkConfigTrust).
+// refused (see readTrustedConfig and checkConfigPlace).
 func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	v := viper.New()
 	for k, d := range defaults {
@@ -239,7 +241,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
 	v.SetConfigType("yaml")
-	used := ""
+	used, real := "", ""
 	if path == "" {
 		path = os.Getenv("GATEBRIDGE_CONFIG")
 	}
@@ -258,11 +260,12 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 		}
 	}
 	if used != "" {
-		if err := checkConfigFile(used); err != nil {
+		data, r, err := readTrustedConfig(used)
+		if err != nil {
 			return nil, used, err
 		}
-		v.SetConfigFile(used)
-		if err := v.ReadInConfig(); err != nil {
+		real = r
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Hint: "the file must be YAML; see configs/gatebridge.yaml"}
 		}
 		if err := checkUnknownKeys(v.AllSettings(), ""); err != nil {
@@ -294,7 +297,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 		return nil, used, err
 	}
 	if used != "" {
-		if err := checkConfigPlace(used, &cfg); err != nil {
+		if err := checkConfigPlace(used, real, &cfg); err != nil {
 			return nil, used, err
 		}
 	}
@@ -366,7 +369,8 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 
 // numberDurationHook refuses a duration written as a number: YAML's
 // `timeout: 30` would otherwise be 30 nanoseconds and kill the command at
-// once.
+// once. The same bare number from the environment gets the same message.
+// 0 needs no unit.
 func numberDurationHook(from, to reflect.Type, data any) (any, error) {
 	if to != reflect.TypeOf(time.Duration(0)) {
 		return data, nil
@@ -374,7 +378,15 @@ func numberDurationHook(from, to reflect.Type, data any) (any, error) {
 	switch from.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
 		return nil, fmt.Errorf("a duration needs a unit: write %vs (or 500ms, 10m), not the bare number %v", data, data)
+	case reflect.String:
+		s := strings.TrimSpace(reflect.ValueOf(data).String())
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f != 0 {
+			return nil, fmt.Errorf("a duration needs a unit: write %ss (or 500ms, 10m), not the bare number %s", s, s)
+		}
 	}
 	return data, nil
 }
