@@ -43,27 +43,49 @@ echo planted`
 }
 
 // TestSecAutoFailsClosed: with neither docker nor bwrap usable, --sandbox
-// auto (the default) must not run the command on the host.
+// auto (the default) must not run the command on the host. bwrap is made
+// unusable both ways: missing from PATH, and a configured path that does
+// not exist.
 func TestSecAutoFailsClosed(t *testing.T) {
-	ws := workspace(t)
-	marker := filepath.Join(t.TempDir(), "ran")
-	env := []string{"DOCKER_HOST=unix:///nonexistent/docker.sock", "GATEBRIDGE_SANDBOX_BWRAP_PATH=/nonexistent/bwrap",
-		"GATEBRIDGE_CONFIG=", "XDG_CONFIG_HOME=" + t.TempDir()}
-	out := gbRaw(t, ws, env, nil, 0, "run", "--", "sh", "-c", "touch "+marker)
-	if out.Code != 125 || !strings.Contains(out.Stderr, "no sandbox is usable (docker: ") ||
-		!strings.Contains(out.Stderr, "bwrap: ") || !strings.Contains(out.Stderr, "hint: install bubblewrap") {
-		t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("auto ran the command unsandboxed")
-	}
-	// Allowed explicitly, it runs on the host with a warning.
-	out = gbRaw(t, ws, append(env, "GATEBRIDGE_SANDBOX_ALLOW_UNSANDBOXED=true"), nil, 0, "run", "--", "sh", "-c", "touch "+marker)
-	if out.Code != 0 || !strings.Contains(out.Stderr, "UNSANDBOXED") {
-		t.Errorf("allow_unsandboxed: exit %d, stderr %q", out.Code, out.Stderr)
-	}
-	if _, err := os.Stat(marker); err != nil {
-		t.Errorf("allow_unsandboxed: the command did not run: %v", err)
+	for _, noBwrap := range []struct{ name, env string }{
+		{"path", pathWithout(t, "bwrap")},
+		{"config", "GATEBRIDGE_SANDBOX_BWRAP_PATH=/nonexistent/bwrap"},
+	} {
+		t.Run(noBwrap.name, func(t *testing.T) {
+			ws := workspace(t)
+			marker := filepath.Join(t.TempDir(), "ran")
+			env := []string{noEngine, noBwrap.env, "GATEBRIDGE_CONFIG=", "XDG_CONFIG_HOME=" + t.TempDir()}
+			out := gbRaw(t, ws, env, nil, 0, "run", "--", "sh", "-c", "touch "+marker)
+			if out.Code != 125 || !strings.Contains(out.Stderr, "no sandbox is usable (docker: ") ||
+				!strings.Contains(out.Stderr, "bwrap: ") || !strings.Contains(out.Stderr, "hint: install bubblewrap") ||
+				strings.Contains(out.Stderr, "UNSANDBOXED") {
+				t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("auto ran the command unsandboxed")
+			}
+			// --json says so as an error object a runtime can act on.
+			out = gbRaw(t, ws, env, nil, 0, "run", "--json", "--", "sh", "-c", "touch "+marker)
+			var res struct {
+				ExitCode int `json:"exit_code"`
+				Error    struct{ Kind, Message, Hint string }
+			}
+			if err := json.Unmarshal([]byte(out.Stdout), &res); err != nil || out.Code != 125 || res.ExitCode != 125 ||
+				res.Error.Kind != "sandbox_unavailable" || res.Error.Hint == "" {
+				t.Errorf("--json: exit %d, stdout %q (%v)", out.Code, out.Stdout, err)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("auto --json ran the command unsandboxed")
+			}
+			// Allowed explicitly, it runs on the host with a warning.
+			out = gbRaw(t, ws, append(env, "GATEBRIDGE_SANDBOX_ALLOW_UNSANDBOXED=true"), nil, 0, "run", "--", "sh", "-c", "touch "+marker)
+			if out.Code != 0 || !strings.Contains(out.Stderr, "UNSANDBOXED") {
+				t.Errorf("allow_unsandboxed: exit %d, stderr %q", out.Code, out.Stderr)
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("allow_unsandboxed: the command did not run: %v", err)
+			}
+		})
 	}
 }
 
@@ -77,5 +99,33 @@ func TestJSONErrorImageMissing(t *testing.T) {
 	json.Unmarshal([]byte(out.Stdout), &raw)
 	if out.Code != 125 || res.ExitCode != 125 || raw.Error.Kind != "image_missing" || raw.Error.Hint == "" {
 		t.Errorf("exit %d, stdout %q", out.Code, out.Stdout)
+	}
+}
+
+// TestSecAuditSymlinkRefused: a symlink planted at the audit path (say by
+// a command that could write the log's directory) is refused before the
+// command runs; the link's target is not written.
+func TestSecAuditSymlinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep\n"), 0o600)
+	audit := filepath.Join(dir, "audit.jsonl")
+	os.Symlink(victim, audit)
+	marker := filepath.Join(t.TempDir(), "ran")
+	cfg := "audit:\n  path: " + audit + "\n"
+	out := gb(t, "local", Run{Config: cfg, Args: []string{"--json"}, Command: []string{"sh", "-c", "touch " + marker + "; gb_echo hi"}})
+	var res struct {
+		Error struct{ Kind, Message string }
+	}
+	json.Unmarshal([]byte(out.Stdout), &res)
+	if out.Code != 125 || res.Error.Kind != "config" || !strings.Contains(res.Error.Message, "audit.path") ||
+		!strings.Contains(res.Error.Message, "symbolic link") {
+		t.Errorf("exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran without its audit log")
 	}
 }

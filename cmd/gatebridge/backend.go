@@ -130,7 +130,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 			f()
 		}
 		if errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
-			return nil, withHint(fmt.Errorf("no sandbox is usable (%s); --sandbox auto does not run commands unsandboxed", why),
+			return nil, withHint(&noSandboxError{why},
 				"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
 		}
 		return nil, err
@@ -174,3 +174,12 @@ func reapContainers(ctx context.Context, d *docker.Backend) {
 	defer cancel()
 	d.Prune(rctx, docker.PruneOptions{})
 }
+
+// noSandboxError is auto finding neither docker nor bwrap usable; it is
+// an [sandbox.ErrUnavailable] (run --json kind sandbox_unavailable).
+type noSandboxError struct{ why string }
+
+func (e *noSandboxError) Error() string {
+	return fmt.Sprintf("no sandbox is usable (%s); --sandbox auto does not run commands unsandboxed", e.why)
+}
+func (e *noSandboxError) Unwrap() error { return sandbox.ErrUnavailable }

@@ -52,6 +52,30 @@ func (e *hintError) Unwrap() error { return e.err }
 
 func withHint(err error, hint string) error { return &hintError{err, hint} }
 
+// usageError is a bad flag or missing argument (run --json kind config).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// jsonRequested reports whether run was asked for --json: from the parsed
+// flag, or, when parsing stopped before it, from the raw arguments before
+// "--".
+func jsonRequested(c *cobra.Command, args []string) bool {
+	if f := c.Flags().Lookup("json"); f != nil && f.Changed {
+		return f.Value.String() == "true"
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" || a == "--json=1" {
+			return true
+		}
+	}
+	return false
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -59,9 +83,15 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	c, err := root.ExecuteC()
 	if err == nil {
 		return 0
+	}
+	if c != nil && c.Name() == "run" && c.Parent() == root && jsonRequested(c, args) {
+		// run --json prints its result object even when gatebridge itself
+		// failed, flag and usage errors included (nothing for the
+		// command's own exit codes).
+		printJSONError(stdout, err)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -119,7 +149,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().String("config", "", "config file (default $GATEBRIDGE_CONFIG, else $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml; never the current directory)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withHint(err, "see '"+c.CommandPath()+" --help'")
+		return &usageError{withHint(err, "see '"+c.CommandPath()+" --help'")}
 	})
 	root.AddCommand(newRunCmd(), newGatesCmd(), newVersionCmd())
 	for _, extra := range extraCommands {

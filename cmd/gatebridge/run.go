@@ -32,7 +32,7 @@ itself failed (bad config, sandbox unavailable).`,
   gatebridge run --json -- sh -c 'gb_echo hi; submit done'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return withHint(errors.New("run: no command given"), "usage: gatebridge run [flags] -- COMMAND [ARG...]")
+				return &usageError{withHint(errors.New("run: no command given"), "usage: gatebridge run [flags] -- COMMAND [ARG...]")}
 			}
 			return nil
 		},
@@ -42,10 +42,7 @@ itself failed (bad config, sandbox unavailable).`,
 			if err == nil {
 				err = runCommand(cmd, cfg, args, asJSON)
 			}
-			if asJSON {
-				printJSONError(cmd.OutOrStdout(), err)
-			}
-			return err
+			return err // with --json, main prints the error object
 		},
 	}
 	f := cmd.Flags()
@@ -68,7 +65,7 @@ itself failed (bad config, sandbox unavailable).`,
 // jsonError is the "error" of run --json when gatebridge itself failed
 // (exit 125): a runtime can tell its own failures from the command's.
 type jsonError struct {
-	Kind    string `json:"kind"` // config, sandbox_unavailable, image_missing, session, internal
+	Kind    string `json:"kind"` // config, sandbox_unavailable, image_missing, session, internal (docs/json.md)
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
 }
@@ -96,10 +93,11 @@ func printJSONError(w io.Writer, err error) {
 // errorKind classifies a gatebridge failure for run --json.
 func errorKind(err error) string {
 	var ce *configError
+	var ue *usageError
 	var se *sandbox.Error
 	var be *bridgeError
 	switch {
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.As(err, &ue):
 		return "config"
 	case errors.Is(err, docker.ErrImageMissing):
 		return "image_missing"
