@@ -21,17 +21,22 @@ install:
 
 # A real example: build, then let a sandboxed bash read, search and submit.
 # SANDBOX=auto (the default) uses Docker or bubblewrap; on a machine with
-# neither, the example says so and runs with --sandbox local (unsandboxed:
-# the example's own command is trusted). `gatebridge run` itself never
-# falls back like this.
+# neither, the example says why, and runs with --sandbox local
+# (UNSANDBOXED: the example's own command is trusted). Any other failure
+# of the probe is shown as is. `gatebridge run` itself never falls back
+# like this. Choose explicitly with `make example SANDBOX=bwrap|docker|local`.
 SANDBOX ?= auto
 example: build
 	@sb=$(SANDBOX); \
-	if [ "$$sb" = auto ] && ! $(BIN) run --sandbox auto -- true >/dev/null 2>&1; then \
-		echo "make example: no usable sandbox here (install bubblewrap, or Docker + make test-image);" >&2; \
-		echo "make example: running this trusted example with --sandbox local (UNSANDBOXED)" >&2; \
-		sb=local; \
+	if [ "$$sb" = auto ]; then \
+		err=$$($(BIN) run --sandbox auto -- true 2>&1 >/dev/null); \
+		case "$$err" in *"no sandbox is usable"*) \
+			echo "$$err" | sed 's/^/make example: /' >&2; \
+			echo "make example: running this trusted example with --sandbox local (UNSANDBOXED); make example SANDBOX=... to choose" >&2; \
+			sb=local;; \
+		esac; \
 	fi; \
+	echo "make example: $(BIN) run --sandbox $$sb -- bash -c ..." >&2; \
 	$(BIN) run --sandbox $$sb -- bash -c 'read_file README.md | head -3; search "func main" | wc -l; submit "done: $$(list_dir | wc -l) entries"'
 
 # Every test: lint, unit and integration tests (race detector on), and
