@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -140,5 +141,55 @@ func TestAbandonedGateKeepsSlot(t *testing.T) {
 	defer mu.Unlock()
 	if len(starts) != 2 || starts[1].Sub(starts[0]) < 1400*time.Millisecond {
 		t.Errorf("second gate started %v after the first, which still ran (max_concurrent=1)", starts[1].Sub(starts[0]))
+	}
+}
+
+// Prune removes sessions whose lock is free (their gatebridge died),
+// including parts made unreadable, and leaves live and kept ones alone.
+func TestPrune(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(hex string, lock bool) string {
+		root := filepath.Join(dir, "gb-"+hex)
+		if err := os.MkdirAll(filepath.Join(root, "calls", "x", "y"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if lock {
+			os.WriteFile(root+".lock", nil, 0o600)
+		}
+		return root
+	}
+	dead := mk(strings.Repeat("a", 32), true)
+	os.Chmod(filepath.Join(dead, "calls", "x"), 0)
+	live, err := Open(Config{Gates: testRegistry(t), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	// Open pruned its parent (once per process).
+	if _, err := os.Stat(dead); err == nil {
+		t.Errorf("Open did not prune %s", dead)
+	}
+	dead = mk(strings.Repeat("d", 32), true)
+	os.Chmod(filepath.Join(dead, "calls", "x"), 0)
+	kept := mk(strings.Repeat("b", 32), true)
+	os.WriteFile(kept+".kept", nil, 0o600)
+	young := mk(strings.Repeat("c", 32), false) // no lock, just made: maybe being created
+	other := filepath.Join(dir, "not-a-session")
+	os.Mkdir(other, 0o700)
+
+	removed, err := Prune(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != dead {
+		t.Errorf("removed %v, want only %s", removed, dead)
+	}
+	for _, p := range []string{live.Dirs().Root, kept, young, other} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(dead + ".lock"); err == nil {
+		t.Error("the dead session's lock file is left")
 	}
 }

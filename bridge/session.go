@@ -102,8 +102,10 @@ func Open(cfg Config) (*Session, error) {
 		}
 	}
 	if _, done := pruned.LoadOrStore(parent, true); !done {
-		if removed, err := Prune(parent); (len(removed) > 0 || err != nil) && cfg.Logf != nil {
-			cfg.Logf("gatebridge: removed %d session(s) left by a gatebridge that died (%v)", len(removed), err)
+		// Quietly: the command's stderr is no place for it (`gatebridge
+		// prune` reports what it removes). Only a failure is worth a line.
+		if _, err := Prune(parent); err != nil && cfg.Logf != nil {
+			cfg.Logf("gatebridge: cleaning up sessions of gatebridge processes that died: %v", err)
 		}
 	}
 	root, lockFd, err := mkSessionDir(parent)
