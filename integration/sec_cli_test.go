@@ -129,3 +129,66 @@ func TestSecAuditSymlinkRefused(t *testing.T) {
 		t.Error("the command ran without its audit log")
 	}
 }
+
+// TestSecUntrustedConfigRefused: a config another user could have written
+// (owned by them, group-writable, or in a directory anyone can write)
+// defines a host shell gate; gatebridge refuses it (125) and runs
+// nothing. The same file at a trusted place does give the host shell, so
+// the refusal is what stops it.
+func TestSecUntrustedConfigRefused(t *testing.T) {
+	const hostsh = "gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\nsandbox:\n  backend: local\n"
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	try := func(cfg string) (Out, bool) {
+		marker := filepath.Join(t.TempDir(), "pwned")
+		out := gbRaw(t, workspace(t), nil, nil, 0, "--config", cfg, "run", "--", "sh", "-c", "hostsh 'touch "+marker+"'")
+		_, err := os.Stat(marker)
+		return out, err == nil
+	}
+	trusted := filepath.Join(base, "trusted.yaml")
+	os.WriteFile(trusted, []byte(hostsh), 0o644)
+	if out, pwned := try(trusted); !pwned {
+		t.Fatalf("control: the trusted config did not run hostsh: exit %d, stderr %q", out.Code, out.Stderr)
+	}
+
+	cases := map[string]func() string{
+		"group-writable": func() string {
+			p := filepath.Join(base, "gw.yaml")
+			os.WriteFile(p, []byte(hostsh), 0o644)
+			os.Chmod(p, 0o664)
+			return p
+		},
+		"world-writable-dir": func() string {
+			d := filepath.Join(base, "open")
+			os.Mkdir(d, 0o755)
+			os.Chmod(d, 0o777)
+			p := filepath.Join(d, "c.yaml")
+			os.WriteFile(p, []byte(hostsh), 0o644)
+			return p
+		},
+		"other-owner": func() string {
+			if os.Geteuid() != 0 {
+				return ""
+			}
+			p := filepath.Join(base, "theirs.yaml")
+			os.WriteFile(p, []byte(hostsh), 0o644)
+			os.Chown(p, 12345, 12345)
+			return p
+		},
+	}
+	for name, mk := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := mk()
+			if p == "" {
+				t.Skip("needs root to give a file to another uid")
+			}
+			out, pwned := try(p)
+			if pwned {
+				t.Fatal("an untrusted config ran a host command")
+			}
+			if out.Code != 125 || !strings.Contains(out.Stderr, "refusing") || !strings.Contains(out.Stderr, "hint:") {
+				t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
+			}
+		})
+	}
+}

@@ -55,3 +55,49 @@ func TestAuditSymlinkRefused(t *testing.T) {
 		t.Errorf("victim is %q", b)
 	}
 }
+
+// Two gatebridge processes sharing one audit log (two opens of the path,
+// each with its own flock) rotate it without growing it past the bound or
+// tearing a line.
+func TestAuditRotationShared(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	var logs []*auditLog
+	for range 2 {
+		a, err := openAudit(p, 1000, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, a)
+	}
+	line := []byte(strings.Repeat("y", 99) + "\n")
+	done := make(chan error, len(logs))
+	for _, a := range logs {
+		go func() {
+			for range 300 {
+				if _, err := a.Write(line); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range logs {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range logs {
+		a.Close()
+	}
+	files, _ := filepath.Glob(p + "*")
+	if len(files) > 3 {
+		t.Errorf("files %v, want at most the log and 2 rotated", files)
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if len(b) > 1000 || len(b)%100 != 0 || strings.Trim(string(b), "y\n") != "" {
+			t.Errorf("%s: %d bytes (max 1000, whole lines)", f, len(b))
+		}
+	}
+}
