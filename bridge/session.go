@@ -176,8 +176,8 @@ func Open(cfg Config) (*Session, error) {
 
 func (s *Session) setup() error {
 	// 0700 everywhere: no other host user may list, read or write a
-	// session. A backend whose command runs as another uid (gatebridge is
-	// root) hands the directories to it with [sandbox.GrantSession].
+	// session. A command running as another uid (gatebridge is root) is
+	// let in with [Session.Allow].
 	for _, d := range []string{s.dirs.Bin, s.dirs.Calls, s.dirs.Responses, s.dirs.Tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return fmt.Errorf("bridge: create session dir: %w", err)
@@ -213,6 +213,21 @@ func (s *Session) closeFds() {
 		unix.Close(s.respFd)
 		s.respFd = -1
 	}
+}
+
+// Allow lets uid, the user a command runs as when that is not
+// gatebridge's own (gatebridge is root), use the session, and no one else:
+// with a POSIX ACL entry for uid where the filesystem has ACLs (it may
+// traverse the root, read bin/ and responses/, write calls/ and tmp/;
+// group and other still get nothing), else by handing calls/ and tmp/ to
+// uid:gid and bin/ and responses/ to group gid (see
+// [sandbox.GrantSession], which the isolating backends also call).
+// Allowing gatebridge's own uid does nothing.
+func (s *Session) Allow(uid, gid int) error {
+	if err := sandbox.GrantSession(s.dirs, uid, gid); err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	return nil
 }
 
 // ID returns the session's id.

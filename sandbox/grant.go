@@ -1,26 +1,37 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
 
 // GrantSession hands a private session (every directory 0700, owned by
-// gatebridge) to the uid:gid a command runs as when that is not
-// gatebridge's own (gatebridge is root): calls/ and tmp/, which the
-// command writes, are chowned to uid:gid (0700); bin/ and responses/,
-// which it only reads, stay owned by gatebridge with group gid and mode
-// 0750, so the command can never change them even where they are mounted
-// writable (a persistent sandbox); the session root becomes 0711 so it can
-// be traversed but not listed. No other host user (outside group gid) can
-// list, read or write anything in it. Nothing is followed: a symlink in
-// place of a directory is an error.
+// gatebridge) to the uid a command runs as when that is not gatebridge's
+// own (gatebridge is root). Where the filesystem has POSIX ACLs (tmpfs,
+// ext4, xfs, btrfs) it adds one ACL entry for uid and changes nothing
+// else: uid may traverse the root, read bin/ and responses/ (and every
+// response written there later, by a default ACL), and read and write
+// calls/ and tmp/; no group and no other user gets anything, and the
+// command can never change bin/ or responses/. It is idempotent. Without
+// ACLs it falls back to ownership: calls/ and tmp/, which the command
+// writes, are chowned to uid:gid (0700); bin/ and responses/, which it
+// only reads, stay owned by gatebridge with group gid and mode 0750; the
+// session root becomes 0711 so it can be traversed but not listed. Then
+// members of group gid can read bin/ and responses/ too. Nothing is
+// followed: a symlink in place of a directory is an error.
 func GrantSession(d SessionDirs, uid, gid int) error {
 	if d.Root == "" || (uid == os.Geteuid() && gid == os.Getegid()) {
 		return nil
 	}
 	fail := func(err error) error {
 		return fmt.Errorf("grant session to %d:%d: %w (only root can run commands as another user)", uid, gid, err)
+	}
+	if err := grantACL(d, uid); !errors.Is(err, errNoACL) {
+		if err != nil {
+			return fail(err)
+		}
+		return nil
 	}
 	for _, e := range []struct {
 		path     string

@@ -190,6 +190,12 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		AllowRoot:         cfg.Sandbox.AllowRoot,
 	}
 	spec.UID, spec.GID = runAs(cfg, workspace)
+	if spec.UID != os.Geteuid() {
+		if err := sess.Allow(spec.UID, spec.GID); err != nil {
+			sess.Close()
+			return withHint(&bridgeError{err}, "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners")
+		}
+	}
 	if !asJSON {
 		spec.Stdout, spec.Stderr = stdout, stderr
 	}
