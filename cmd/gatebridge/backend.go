@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -114,9 +115,12 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 	// auto
 	var candidates []sandbox.Backend
 	var closers []func()
+	dockerWhy := "" // docker could not even be set up
 	if d, err := newDocker(cfg); err == nil {
 		candidates = append(candidates, autoDocker{d})
 		closers = append(closers, func() { d.Close() })
+	} else {
+		dockerWhy = "docker: " + strings.TrimPrefix(err.Error(), "docker: ") + "; "
 	}
 	candidates = append(candidates, bw)
 	if cfg.Sandbox.AllowUnsandboxed {
@@ -130,7 +134,7 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 			f()
 		}
 		if errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
-			return nil, withHint(&noSandboxError{why},
+			return nil, withHint(&noSandboxError{dockerWhy + why},
 				"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
 		}
 		return nil, err
