@@ -333,7 +333,10 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 // the container runs; the container's entry script waits on it in the
 // background and, when it reads EOF (gatebridge died: kill -9, OOM),
 // kills every process of the command, so the container ends with its
-// owner, not on a timer. The next gatebridge start removes the stopped
+// owner, not on a timer. The FIFO is owned by gatebridge and only
+// readable by the container user (0440, group gid): a command that could
+// open it for writing would hold the lease itself and outlive a dead
+// gatebridge. The next gatebridge start removes the stopped
 // container (dead-owner labels, [Backend.Prune]). The same script prints
 // a shell's "command not found" for an unknown command. It needs /bin/sh
 // in the image (the gate wrappers do too).
@@ -348,29 +351,39 @@ command -v "$1" >/dev/null 2>&1 || { printf 'gatebridge: %s: command not found\n
 exec "$@"`
 )
 
-// makeLease creates the session's lease FIFO, readable by the container
-// user, and opens it for writing (O_RDWR never blocks); nil when there is
-// no session or FIFOs do not reach the engine (Docker Desktop: poll mode).
-func (b *Backend) makeLease(ctx context.Context, root string, uid, gid int) (*os.File, error) {
+// makeLease creates a lease FIFO in the session root (a fresh name per
+// run), opens it for writing (O_RDWR never blocks), then leaves it owned
+// by gatebridge with group gid and mode 0440: the container user can read
+// it but neither open it for writing nor (not being its owner) chmod it.
+// When the container runs as gatebridge's own uid it is the owner; the
+// per-command mount is read-only, so it cannot chmod it there either.
+// nil when there is no session or FIFOs do not reach the engine (Docker
+// Desktop: poll mode).
+func (b *Backend) makeLease(ctx context.Context, root string, gid int) (*os.File, error) {
 	if root == "" || b.usePoll(ctx) {
 		return nil, nil
 	}
-	p := filepath.Join(root, leaseName)
-	if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
-		os.Remove(p) // an earlier run's, in a reused session
-	}
+	p := filepath.Join(root, leaseName+"-"+randToken())
 	if err := unix.Mkfifo(p, 0o600); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "create lease", Err: err}
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		os.Remove(p)
 		return nil, &sandbox.Error{Backend: "docker", Op: "open lease", Err: err}
 	}
-	if uid != os.Geteuid() {
-		if err := f.Chown(uid, gid); err != nil {
-			f.Close()
-			return nil, &sandbox.Error{Backend: "docker", Op: "hand the lease to the container user", Err: err}
+	fail := func(err error) (*os.File, error) {
+		f.Close()
+		os.Remove(p)
+		return nil, &sandbox.Error{Backend: "docker", Op: "hand the lease to the container user", Err: err}
+	}
+	if gid != os.Getegid() {
+		if err := f.Chown(os.Geteuid(), gid); err != nil {
+			return fail(err)
 		}
+	}
+	if err := f.Chmod(0o440); err != nil {
+		return fail(err)
 	}
 	return f, nil
 }
@@ -502,13 +515,13 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	lease, err := b.makeLease(ctx, spec.Session.Root, uid, gid)
+	lease, err := b.makeLease(ctx, spec.Session.Root, gid)
 	if err != nil {
 		return nil, err
 	}
 	if lease != nil {
 		defer func() { lease.Close(); os.Remove(lease.Name()) }()
-		cfg.Entrypoint = []string{"/bin/sh", "-c", leaseScript, "gatebridge-lease", path.Join(inside.Root, leaseName)}
+		cfg.Entrypoint = []string{"/bin/sh", "-c", leaseScript, "gatebridge-lease", path.Join(inside.Root, filepath.Base(lease.Name()))}
 	}
 	if spec.Stdin != nil {
 		cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = true, true, true

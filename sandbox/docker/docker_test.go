@@ -321,3 +321,33 @@ func TestBuildTestImageIdempotent(t *testing.T) {
 		t.Fatalf("second build: built=%v err=%v", built, err)
 	}
 }
+
+// A command is never run as uid 0 unless the spec allows root: Config.User
+// "0:0" is refused (with a hint naming sandbox.allow_root) before any
+// container exists; as root, a zero spec identity means nobody.
+func TestContainerUserRefusesRoot(t *testing.T) {
+	b, err := New(Config{User: "0:0", Client: &client.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Run(context.Background(), &sandbox.Spec{Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "uid 0") {
+		t.Fatalf("user 0:0 without AllowRoot: %v", err)
+	}
+	var se *sandbox.Error
+	if !errors.As(err, &se) || !strings.Contains(se.Hint, "sandbox.allow_root") {
+		t.Errorf("hint does not name sandbox.allow_root: %#v", err)
+	}
+	if u, _, _, err := b.containerUser(0, 0, true); err != nil || u != "0:0" {
+		t.Errorf("with AllowRoot: %q %v", u, err)
+	}
+	if os.Geteuid() == 0 {
+		nb, _ := New(Config{Client: &client.Client{}})
+		if u, _, _, err := nb.containerUser(0, 0, false); err != nil || u != NobodyUser {
+			t.Errorf("zero spec identity as root: %q %v, want %s", u, err, NobodyUser)
+		}
+		if u, _, _, err := nb.containerUser(1234, 1234, false); err != nil || u != "1234:1234" {
+			t.Errorf("spec 1234:1234 as root: %q %v", u, err)
+		}
+	}
+}

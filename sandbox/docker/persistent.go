@@ -379,8 +379,11 @@ func (s *Sandbox) inside(host string) (string, error) {
 // process group can be signalled), records that pgid in $1, waits, then
 // kills what the command left behind. setsid is resolved with the image
 // PATH before the session PATH ($2) is installed, so a wrapper in bin/
-// cannot shadow it.
-const execWrapper = `p=$1 P=$2; shift 2
+// cannot shadow it. $3, when it is a FIFO, is the run's lease (see
+// makeLease): opened after the command started, so the command does not
+// inherit it, and watched in the background; EOF means gatebridge died,
+// and the command's process group is killed (the container lives on).
+const execWrapper = `p=$1 P=$2 l=$3; shift 3
 exec 3<&0
 (
   s=$(command -v setsid) || { echo "gatebridge: setsid not found in the image" >&2; exit 127; }
@@ -389,9 +392,16 @@ exec 3<&0
 ) &
 c=$!
 exec 3<&-
+w=
+if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
+  ( read -r _ <&9; kill -KILL -"$c" ) >/dev/null 2>&1 </dev/null &
+  w=$!
+  exec 9<&-
+fi
 echo "$c" > "$p"
 wait "$c"; rc=$?
 kill -KILL -"$c" 2>/dev/null
+[ -n "$w" ] && kill -KILL "$w" 2>/dev/null
 rm -f "$p"
 exit "$rc"`
 
@@ -457,7 +467,17 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 	token := randToken()
 	pidfile := path.Join(in.Tmp, ".gatebridge-exec-"+token+".pid")
-	cmd := append([]string{"/bin/sh", "-c", execWrapper, "gatebridge-exec", pidfile, sessPath}, spec.Command...)
+	_, gid, _ := parseUser(s.user)
+	lease, err := s.b.makeLease(ctx, spec.Session.Root, gid)
+	if err != nil {
+		return nil, err
+	}
+	leaseIn := ""
+	if lease != nil {
+		defer func() { lease.Close(); os.Remove(lease.Name()) }()
+		leaseIn = path.Join(in.Root, filepath.Base(lease.Name()))
+	}
+	cmd := append([]string{"/bin/sh", "-c", execWrapper, "gatebridge-exec", pidfile, sessPath, leaseIn}, spec.Command...)
 
 	start := time.Now()
 	bg := context.WithoutCancel(ctx)
