@@ -25,6 +25,10 @@ type Config struct {
 	Bridge  BridgeConfig  `mapstructure:"bridge"`
 	Gates   GatesConfig   `mapstructure:"gates"`
 	Audit   AuditConfig   `mapstructure:"audit"`
+
+	// configFile is the resolved path of the config file read, if any;
+	// configGiven the absolute path it was named by.
+	configFile, configGiven string
 }
 
 type SandboxConfig struct {
@@ -300,6 +304,8 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 		if err := checkConfigPlace(used, real, &cfg); err != nil {
 			return nil, used, err
 		}
+		cfg.configFile = real
+		cfg.configGiven, _ = filepath.Abs(used)
 	}
 	return &cfg, used, nil
 }

@@ -23,6 +23,7 @@ func TestExampleConfigMatchesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	file.configFile, file.configGiven = "", ""
 	if !reflect.DeepEqual(def, file) {
 		t.Fatalf("configs/gatebridge.yaml differs from the defaults:\n file %+v\n  def %+v", file, def)
 	}

@@ -142,6 +142,9 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		return err
 	}
 	defer chosen.close()
+	if err := checkConfigPlaceSandbox(cfg, chosen); err != nil {
+		return err
+	}
 
 	reg, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace))
 	if err != nil {
