@@ -508,8 +508,9 @@ func pct(sorted []float64, p float64) float64 {
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
 func (e *benchEnv) roundTrip(ctx context.Context, n int) (rt, floor *latencyRow, err error) {
-	// The floor path is resolved inside the sandbox: TMPDIR is set there.
-	script := `set -- "$1" gb_echo "$TMPDIR/floor"; ` + seqScript
+	// The floor script is in the session's tmp/ (read-only inside bwrap
+	// and docker); the directories it makes go to the sandbox's own TMPDIR.
+	script := `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$1" gb_echo "$GATEBRIDGE_SESSION_DIR/tmp/floor"; ` + seqScript
 	out, _, err := e.run(ctx, bridge.WatchAuto, script, true, strconv.Itoa(n))
 	if err != nil {
 		return nil, nil, err
