@@ -3,9 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/bridge"
 )
 
 // auditLog appends JSON lines to the audit file, capped at maxBytes: past
@@ -110,4 +114,47 @@ func (a *auditLog) Close() error {
 		return nil
 	}
 	return a.f.Close()
+}
+
+// checkAuditPlace refuses an audit log the sandboxed command could write
+// (and so rewrite or truncate, or fill with rotated files): inside a
+// writable workspace, gates.writable_root, the session directory or the
+// sandbox's sessions root.
+func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error {
+	dir, err := filepath.Abs(filepath.Dir(cfg.Audit.Path))
+	if err != nil {
+		return nil // openAudit reports it
+	}
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	sessions := cfg.Bridge.SessionDir
+	if sessions == "" {
+		sessions = bridge.DefaultSessionParent()
+	}
+	places := []struct{ dir, key string }{
+		{cfg.Gates.WritableRoot, "gates.writable_root"},
+		{sessions, "bridge.session_dir"},
+		{chosen.sessionsRoot, "the persistent sandbox's sessions root"},
+	}
+	if cfg.Sandbox.WritableWorkspace {
+		places = append(places, struct{ dir, key string }{workspace, "sandbox.workspace, writable"})
+	}
+	for _, p := range places {
+		if p.dir == "" {
+			continue
+		}
+		d, err := filepath.Abs(p.dir)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		if dir == d || strings.HasPrefix(dir, strings.TrimSuffix(d, "/")+"/") {
+			return &configError{Key: "audit.path", Msg: fmt.Sprintf("%s is inside %s (%s), which the sandboxed command can write", cfg.Audit.Path, d, p.key),
+				Hint: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
+		}
+	}
+	return nil
 }

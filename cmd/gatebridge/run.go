@@ -152,6 +152,9 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	}
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
+		if err := checkAuditPlace(cfg, workspace, chosen); err != nil {
+			return err
+		}
 		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
 			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
