@@ -298,7 +298,9 @@ func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []s
 	inside.Tmp = "/tmp"
 	base := sandbox.SessionEnv(inside, DefaultPath)
 	if b.usePoll(ctx) {
-		base = append(base, EnvWake+"=poll")
+		// Last, so it wins over the session's own GATEBRIDGE_WAKE=fifo
+		// that arrives in extra (FIFOs do not cross Docker Desktop's VM).
+		return sandbox.MergeEnv(base, extra, []string{EnvWake + "=poll"})
 	}
 	return sandbox.MergeEnv(base, extra)
 }
