@@ -3,7 +3,9 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,4 +70,36 @@ func TestSecDockerLeaseHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSecWorkspaceGroupRoot: as root, the command runs as the workspace
+// owner's uid:gid. A workspace owned by 4321:0 ran it in group 0, and in a
+// writable workspace it left a setgid-root copy of sh that any host user
+// could run with egid 0 (bind mounts cannot be nosuid). The group is now
+// sandbox.gid (65534) when the workspace's group is root's.
+func TestSecWorkspaceGroupRoot(t *testing.T) {
+	needRoot(t)
+	forEachIsolating(t, func(t *testing.T, backend string) {
+		ws := workspace(t)
+		must(t, exec.Command("chown", "4321:0", ws).Run())
+		must(t, os.Chmod(ws, 0o775))
+		script := `id -g; cp /bin/sh ./sg && chmod 2755 ./sg; touch f; echo done`
+		out := gb(t, backend, Run{Dir: ws, Args: []string{"--writable-workspace"}, Command: []string{"sh", "-c", script}})
+		if strings.HasPrefix(out.Stdout, "0\n") || !strings.HasSuffix(out.Stdout, "done\n") {
+			t.Errorf("stdout %q (want a gid other than 0, then done), stderr %q", out.Stdout, out.Stderr)
+		}
+		filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return nil
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			if fi.Mode()&os.ModeSetgid != 0 && st.Gid == 0 && !fi.IsDir() {
+				t.Errorf("%s is setgid root on the host", p)
+			}
+			if p != ws && st.Gid == 0 {
+				t.Errorf("%s was created with group 0", p)
+			}
+			return nil
+		})
+	})
 }

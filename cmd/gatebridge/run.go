@@ -265,13 +265,19 @@ func sandboxLimits(cfg *Config) sandbox.Limits {
 
 // runAs is the host identity a sandboxed command gets when gatebridge is
 // root: the workspace's owner when that is not root, else sandbox.uid/gid
-// (65534 by default). Not root, gatebridge runs commands as itself.
+// (65534 by default). A workspace whose group is root's (gid 0) gives
+// sandbox.gid instead: in group 0 the command could leave a setgid-root
+// file in a writable workspace for any host user to run. Not root,
+// gatebridge runs commands as itself.
 func runAs(cfg *Config, workspace string) (uid, gid int) {
 	if os.Geteuid() != 0 {
 		return os.Geteuid(), os.Getegid()
 	}
 	if st, err := os.Stat(workspace); err == nil {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
+			if sys.Gid == 0 && !cfg.Sandbox.AllowRoot {
+				return int(sys.Uid), cfg.Sandbox.GID
+			}
 			return int(sys.Uid), int(sys.Gid)
 		}
 	}

@@ -243,6 +243,13 @@ func (b *Backend) containerUser(specUID, specGID int, allowRoot bool) (user stri
 		return "", 0, 0, &sandbox.Error{Backend: "docker", Op: "user", Err: errors.New("refusing to run the command as uid 0 (root)"),
 			Hint: "set sandbox.docker.user to a non-root uid:gid, or sandbox.allow_root: true if you accept that a container escape is host root"}
 	}
+	// Group 0 is root's too: the command could leave a setgid-root file
+	// in a writable workspace (bind mounts cannot be nosuid). Running as
+	// gatebridge's own identity gives it nothing gatebridge lacks.
+	if gid == 0 && !allowRoot && (uid != os.Geteuid() || gid != os.Getegid()) {
+		return "", 0, 0, &sandbox.Error{Backend: "docker", Op: "user", Err: errors.New("refusing to run the command with gid 0 (root's group)"),
+			Hint: "set sandbox.docker.user (or sandbox.gid) to a non-root gid, or sandbox.allow_root: true"}
+	}
 	return fmt.Sprintf("%d:%d", uid, gid), uid, gid, nil
 }
 

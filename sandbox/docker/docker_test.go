@@ -349,5 +349,8 @@ func TestContainerUserRefusesRoot(t *testing.T) {
 		if u, _, _, err := nb.containerUser(1234, 1234, false); err != nil || u != "1234:1234" {
 			t.Errorf("spec 1234:1234 as root: %q %v", u, err)
 		}
+		if u, _, _, err := nb.containerUser(1234, 0, false); err == nil || !strings.Contains(err.Error(), "gid 0") {
+			t.Errorf("spec 1234:0 as root without AllowRoot: %q %v", u, err)
+		}
 	}
 }
