@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,11 @@ func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
 func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 	add := func(c checkResult) { checks = append(checks, c) }
 	usable := map[string]bool{"local": true}
+
+	add(configCheck(cfg))
+	if c, found := ignoredCwdConfig(cfg); found {
+		add(c)
+	}
 
 	add(checkResult{Check: "backend local", Status: statusOK,
 		Detail: "always usable; it runs commands on the host without isolation"})
@@ -365,4 +371,45 @@ func watchCheck(cfg *Config, dir string) checkResult {
 		c.Hint = "raise fs.inotify.max_user_instances / max_user_watches (see above)"
 	}
 	return c
+}
+
+// configCheck says which config file was read (it passed the trust
+// checks, or gatebridge would have refused to start) or where none was found.
+func configCheck(cfg *Config) checkResult {
+	if cfg.configFile != "" {
+		d := "read " + cfg.configGiven
+		if cfg.configFile != cfg.configGiven {
+			d += " (" + cfg.configFile + ")"
+		}
+		return checkResult{Check: "config", Status: statusOK,
+			Detail: d + ": owned by you or root, writable by no one else, outside the workspace and sessions"}
+	}
+	looked := "$GATEBRIDGE_CONFIG unset"
+	if c := configCandidates(); len(c) > 0 {
+		looked += ", no " + c[0]
+	}
+	return checkResult{Check: "config", Status: statusOK, Detail: "none (" + looked + "): the defaults"}
+}
+
+// ignoredCwdConfig warns about a ./gatebridge.yaml that older versions
+// read: it is never read now (the sandbox can write the current directory).
+func ignoredCwdConfig(cfg *Config) (checkResult, bool) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return checkResult{}, false
+	}
+	p := filepath.Join(wd, "gatebridge.yaml")
+	if _, err := os.Lstat(p); err != nil {
+		return checkResult{}, false
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real == cfg.configFile {
+		return checkResult{}, false
+	}
+	dest := "$XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"
+	if c := configCandidates(); len(c) > 0 {
+		dest = c[0]
+	}
+	return checkResult{Check: "config in the current directory", Status: statusWarn,
+		Detail: p + " is never read: the sandbox can write the current directory (the default workspace), and a config defines host commands",
+		Hint:   "if you wrote it and trust it, move it to " + dest + " (or pass --config with a path outside the workspace)"}, true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -180,5 +182,40 @@ func TestDoctorChecksDefaultSessionDir(t *testing.T) {
 	want := "session dir filesystem: " + bridge.DefaultDir() + " is on"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("missing %q in\n%s", want, out.String())
+	}
+}
+
+// doctor says which config was read, and warns about a ./gatebridge.yaml
+// that is never read (older versions read it).
+func TestDoctorConfigChecks(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("GATEBRIDGE_CONFIG", "")
+	cfg, _, err := loadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configCheck(cfg); c.Status != statusOK || !strings.Contains(c.Detail, "none") {
+		t.Errorf("no config: %+v", c)
+	}
+	if _, found := ignoredCwdConfig(cfg); found {
+		t.Error("warned without a ./gatebridge.yaml")
+	}
+	os.WriteFile(filepath.Join(dir, "gatebridge.yaml"), []byte("sandbox:\n  backend: local\n"), 0o600)
+	if cfg, _, err = loadConfig("", nil); err != nil || cfg.Sandbox.Backend != "auto" {
+		t.Fatalf("./gatebridge.yaml was read: %v %+v", err, cfg)
+	}
+	if c, found := ignoredCwdConfig(cfg); !found || c.Status != statusWarn || !strings.Contains(c.Detail, "never read") || c.Hint == "" {
+		t.Errorf("./gatebridge.yaml: %+v %v", c, found)
+	}
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("sandbox:\n  backend: local\n"), 0o600)
+	cfg, _, err = loadConfig(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configCheck(cfg); !strings.Contains(c.Detail, "read "+p) {
+		t.Errorf("with --config: %+v", c)
 	}
 }
