@@ -173,11 +173,14 @@ func readDirNames(fd int, max int) ([]string, error) {
 
 // writeFileAtomic writes data to name under dirfd: a temp file created with
 // O_EXCL|O_NOFOLLOW in the same directory, then renamed over name. rename
-// replaces a planted symlink rather than following it.
+// replaces a planted symlink rather than following it. The mode is 0640:
+// only the session's directories and, when gatebridge is root, the grant
+// to the sandbox's uid ([Session.Allow]: an ACL whose mask is these group
+// bits, or group ownership) decide who else reads it; never "other".
 func writeFileAtomic(dirfd int, name string, data []byte, tmpSuffix string) error {
 	tmp := ".tmp-" + name + "-" + tmpSuffix
 	fd, err := ignoringEINTR(func() (int, error) {
-		return unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		return unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", name, err)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,9 @@ func bigGate(n int) gates.Gate {
 // acknowledges each response it printed and the host removes it, so the
 // session holds about one response at a time.
 func TestResponsesRemovedOnceRead(t *testing.T) {
-	const calls, size = 200, 1 << 20
+	// 300 MiB in all: past the default max_session_bytes (256 MiB), so
+	// responses held instead of removed would also fail calls with 126.
+	const calls, size = 300, 1 << 20
 	reg := gates.NewRegistry()
 	reg.MustRegister(bigGate(size))
 	s, err := Open(Config{Gates: reg, Dir: t.TempDir()})
@@ -34,7 +37,7 @@ func TestResponsesRemovedOnceRead(t *testing.T) {
 	}
 	defer s.Close()
 	res, err := s.Run(context.Background(), shBackend{}, sandbox.Spec{Command: []string{"sh", "-c",
-		`i=0; while [ $i -lt 200 ]; do t_big > /dev/null || exit 1; i=$((i+1)); done; echo done`}})
+		fmt.Sprintf(`i=0; while [ $i -lt %d ]; do t_big > /dev/null || exit 1; i=$((i+1)); done; echo done`, calls)}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v %+v", err, res)
 	}
