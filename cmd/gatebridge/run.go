@@ -78,16 +78,15 @@ func printJSONError(w io.Writer, err error) {
 	if err == nil || errors.As(err, &ee) {
 		return
 	}
-	je := jsonError{Kind: errorKind(err), Message: err.Error(), Hint: errorHint(err)}
+	// The same object as a run's result (every field, so a runtime can
+	// decode both with one type), plus the error.
+	res := jsonResult{
+		Result: &bridge.Result{ExitCode: ExitInternal, Calls: []bridge.CallRecord{}},
+		Error:  &jsonError{Kind: errorKind(err), Message: err.Error(), Hint: errorHint(err)},
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	enc.Encode(struct {
-		ExitCode int        `json:"exit_code"`
-		Stdout   string     `json:"stdout"`
-		Stderr   string     `json:"stderr"`
-		Calls    []struct{} `json:"calls"`
-		Error    jsonError  `json:"error"`
-	}{ExitCode: ExitInternal, Calls: []struct{}{}, Error: je})
+	enc.Encode(res)
 }
 
 // errorKind classifies a gatebridge failure for run --json.
@@ -120,6 +119,8 @@ func (e *bridgeError) Unwrap() error { return e.err }
 type jsonResult struct {
 	*bridge.Result
 	SandboxReason string `json:"sandbox_reason,omitempty"`
+	// Error is set only when gatebridge itself failed (exit 125).
+	Error *jsonError `json:"error,omitempty"`
 }
 
 func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) error {
