@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,4 +103,29 @@ func TestSecWorkspaceGroupRoot(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// TestSecPersistentTmpdirBounded: in a persistent sandbox too, TMPDIR is
+// the container's own /tmp tmpfs of sandbox.limits.tmp_size (set at
+// start), not the session's tmp/ on the host's /dev/shm: writing 32 MiB
+// into an 8 MiB TMPDIR fails and the session's tmp/ stays empty.
+func TestSecPersistentTmpdirBounded(t *testing.T) {
+	needBackend(t, "docker")
+	ws := workspace(t)
+	cfg := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	must(t, os.WriteFile(cfg, []byte("sandbox:\n  limits:\n    tmp_size: 8388608\n"), 0o644))
+	name := randName("tmp")
+	if out := gbRaw(t, ws, nil, nil, 0, "--config", cfg, "sandbox", "start", name); out.Code != 0 {
+		t.Fatalf("sandbox start: %s", out.Stderr)
+	}
+	t.Cleanup(func() { gbRaw(t, ws, nil, nil, 0, "--config", cfg, "sandbox", "stop", name) })
+	script := `echo "$TMPDIR"; dd if=/dev/zero of="$TMPDIR/f" bs=65536 count=512 2>/dev/null; echo "dd $?"; wc -c < "$TMPDIR/f"; rm -f "$TMPDIR/f"; echo "tmp:$(ls -A "$GATEBRIDGE_SESSION_DIR/tmp" 2>&1 | grep -v '^\.gatebridge-exec-' | tr '\n' ' ')"`
+	out := gbRaw(t, ws, nil, nil, 0, "--config", cfg, "run", "--reuse", name, "--", "sh", "-c", script)
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if len(lines) != 4 || lines[0] != "/tmp" || lines[1] == "dd 0" || lines[3] != "tmp:" {
+		t.Fatalf("stdout %q (want /tmp, a failed dd, <= 8 MiB written, an empty session tmp/), stderr %q", out.Stdout, out.Stderr)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(lines[2])); n > 8<<20 || n == 0 {
+		t.Errorf("wrote %d bytes into an 8 MiB TMPDIR", n)
+	}
 }
