@@ -191,7 +191,7 @@ func TestCallsArePerRunAndCapped(t *testing.T) {
 
 // A gatebridge killed with SIGKILL leaves its session; the session's
 // flock dies with it, so Prune removes the session (a live one stays),
-// including directories made unreadable in it.
+// including directories the sandbox (uid 65534 when root) made unreadable.
 func TestPruneDeadOwner(t *testing.T) {
 	if dir := os.Getenv("GB_TEST_PRUNE_CHILD"); dir != "" {
 		s, err := Open(Config{Gates: testRegistry(t), Dir: dir})
@@ -199,15 +199,23 @@ func TestPruneDeadOwner(t *testing.T) {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		d := s.Dirs().Calls
-		os.MkdirAll(filepath.Join(d, "x", "y"), 0o755)
-		os.Chmod(filepath.Join(d, "x", "y"), 0)
-		os.Chmod(filepath.Join(d, "x"), 0)
+		// The sandbox made parts of it unreadable: as uid 65534 when we
+		// are root (root could remove them anyway), else as ourselves.
+		mk := fmt.Sprintf(`cd %s && mkdir -p x/y && touch x/y/f && chmod 000 x/y x`, s.Dirs().Calls)
+		if os.Geteuid() == 0 {
+			s.Allow(65534, 65534)
+			asUser(65534, 65534, mk)
+		} else {
+			exec.Command("sh", "-c", mk).Run()
+		}
 		fmt.Println(s.Dirs().Root)
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
 	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		dir = traversableTempDir(t)
+	}
 	child := exec.Command(os.Args[0], "-test.run=^TestPruneDeadOwner$")
 	child.Env = append(os.Environ(), "GB_TEST_PRUNE_CHILD="+dir)
 	out, err := child.StdoutPipe()
@@ -225,6 +233,9 @@ func TestPruneDeadOwner(t *testing.T) {
 
 	if removed, err := Prune(dir); len(removed) != 0 || err != nil {
 		t.Fatalf("Prune removed %v (%v) while the owners live", removed, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(root, "calls", "x")); len(m) != 1 {
+		t.Fatalf("the child made no unreadable dir in %s", root)
 	}
 	mustOK(t, child.Process.Signal(syscall.SIGKILL))
 	child.Wait()
