@@ -424,8 +424,8 @@ func TestWriteFileProtected(t *testing.T) {
 
 // search over a 4 MiB one-line file kept two host cores busy for 30 s past
 // its 5 s timeout: the context was only checked between files. Now it is
-// checked per line and per chunk of a long line, and a pattern whose
-// program is too large is refused up front (exit 2).
+// checked per line and, within a long line, every few KiB of input, and a
+// pattern whose program is too large is refused up front (exit 2).
 func TestSearchBounded(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "big"), strings.Repeat("a", 4<<20))
@@ -440,18 +440,59 @@ func TestSearchBounded(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("refusing the pattern took %v", d)
 	}
-	// Allowed but slow: (instructions × 4 MiB) takes many seconds.
+	// Allowed but slow: (instructions × 4 MiB) takes ~17 s unbounded.
 	heavy := "[ab]{500}c"
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
 	r := callGateCtx(t, ctx, gs["search"], nil, heavy, "big")
-	// Unchunked, this line takes ~17 s (more under -race); one 16 KiB chunk
-	// takes ~70 ms (~1 s under -race).
-	if d := time.Since(start); d > 5*time.Second {
+	// Between two context checks: ~10 ms (~100 ms under -race).
+	if d := time.Since(start); d > 1300*time.Millisecond {
 		t.Errorf("search returned %v after a 300ms deadline: it did not check its context inside the line", d)
 	}
 	if r.err == nil || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the deadline", r.err)
+	}
+	// And nothing keeps matching once it returned: the process is idle.
+	before := cpuTime(t)
+	time.Sleep(500 * time.Millisecond)
+	if used := cpuTime(t) - before; used > 200*time.Millisecond {
+		t.Errorf("%v of CPU used in the 500ms after search returned", used)
+	}
+}
+
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A long line is matched as one input, not in pieces: ^ and $ match only
+// at its ends, and a match spanning any internal boundary is found.
+func TestSearchLongLineExact(t *testing.T) {
+	root := t.TempDir()
+	line := []byte(strings.Repeat("x", 300<<10))
+	copy(line[15<<10:], "abc")                              // where a 16 KiB chunking restarted
+	copy(line[104<<10:], "Q"+strings.Repeat("m", 3000)+"Z") // across 106 KiB, another old chunk edge
+	writeFile(t, filepath.Join(root, "long"), string(line)+"\nabc\n")
+	_, gs := fixture(t, Options{Root: root})
+	for _, tc := range []struct {
+		pat  string
+		code int
+		out  string
+	}{
+		{"^abc", 0, "long:2:abc\n"},
+		{"abc$", 0, "long:2:abc\n"},
+		{"^x+abcx", 0, "long:1:" + strings.Repeat("x", 500) + "…\n"},
+		{"^x+$", 1, ""},
+		{"xQm+Zx", 0, "long:1:" + strings.Repeat("x", 500) + "…\n"},
+		{"Qm{1000}Z", 1, ""},
+	} {
+		r := callGate(t, gs["search"], nil, tc.pat, "long")
+		if r.code != tc.code || r.out != tc.out {
+			t.Errorf("search %q: exit %d, stdout %.80q; want %d %.80q", tc.pat, r.code, r.out, tc.code, tc.out)
+		}
 	}
 }

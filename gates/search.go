@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"regexp/syntax"
+	"unicode/utf8"
 )
 
 const (
@@ -21,33 +22,33 @@ const (
 	// costs up to (instructions × bytes), so a pattern such as
 	// (a|b|…|aa|bb){1000}Q could keep a host core busy for minutes.
 	maxProgInst = 10000
-	// Lines longer than lineChunk are matched in chunks of that size,
-	// overlapping by chunkOverlap, with the context checked between
-	// chunks; a match longer than chunkOverlap that spans two chunks of
-	// such a line can be missed, and ^ and $ also match at chunk edges.
-	lineChunk    = 16 << 10
-	chunkOverlap = 1 << 10
+	// matchBudget bounds the work (bytes × instructions, the worst case
+	// of Go's linear-time matcher) done between two checks of the
+	// context: a line costing more is matched through a reader that
+	// checks the context every matchBudget/instructions bytes.
+	matchBudget = 1 << 22
 )
 
 // compilePattern compiles a search pattern, refusing one whose program is
-// too large to run in bounded time.
-func compilePattern(pat string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(pat)
-	if err != nil {
-		return nil, err
-	}
+// too large to run in bounded time, and returns its instruction count.
+func compilePattern(pat string) (*regexp.Regexp, int, error) {
 	tree, err := syntax.Parse(pat, syntax.Perl)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	prog, err := syntax.Compile(tree.Simplify())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if n := len(prog.Inst); n > maxProgInst {
-		return nil, fmt.Errorf("pattern too complex: it compiles to %d instructions (at most %d); use fewer alternatives or repetitions", n, maxProgInst)
+	n := len(prog.Inst)
+	if n > maxProgInst {
+		return nil, 0, fmt.Errorf("pattern too complex: it compiles to %d instructions (at most %d); use fewer alternatives or repetitions", n, maxProgInst)
 	}
-	return re, nil
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return nil, 0, err
+	}
+	return re, n, nil
 }
 
 func newSearch(ws *workspace, o Options) Gate {
@@ -63,7 +64,7 @@ func newSearch(ws *workspace, o Options) Gate {
 			{Name: "PATH", Description: "File or directory to search, relative to the workspace root (default: the root). Output paths are relative to the root."},
 		},
 	}, argSpec{min: 1, max: 2}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
-		re, err := compilePattern(p.pos[0])
+		re, ninst, err := compilePattern(p.pos[0])
 		if err != nil {
 			return 0, p.spec.usageErr("bad pattern: %v", err)
 		}
@@ -81,7 +82,8 @@ func newSearch(ws *workspace, o Options) Gate {
 			return 0, pathErr(name, "stat", path, err)
 		}
 		bw := bufio.NewWriter(stdout(c))
-		s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o}
+		s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o,
+			every: max(256, matchBudget/max(ninst, 1))}
 		switch {
 		case fi.Mode().IsRegular():
 			skipped, err := s.file(rel)
@@ -125,6 +127,7 @@ type searchRun struct {
 	ctx     context.Context
 	root    *os.Root
 	re      *regexp.Regexp
+	every   int // bytes of a long line matched between context checks
 	out     *bufio.Writer
 	o       Options
 	files   int
@@ -168,24 +171,50 @@ func (s *searchRun) dir(rel string) error {
 	return nil
 }
 
-// match matches one line, a long one chunk by chunk so that the context
-// is checked while it runs.
+// match matches one line. A line whose worst-case cost exceeds
+// matchBudget is matched through a reader that checks the context every
+// s.every bytes and ends the input once it is done, so a pathological
+// pattern over a long line stops soon after the deadline; the result is
+// exact (the whole line is one input), and is thrown away when the
+// context ended.
 func (s *searchRun) match(line []byte) (bool, error) {
-	if len(line) <= lineChunk {
+	if len(line) <= s.every {
 		return s.re.Match(line), nil
 	}
-	for off := 0; ; off += lineChunk - chunkOverlap {
-		if err := s.ctx.Err(); err != nil {
-			return false, err
-		}
-		end := min(off+lineChunk, len(line))
-		if s.re.Match(line[off:end]) {
-			return true, nil
-		}
-		if end == len(line) {
-			return false, nil
+	r := &ctxRuneReader{ctx: s.ctx, b: line, every: s.every, left: s.every}
+	ok := s.re.MatchReader(r)
+	if r.err != nil {
+		return false, r.err
+	}
+	return ok, nil
+}
+
+// ctxRuneReader reads b rune by rune as regexp does for a []byte (invalid
+// UTF-8 gives utf8.RuneError of width 1), checking ctx every `every`
+// bytes; once ctx is done it records the error and reports end of input.
+type ctxRuneReader struct {
+	ctx   context.Context
+	b     []byte
+	every int
+	left  int
+	err   error
+}
+
+func (r *ctxRuneReader) ReadRune() (rune, int, error) {
+	if r.err != nil || len(r.b) == 0 {
+		return 0, 0, io.EOF
+	}
+	if r.left <= 0 {
+		r.left = r.every
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			return 0, 0, io.EOF
 		}
 	}
+	c, n := utf8.DecodeRune(r.b)
+	r.b = r.b[n:]
+	r.left -= n
+	return c, n, nil
 }
 
 // file searches one regular file and returns why it was skipped, if it was.

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // safeGitLog is the README's git_log gate.
@@ -154,4 +156,59 @@ echo ok | write_file notes.txt; echo "$?"`
 			t.Error(".git/hooks was created")
 		}
 	})
+}
+
+// TestSecSearchStops: a search that hits its gate timeout inside one long
+// line returns 124 within the timeout plus a second, and stops matching:
+// gatebridge is idle afterwards (before, the regexp kept two host cores
+// busy for 30 s after the 124, and every retry added more).
+func TestSecSearchStops(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	ws := workspace(t)
+	must(t, os.WriteFile(filepath.Join(ws, "big"), []byte(strings.Repeat("a", 4<<20)), 0o644))
+	cfg := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	must(t, os.WriteFile(cfg, []byte("bridge:\n  limits:\n    gate_timeout: 1s\ngates:\n  max_search_file_bytes: 8388608\n"), 0o644))
+	// Unbounded, '[ab]{500}c' over this line runs ~17 s of CPU.
+	script := `s=$(date +%s%N); search '[ab]{500}c' big; c=$?; e=$(date +%s%N); echo "$c $(( (e - s) / 1000000 ))"; sleep 3`
+	cmd := exec.Command(binary, "--config", cfg, "run", "--sandbox", "local", "--", "sh", "-c", script)
+	cmd.Dir = ws
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no result line: %v", err)
+	}
+	before := procCPU(t, cmd.Process.Pid)
+	time.Sleep(2 * time.Second)
+	after := procCPU(t, cmd.Process.Pid)
+	var code, ms int
+	if _, err := fmt.Sscanf(line, "%d %d", &code, &ms); err != nil || code != 124 {
+		t.Fatalf("stdout %q: want exit 124 and a duration", line)
+	}
+	if ms > 2000 {
+		t.Errorf("search returned after %d ms with a 1s gate timeout", ms)
+	}
+	t.Logf("search returned 124 after %d ms; gatebridge then used %v of CPU in 2 s", ms, after-before)
+	if after-before > 250*time.Millisecond {
+		t.Errorf("gatebridge used %v of CPU in the 2 s after the 124: the search kept running", after-before)
+	}
+}
+
+// procCPU is the user+system CPU time of pid (all its threads).
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(t, err)
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
