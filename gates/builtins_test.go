@@ -446,8 +446,9 @@ func TestSearchBounded(t *testing.T) {
 	defer cancel()
 	start = time.Now()
 	r := callGateCtx(t, ctx, gs["search"], nil, heavy, "big")
-	// Between two context checks: ~10 ms (~100 ms under -race).
-	if d := time.Since(start); d > 1300*time.Millisecond {
+	// Between two context checks: ~10 ms; the bound is loose for -race on
+	// a loaded machine (unbounded, this line takes ~17 s).
+	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("search returned %v after a 300ms deadline: it did not check its context inside the line", d)
 	}
 	if r.err == nil || !errors.Is(r.err, context.DeadlineExceeded) {
