@@ -197,7 +197,10 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		AllowRoot:         cfg.Sandbox.AllowRoot,
 	}
 	spec.UID, spec.GID = runAs(cfg, workspace)
-	if spec.UID != os.Geteuid() {
+	// The command runs as spec.UID under bwrap and docker: let that uid
+	// (alone) into the session. local runs it as gatebridge itself, so
+	// letting another uid in would only widen who can read the session.
+	if spec.UID != os.Geteuid() && chosen.backend.Name() != "local" {
 		if err := sess.Allow(spec.UID, spec.GID); err != nil {
 			sess.Close()
 			return withHint(&bridgeError{err}, "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners")
