@@ -408,7 +408,8 @@ func TestWriteFileProtected(t *testing.T) {
 	out := t.TempDir()
 	writeFile(t, filepath.Join(out, ".git", "config"), "[core]\n")
 	_, gs := fixture(t, Options{WritableRoot: out, ProtectedPaths: []string{".git", "deep/keep"}})
-	for _, p := range []string{".git/config", ".git/hooks/pre-commit", "./.git/config", "sub/../.git/config", ".GIT/config", ".git", "deep/keep/x"} {
+	for _, p := range []string{".git/config", ".git/hooks/pre-commit", "./.git/config", "sub/../.git/config", ".GIT/config", ".git", "deep/keep/x",
+		"sub/.git/hooks/post-checkout", "a/b/.Git/config", filepath.Join(out, ".git", "x"), "DEEP/Keep"} {
 		callGate(t, gs["write_file"], []byte("pwned"), "--", p).check(t, ExitDenied, "", "protected path")
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, ".git", "config")); string(b) != "[core]\n" {
@@ -420,6 +421,8 @@ func TestWriteFileProtected(t *testing.T) {
 	// Names that only start like a protected path are fine.
 	callGate(t, gs["write_file"], []byte("ok"), ".gitignore").check(t, 0, "", "")
 	callGate(t, gs["write_file"], []byte("ok"), "deep/keeper").check(t, 0, "", "")
+	callGate(t, gs["write_file"], []byte("ok"), "sub/deep/keep").check(t, 0, "", "")
+	callGate(t, gs["write_file"], []byte("ok"), "sub/x.git/y").check(t, 0, "", "")
 }
 
 // search over a 4 MiB one-line file kept two host cores busy for 30 s past

@@ -225,13 +225,26 @@ func newWriteFile(ws *workspace, o Options) Gate {
 	})
 }
 
-// protectedPath reports the entry of protected that rel (clean, relative,
-// slash-separated) is or lies under. The comparison ignores case: on a
+// protectedPath reports the entry of protected that rel (clean, relative)
+// is or lies under. An entry of one component (".git") is protected
+// wherever it appears, so "sub/.git/hooks/x" (a nested repository the host
+// may run git in) is refused too; a longer entry ("config/keys") is
+// matched from the root. The comparison ignores case: on a
 // case-insensitive filesystem .GIT/config is .git/config.
 func protectedPath(rel string, protected []string) (string, bool) {
+	rel = filepath.ToSlash(rel)
+	parts := strings.Split(rel, "/")
 	for _, p := range protected {
-		p = filepath.ToSlash(filepath.Clean(p))
+		p = strings.Trim(filepath.ToSlash(filepath.Clean(p)), "/")
 		if p == "." || p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			for _, c := range parts {
+				if strings.EqualFold(c, p) {
+					return p, true
+				}
+			}
 			continue
 		}
 		if strings.EqualFold(rel, p) || (len(rel) > len(p) && strings.EqualFold(rel[:len(p)], p) && rel[len(p)] == '/') {

@@ -143,17 +143,19 @@ func TestSecWriteFileProtected(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
 		must(t, os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644))
 		cfg := fmt.Sprintf("gates:\n  writable_root: %s\n", ws)
-		script := `for p in .git/config .git/hooks/pre-commit sub/../.git/config; do printf '[core]\n\tfsmonitor = id\n' | write_file "$p"; echo "$?"; done
+		script := `for p in .git/config .git/hooks/pre-commit sub/../.git/config sub/.git/hooks/post-checkout; do printf '[core]\n\tfsmonitor = id\n' | write_file "$p"; echo "$?"; done
 echo ok | write_file notes.txt; echo "$?"`
 		out := gb(t, backend, Run{Dir: ws, Config: cfg, Command: []string{"sh", "-c", script}})
-		if out.Stdout != "126\n126\n126\n0\n" || !strings.Contains(out.Stderr, "sandbox.protected_paths") {
+		if out.Stdout != "126\n126\n126\n126\n0\n" || !strings.Contains(out.Stderr, "sandbox.protected_paths") {
 			t.Errorf("stdout %q, stderr %q", out.Stdout, out.Stderr)
 		}
 		if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
 			t.Errorf(".git/config is %q", b)
 		}
-		if _, err := os.Lstat(filepath.Join(ws, ".git", "hooks")); err == nil {
-			t.Error(".git/hooks was created")
+		for _, d := range []string{".git/hooks", "sub"} {
+			if _, err := os.Lstat(filepath.Join(ws, d)); err == nil {
+				t.Errorf("%s was created", d)
+			}
 		}
 	})
 }
