@@ -60,8 +60,13 @@ fuzz-short:
 fuzz:
 	$(MAKE) fuzz-short FUZZTIME=$(FUZZLONG)
 
+# The library and CLI must also build (and vet) for macOS, where many
+# runtime authors develop, and for arm64 Linux.
+CROSS := darwin/arm64 linux/arm64
+
 lint:
 	$(GO) vet ./...
+	@set -e; for t in $(CROSS); do echo "vet $$t"; GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./...; done
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Builds gatebridge-test:latest from the host's busybox-static and

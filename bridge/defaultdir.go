@@ -27,7 +27,7 @@ func DefaultDir() string {
 
 func isWritableTmpfs(dir string) bool {
 	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+	if err := unix.Statfs(dir, &fs); err != nil || !isTmpfs(&fs) {
 		return false
 	}
 	return unix.Access(dir, unix.W_OK|unix.X_OK) == nil

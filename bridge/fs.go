@@ -245,16 +245,12 @@ func wakeAt(dirfd int, name string) error {
 
 // makeAccessible gives the directory name under dirfd mode 0700 (the
 // sandbox, running as us, may have made it 000 to make it hard to
-// delete). The directory is opened with O_PATH|O_NOFOLLOW and chmodded
-// through /proc/self/fd, so a symlink swapped in is never followed.
+// delete), never following a symlink swapped in (see chmodDirAt).
 func makeAccessible(dirfd int, name string) bool {
-	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o700) == nil
+	return chmodDirAt(dirfd, name) == nil
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // removeTree removes the directory path and everything in it, never
 // following a symlink, also when the sandbox made parts of it unreadable.

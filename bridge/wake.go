@@ -23,7 +23,7 @@ func makeWakeAt(dirFd int) {
 	if unix.Fstat(dirFd, &dst) != nil {
 		return
 	}
-	if unix.Mknodat(dirFd, tmp, unix.S_IFIFO|0o600, 0) != nil {
+	if mkfifoAt(dirFd, tmp) != nil {
 		return
 	}
 	defer unix.Unlinkat(dirFd, tmp, 0)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 import (
@@ -28,31 +30,6 @@ func forEachIsolating(t *testing.T, fn func(t *testing.T, backend string)) {
 			fn(t, b)
 		})
 	}
-}
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("this attack is about gatebridge running as root")
-	}
-}
-
-// sleepPids returns the pids whose argv is exactly `sleep marker`.
-func sleepPids(marker string) []int {
-	var out []int
-	m, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range m {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(argv) == 2 && filepath.Base(argv[0]) == "sleep" && argv[1] == marker {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // procUID returns the host uid of the process `sleep marker`, or -1.

@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,29 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cond()
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("this attack is about gatebridge running as root")
+	}
+}
+
+// sleepPids returns the pids whose argv is exactly `sleep marker`.
+func sleepPids(marker string) []int {
+	var out []int
+	m, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range m {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(argv) == 2 && filepath.Base(argv[0]) == "sleep" && argv[1] == marker {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			out = append(out, pid)
+		}
+	}
+	return out
 }

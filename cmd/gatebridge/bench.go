@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"os/exec"
@@ -719,16 +720,9 @@ func machineInfo() benchMachine {
 			}
 		}
 	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		var b []byte
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		m.Kernel = string(b)
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	return m
 }

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package bridge
+
+import "golang.org/x/sys/unix"
+
+// mkfifoAt is not available here (no mknodat/mkfifoat in x/sys for every
+// Unix): the host does not pre-create wake FIFOs and the wrapper makes its
+// own (see makeWakeAt).
+func mkfifoAt(int, string) error { return unix.ENOTSUP }
+
+// isTmpfs: the default session dir is the temp dir outside Linux.
+func isTmpfs(*unix.Statfs_t) bool { return false }
+
+// chmodDirAt gives the directory name under dirfd mode 0700 without
+// following a symlink.
+func chmodDirAt(dirfd int, name string) error {
+	return unix.Fchmodat(dirfd, name, 0o700, unix.AT_SYMLINK_NOFOLLOW)
+}
