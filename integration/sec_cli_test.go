@@ -197,25 +197,35 @@ func TestSecUntrustedConfigRefused(t *testing.T) {
 // (writable) workspace it was started with. A config at that workspace's
 // root, used by a run from a subdirectory (whose own workspace does not
 // contain it), is still refused: the sandbox's commands could have
-// written it.
+// written it. Also when the sandbox was started through a symlink to the
+// workspace and the config is named by its real path.
 func TestSecConfigInPersistentWorkspace(t *testing.T) {
 	needBackend(t, "docker")
-	ws := workspace(t)
-	name := randName("cfgws")
-	if out := gbRaw(t, ws, nil, nil, 0, "sandbox", "start", "--writable-workspace", name); out.Code != 0 {
-		t.Fatalf("start: %s", out.Stderr)
-	}
-	t.Cleanup(func() { gbRaw(t, ws, nil, nil, 0, "sandbox", "stop", name) })
-	cfg := filepath.Join(ws, "gb.yaml")
-	os.WriteFile(cfg, []byte("gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\n"), 0o644)
-	sub := filepath.Join(ws, "sub")
-	os.Mkdir(sub, 0o755)
-	marker := filepath.Join(t.TempDir(), "pwned")
-	out := gbRaw(t, sub, nil, nil, 0, "--config", cfg, "run", "--reuse", name, "--", "sh", "-c", "hostsh 'touch "+marker+"'")
-	if out.Code != 125 || !strings.Contains(out.Stderr, "refusing config file") || !strings.Contains(out.Stderr, "persistent sandbox "+name) {
-		t.Errorf("exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("a config in the persistent sandbox's workspace ran a host command")
+	for _, viaLink := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "symlinked"}[viaLink], func(t *testing.T) {
+			ws := workspace(t)
+			startWS := ws
+			if viaLink {
+				startWS = filepath.Join(t.TempDir(), "link")
+				os.Symlink(ws, startWS)
+			}
+			name := randName("cfgws")
+			if out := gbRaw(t, ws, nil, nil, 0, "sandbox", "start", "--writable-workspace", "--workspace", startWS, name); out.Code != 0 {
+				t.Fatalf("start: %s", out.Stderr)
+			}
+			t.Cleanup(func() { gbRaw(t, ws, nil, nil, 0, "sandbox", "stop", name) })
+			cfg := filepath.Join(ws, "gb.yaml")
+			os.WriteFile(cfg, []byte("gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\n"), 0o644)
+			sub := filepath.Join(startWS, "sub")
+			os.Mkdir(sub, 0o755)
+			marker := filepath.Join(t.TempDir(), "pwned")
+			out := gbRaw(t, sub, nil, nil, 0, "--config", cfg, "run", "--reuse", name, "--workspace", sub, "--", "sh", "-c", "hostsh 'touch "+marker+"'")
+			if out.Code != 125 || !strings.Contains(out.Stderr, "refusing config file") || !strings.Contains(out.Stderr, "persistent sandbox "+name) {
+				t.Errorf("exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("a config in the persistent sandbox's workspace ran a host command")
+			}
+		})
 	}
 }

@@ -118,8 +118,8 @@ func (a *auditLog) Close() error {
 
 // checkAuditPlace refuses an audit log the sandboxed command could write
 // (and so rewrite or truncate, or fill with rotated files): inside a
-// writable workspace, gates.writable_root, the session directory or the
-// sandbox's sessions root.
+// writable workspace, gates.writable_root, the session directory, or a
+// persistent sandbox's sessions root or workspace.
 func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error {
 	dir, err := filepath.Abs(filepath.Dir(cfg.Audit.Path))
 	if err != nil {
@@ -136,6 +136,8 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 		{cfg.Gates.WritableRoot, "gates.writable_root"},
 		{sessions, "bridge.session_dir"},
 		{chosen.sessionsRoot, "the persistent sandbox's sessions root"},
+		// Whether it was started writable is not known here: refuse.
+		{chosen.reuseWorkspace, "the persistent sandbox's workspace"},
 	}
 	if cfg.Sandbox.WritableWorkspace {
 		places = append(places, struct{ dir, key string }{workspace, "sandbox.workspace, writable"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,7 +22,10 @@ type chosenBackend struct {
 	// mapWorkspace, when set, maps the host workspace inside (persistent
 	// docker: the run may start in a subdirectory of the sandbox's).
 	mapWorkspace func(host string) (string, bool)
-	closers      []func()
+	// reuseWorkspace is the host workspace a persistent sandbox was
+	// started with, symlinks resolved ("" when unknown or none).
+	reuseWorkspace string
+	closers        []func()
 }
 
 func (c *chosenBackend) close() {
@@ -90,7 +94,8 @@ func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenB
 		}
 		return &chosenBackend{backend: sb, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
 			sessionsRoot: sb.SessionsRoot(), mapWorkspace: sb.WorkspaceInside,
-			closers: []func(){func() { d.Close() }}}, nil
+			reuseWorkspace: persistentWorkspace(ctx, d, cfg.Sandbox.Docker.Reuse),
+			closers:        []func(){func() { d.Close() }}}, nil
 	}
 	switch cfg.Sandbox.Backend {
 	case "local":
@@ -187,3 +192,21 @@ func (e *noSandboxError) Error() string {
 	return fmt.Sprintf("no sandbox is usable (%s); --sandbox auto does not run commands unsandboxed", e.why)
 }
 func (e *noSandboxError) Unwrap() error { return sandbox.ErrUnavailable }
+
+// persistentWorkspace is the host workspace persistent sandbox name was
+// started with, symlinks resolved, or "" (none, or not found).
+func persistentWorkspace(ctx context.Context, d *docker.Backend, name string) string {
+	list, err := d.List(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, i := range list {
+		if i.Name == name && i.Workspace != "" {
+			if r, err := filepath.EvalSymlinks(i.Workspace); err == nil {
+				return r
+			}
+			return filepath.Clean(i.Workspace)
+		}
+	}
+	return ""
+}

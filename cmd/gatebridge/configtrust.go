@@ -214,6 +214,9 @@ func checkConfigPlaceSandbox(cfg *Config, chosen *chosenBackend) error {
 			}
 		}
 	}
+	if ws := chosen.reuseWorkspace; ws != "" && (cfg.configFile == ws || strings.HasPrefix(cfg.configFile, strings.TrimSuffix(ws, "/")+"/")) {
+		return refuse(ws, "the workspace of persistent sandbox "+cfg.Sandbox.Docker.Reuse)
+	}
 	if root := chosen.sessionsRoot; root != "" {
 		if r, err := filepath.EvalSymlinks(root); err == nil {
 			root = r
