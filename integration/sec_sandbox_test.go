@@ -20,18 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isolating are the backends that must never run a command as host root.
-var isolating = []string{"bwrap", "docker"}
-
-func forEachIsolating(t *testing.T, fn func(t *testing.T, backend string)) {
-	for _, b := range isolating {
-		t.Run(b, func(t *testing.T) {
-			needBackend(t, b)
-			fn(t, b)
-		})
-	}
-}
-
 // procUID returns the host uid of the process `sleep marker`, or -1.
 func procUID(marker string) int {
 	for _, pid := range sleepPids(marker) {

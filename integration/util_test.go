@@ -102,3 +102,15 @@ func sleepPids(marker string) []int {
 	}
 	return out
 }
+
+// isolating are the backends that must never run a command as host root.
+var isolating = []string{"bwrap", "docker"}
+
+func forEachIsolating(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, b := range isolating {
+		t.Run(b, func(t *testing.T) {
+			needBackend(t, b)
+			fn(t, b)
+		})
+	}
+}
