@@ -69,7 +69,9 @@ type CommandSpec struct {
 	// a marker is written on stderr. 0 means DefaultMaxOutputBytes.
 	MaxOutputBytes int64
 	// Env is the complete environment (KEY=VALUE): the host environment is
-	// not inherited, except PATH, which is added when Env has none.
+	// not inherited, except PATH, which is added when Env has none, without
+	// its relative entries and those inside Untrusted. A PATH in Env with
+	// such an entry is refused.
 	Env []string
 	// Stdin forwards the wrapper's standard input to the command; without
 	// it the command's stdin is /dev/null.
@@ -160,25 +162,68 @@ func NewCommand(s CommandSpec) (Gate, error) {
 	}
 	hasPath := false
 	for i, kv := range s.Env {
-		k, _, ok := strings.Cut(kv, "=")
+		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			return nil, fail("env", "element %d: want KEY=VALUE, got %s", i, quoteArg(kv))
 		}
-		hasPath = hasPath || k == "PATH"
+		if k == "PATH" {
+			hasPath = true
+			for _, d := range filepath.SplitList(v) {
+				if why := untrustedPathDir(d, s.Untrusted); why != "" {
+					return nil, fail("env", "PATH entry %s %s: the command could run a program the sandbox planted; list only absolute directories outside it", quoteArg(d), why)
+				}
+			}
+		}
 		if k == "HOME" && g.home == "" {
 			g.home = kv[len("HOME="):]
 		}
 	}
 	g.env = slices.DeleteFunc(slices.Clone(s.Env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 	if !hasPath {
-		p := os.Getenv("PATH")
-		if p == "" {
-			p = defaultCommandPath
-		}
-		g.env = append(g.env, "PATH="+p)
+		g.env = append(g.env, "PATH="+commandPath(os.Getenv("PATH"), s.Untrusted))
 	}
 	g.spec = g.makeSpec(s)
 	return g, nil
+}
+
+// commandPath is the host PATH without the entries a command gate must
+// not search: empty and relative ones (they name the command's working
+// directory, often the workspace) and those inside untrusted directories.
+func commandPath(host string, untrusted []string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(host) {
+		if untrustedPathDir(d, untrusted) == "" {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return defaultCommandPath
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
+
+// untrustedPathDir says why the PATH entry d is unsafe, or "".
+func untrustedPathDir(d string, untrusted []string) string {
+	if d == "" || !filepath.IsAbs(d) {
+		return "is relative (it names the working directory)"
+	}
+	rd, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		rd = filepath.Clean(d)
+	}
+	for _, u := range untrusted {
+		if u == "" {
+			continue
+		}
+		ru, err := filepath.EvalSymlinks(u)
+		if err != nil {
+			ru = filepath.Clean(u)
+		}
+		if within(rd, ru) || within(filepath.Clean(d), filepath.Clean(u)) {
+			return "is inside " + ru + ", which the sandbox can write"
+		}
+	}
+	return ""
 }
 
 func (g *commandGate) makeSpec(s CommandSpec) Spec {
@@ -332,4 +377,12 @@ func copyCapped(dst io.Writer, src io.Reader, max int64) (truncated bool) {
 	io.Copy(dst, io.LimitReader(src, max))
 	n, _ := io.Copy(io.Discard, src)
 	return n > 0
+}
+
+// within reports whether p is dir or lies below it (both clean, absolute).
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }

@@ -354,3 +354,36 @@ func TestCommandReapsLeftovers(t *testing.T) {
 		t.Errorf("left-over child %d still running", pid)
 	}
 }
+
+// The command inherits the host PATH only without entries that would let
+// it run a program the sandbox planted: relative ones (the working
+// directory, often the workspace) and those inside a sandbox-writable dir.
+func TestCommandPathEnv(t *testing.T) {
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "id"), "#!/bin/sh\necho pwned\n")
+	if err := os.Chmod(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ws, "id"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := os.Getenv("PATH")
+	t.Setenv("PATH", ws+":.::bin:"+host)
+	g := mustCommand(t, CommandSpec{Name: "whoisit", Command: []string{"/bin/sh", "-c", `echo "$PATH"; id -u`}, Dir: ws, Untrusted: []string{ws}})
+	r := callGate(t, g, nil)
+	if r.code != 0 || strings.Contains(r.out, "pwned") {
+		t.Fatalf("exit %d, stdout %q: the planted id ran", r.code, r.out)
+	}
+	path := strings.SplitN(r.out, "\n", 2)[0]
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) || d == ws {
+			t.Errorf("PATH %q keeps %q", path, d)
+		}
+	}
+	for _, bad := range []string{"PATH=.:/usr/bin", "PATH=/usr/bin::/bin", "PATH=" + ws + ":/usr/bin"} {
+		_, err := NewCommand(CommandSpec{Name: "whoisit", Command: []string{"/bin/sh"}, Env: []string{bad}, Untrusted: []string{ws}})
+		if err == nil || !strings.Contains(err.Error(), "env: PATH entry") {
+			t.Errorf("%s: error %v", bad, err)
+		}
+	}
+}

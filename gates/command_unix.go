@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 )
 
@@ -86,12 +85,4 @@ func trustedCommand(path string, untrusted []string) (string, error) {
 		}
 	}
 	return real, nil
-}
-
-// within reports whether p is dir or lies below it (both clean, absolute).
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }

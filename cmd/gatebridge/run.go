@@ -331,7 +331,7 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 	if sessions == "" {
 		sessions = bridge.DefaultDir()
 	}
-	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions}
+	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
 	for i, c := range cfg.Gates.Commands {
 		spec := gates.CommandSpec{
 			Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
