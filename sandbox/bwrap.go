@@ -190,7 +190,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
 		cred:    cred,
 		prepare: prepare,
-		done:    leave,
+		started: leave,
 	})
 	statusW.Close()
 	// bwrap and its children are gone, so the pipe is at EOF; the timer

@@ -46,6 +46,10 @@ type process struct {
 	// prepare, when set, runs on the OS thread that starts the process,
 	// just before it does; that thread is then discarded, not reused.
 	prepare func() error
-	// done, when set, runs on that thread once the process is reaped.
-	done func()
+	// started, when set, runs on that thread as soon as the process has
+	// started (or failed to): the thread leaves the cgroup prepare joined,
+	// so gatebridge is never a task of the command's memory cgroup, whose
+	// OOM killer would otherwise pick it (its RSS beats a command made of
+	// small processes, or of tmpfs pages no kill frees).
+	started func()
 }

@@ -122,15 +122,16 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		} else {
 			defer runtime.UnlockOSThread()
 		}
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		if p.started != nil {
+			p.started()
+		}
+		if err != nil {
 			started <- err
 			return
 		}
 		started <- nil
 		cmd.Wait() // the outcome is in cmd.ProcessState
-		if p.done != nil {
-			p.done()
-		}
 		close(waited)
 	}()
 	if err := <-started; err != nil {
