@@ -360,6 +360,12 @@ func bwrapIdentity(spec *Spec) (*syscall.Credential, error) {
 	if uid == 0 {
 		uid, gid = NobodyUID, NobodyUID
 	}
+	// Group 0 is root's too: the command could leave a setgid-root copy
+	// of sh in a writable workspace.
+	if gid == 0 && !spec.AllowRoot {
+		return nil, &Error{Backend: "bwrap", Op: "identity", Err: fmt.Errorf("refusing to run the command as %d:0 (gid 0 is root's group)", uid),
+			Hint: "set sandbox.gid to a non-root gid, or sandbox.allow_root: true if you accept the danger"}
+	}
 	if err := GrantSession(spec.Session, uid, gid); err != nil {
 		return nil, &Error{Backend: "bwrap", Op: "prepare session", Err: err}
 	}

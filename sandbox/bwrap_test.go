@@ -260,3 +260,30 @@ func TestBwrapProcSysReadOnly(t *testing.T) {
 		})
 	}
 }
+
+// As root, a Spec whose gid is 0 (a library caller's 4321:0, say) is
+// refused without AllowRoot: in root's group the command could leave a
+// setgid-root copy of sh in a writable workspace. With AllowRoot the
+// command runs in group 0 as asked.
+func TestBwrapRefusesGroupRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the identity is only chosen when gatebridge is root")
+	}
+	b := newBwrap(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("id -u; id -g")
+	spec.UID, spec.GID = 4321, 0
+	res, err := b.Run(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "gid 0") {
+		t.Fatalf("4321:0 without allow_root: err %v, result %+v", err, res)
+	}
+	spec = f.Spec("id -u; id -g")
+	spec.UID, spec.GID, spec.AllowRoot = 4321, 0, true
+	res, err = b.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "4321\n0\n" {
+		t.Errorf("with allow_root: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}

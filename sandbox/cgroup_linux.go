@@ -159,7 +159,7 @@ func (cg *limitCgroup) report() string {
 		if b, err := os.ReadFile(filepath.Join(dir, "memory.oom_control")); err == nil {
 			for _, line := range strings.Split(string(b), "\n") {
 				if n, ok := strings.CutPrefix(line, "oom_kill "); ok && n != "0" {
-					msgs = append(msgs, fmt.Sprintf("killed by the memory limit (sandbox.limits.memory=%d bytes; %s process(es) killed)", cg.limits.Memory, n))
+					msgs = append(msgs, fmt.Sprintf("was killed by the memory limit (sandbox.limits.memory=%d bytes; %s process(es) killed)", cg.limits.Memory, n))
 				}
 			}
 		}
