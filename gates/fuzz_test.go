@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -202,6 +203,81 @@ func FuzzResolvePath(f *testing.F) {
 		for _, e := range entries {
 			if n := e.Name(); n != "ws" && n != "out" && n != "secret.txt" {
 				t.Fatalf("write_file %q created %q outside", p, n)
+			}
+		}
+	})
+}
+
+// FuzzCommandPolicy feeds hostile argument lists to the command-gate policy
+// of the safe git_log example. Whatever it accepts, the argv it builds
+// holds only allowed options (values matching their patterns, long ones
+// joined with "="), then the end-of-options marker, then positionals that
+// match their rules: nothing the program could read as another option.
+func FuzzCommandPolicy(f *testing.F) {
+	for _, seed := range []string{
+		"-n\x005\x00HEAD",
+		"--oneline\x00--stat\x00-n\x0012",
+		"-1\x00--output=/tmp/x\x00--format=x",
+		"-n\x00--output=/tmp/x",
+		"--\x00--output=/tmp/x",
+		"--\x00-n",
+		"-c\x00core.pager=id",
+		"--oneline=1",
+		"-n5",
+		"--stat\x00--\x00HEAD~1",
+		"HEAD\x00HEAD",
+		"",
+		"-",
+		"--end-of-options\x00--output=x",
+		"-n\x00",
+	} {
+		f.Add(seed)
+	}
+	spec := CommandSpec{Name: "git_log", Command: []string{"true"},
+		Options:      []OptionRule{{Name: "-n", Value: "[0-9]{1,4}"}, {Name: "--oneline"}, {Name: "--stat"}, {Name: "--max-count", Value: "[0-9]{1,4}"}},
+		Args:         []ArgRule{{Name: "REV", Pattern: "[A-Za-z0-9][A-Za-z0-9_./^~-]{0,99}", Optional: true}},
+		EndOfOptions: "--end-of-options"}
+	g, err := NewCommand(spec)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := g.(*commandGate).policy
+	num := regexp.MustCompile(`^[0-9]{1,4}$`)
+	rev := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./^~-]{0,99}$`)
+	f.Fuzz(func(t *testing.T, in string) {
+		args := splitArgs(in)
+		tail, err := p.check(args)
+		if err != nil {
+			if c := ExitCodeOf(0, err); c != ExitDenied && c != ExitUsage {
+				t.Fatalf("%q: exit %d for %v", args, c, err)
+			}
+			if !strings.HasPrefix(err.Error(), "git_log: ") {
+				t.Fatalf("%q: message %q", args, err)
+			}
+			return
+		}
+		i := 0
+		for ; i < len(tail); i++ {
+			a := tail[i]
+			switch {
+			case a == "--oneline" || a == "--stat":
+			case a == "-n":
+				if i+1 >= len(tail) || !num.MatchString(tail[i+1]) {
+					t.Fatalf("%q: -n without a valid value in %q", args, tail)
+				}
+				i++
+			case strings.HasPrefix(a, "--max-count="):
+				if !num.MatchString(strings.TrimPrefix(a, "--max-count=")) {
+					t.Fatalf("%q: bad --max-count in %q", args, tail)
+				}
+			case a == "--end-of-options":
+				rest := tail[i+1:]
+				if len(rest) != 1 || !rev.MatchString(rest[0]) {
+					t.Fatalf("%q: positionals %q after the marker", args, rest)
+				}
+				return
+			default:
+				t.Fatalf("%q: %q reaches the program as an option (argv %q)", args, a, tail)
 			}
 		}
 	})

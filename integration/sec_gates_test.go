@@ -72,7 +72,7 @@ func TestSecCommandGateArgs(t *testing.T) {
 		gitconfig := filepath.Join(loot, ".gitconfig")
 		script := fmt.Sprintf(`
 try() { "$@" >/dev/null 2>>err.txt; echo "$?"; }
-try git_log -1 --output=%[1]s "--format=ssh-ed25519 AAAA attacker"
+try git_log -1 --output=%[1]s "--format=format:ssh-ed25519 AAAA attacker"
 try git_log -n 1 --output %[1]s
 try git_log -n 1 "--format=[diff]%%n external = /bin/sh -c 'id > %[2]s.pwn'" --output=%[2]s
 try git_log -n 1 -p --ext-diff
@@ -99,6 +99,20 @@ git_log -n 1 --oneline HEAD
 			if _, err := os.Lstat(f); err == nil {
 				t.Errorf("%s was written on the host", f)
 			}
+		}
+	})
+	t.Run("control", func(t *testing.T) {
+		// The same attack through a gate that allows --output: the file is
+		// written, so the refusals above are the policy's doing, not a
+		// broken setup.
+		loot := filepath.Join(t.TempDir(), "authorized_keys")
+		cfg := fmt.Sprintf("gates:\n  commands:\n    - name: git_log\n      command: [git, log]\n      options:\n"+
+			"        - {name: -n, value: \"[0-9]+\"}\n        - {name: --output, value: \".*\"}\n        - {name: --format, value: \".*\"}\n      dir: %s\n", repo)
+		out := gb(t, "local", Run{Config: cfg,
+			Command: []string{"sh", "-c", fmt.Sprintf(`git_log -n 1 --output=%s "--format=format:ssh-ed25519 AAAA attacker"; echo "exit $?"`, loot)}})
+		b, err := os.ReadFile(loot)
+		if err != nil || !strings.Contains(string(b), "ssh-ed25519 AAAA attacker") {
+			t.Errorf("control attack did not write the file (%v, %q): stdout %q stderr %q", err, b, out.Stdout, out.Stderr)
 		}
 	})
 	t.Run("old config", func(t *testing.T) {
