@@ -311,14 +311,14 @@ func peakRSS() int {
 
 // 100,000 hostile calls with 64 × 256-byte arguments drove gatebridge to
 // 6.8 GiB RSS and 1.6 GB of --json. Records are capped (max_records,
-// max_record_bytes). By default 200 calls under small caps check the caps
+// max_record_bytes). By default 120 calls under small caps check the caps
 // hold; GATEBRIDGE_FLOOD_BENCH=N floods N calls under the default limits
 // and reports peak RSS (target ≤ 150 MB at 20,000) and the --json size
 // (target ≤ 20 MB):
 //
 //	GATEBRIDGE_FLOOD_BENCH=20000 go test ./bridge -run TestFloodMemory -v
 func TestFloodMemory(t *testing.T) {
-	n, lim := 200, Limits{MaxRecords: 50, MaxRecordBytes: 1024}
+	n, lim := 120, Limits{MaxRecords: 40, MaxRecordBytes: 1024}
 	if v := os.Getenv("GATEBRIDGE_FLOOD_BENCH"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
