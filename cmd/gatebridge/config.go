@@ -290,6 +290,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	err := v.UnmarshalExact(&cfg, func(dc *mapstructure.DecoderConfig) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 			numberDurationHook,
+			optionShorthandHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		)
@@ -377,6 +378,15 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 // `timeout: 30` would otherwise be 30 nanoseconds and kill the command at
 // once. The same bare number from the environment gets the same message.
 // 0 needs no unit.
+// optionShorthandHook lets a command gate's flag be written as a plain
+// string (`options: [--oneline, {name: -n, value: "[0-9]+"}]`).
+func optionShorthandHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(OptionConfig{}) || from.Kind() != reflect.String {
+		return data, nil
+	}
+	return map[string]any{"name": data}, nil
+}
+
 func numberDurationHook(from, to reflect.Type, data any) (any, error) {
 	if to != reflect.TypeOf(time.Duration(0)) {
 		return data, nil

@@ -286,3 +286,19 @@ func isDurationKey(key string) bool {
 	}
 	return t == reflect.TypeOf(time.Duration(0))
 }
+
+// A command gate's flag may be written as a plain string; options with a
+// value need the {name, value} form.
+func TestConfigOptionShorthand(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	os.WriteFile(p, []byte("gates:\n  commands:\n    - name: git_log\n      command: [git, log]\n"+
+		"      options: [--oneline, {name: -n, value: \"[0-9]+\"}]\n"), 0o644)
+	cfg, _, err := loadConfig(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Gates.Commands[0].Options
+	if len(got) != 2 || got[0] != (OptionConfig{Name: "--oneline"}) || got[1] != (OptionConfig{Name: "-n", Value: "[0-9]+"}) {
+		t.Errorf("options %+v", got)
+	}
+}
