@@ -569,8 +569,9 @@ func (s *Sandbox) execError(op string, err error) error {
 }
 
 // prepareSession hands the session to the container user when gatebridge
-// is root ([sandbox.GrantSession]): calls/ and tmp/ become its own, bin/
-// and responses/ stay the host's (group-readable by it, never writable),
+// is root ([sandbox.GrantSession]): calls/ and tmp/ become writable by it,
+// bin/ and responses/ stay the host's and readable by it alone (a POSIX
+// ACL; group-readable only on a filesystem without ACLs), never writable,
 // which matters here because the whole sessions root is mounted
 // read-write.
 func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
