@@ -179,7 +179,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		defer close(done)
 		st.read(statusR)
 	}()
-	args := b.args(spec, inside, workspace, protected)
+	args := b.args(spec, inside, workspace, protected, probeBwrap(ctx, bin))
 	res, err := runProcess(ctx, spec, &process{
 		backend: "bwrap",
 		path:    bin,
@@ -259,7 +259,7 @@ func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
 // args builds bwrap's argv. Order matters: bwrap applies the operations in
 // order, so /tmp's tmpfs comes before binds that may live under it, and a
 // bind comes before the binds nested inside it.
-func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected) []string {
+func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected, feat bwrapFeatures) []string {
 	hostname := b.Hostname
 	if hostname == "" {
 		hostname = "gatebridge"
@@ -267,6 +267,12 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 	a := []string{"bwrap",
 		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--hostname", hostname,
+	}
+	if feat.disableUserns {
+		// No user namespace inside: a nested one gives the command every
+		// capability over its own mounts and network (a tmpfs of any size
+		// past tmp_size, the kernel's namespaced-root attack surface).
+		a = append(a, "--unshare-user", "--disable-userns")
 	}
 	for _, d := range systemDirs {
 		fi, err := os.Lstat(d)
@@ -413,6 +419,38 @@ func etcArgs(e string) []string {
 // NobodyUID is the uid (and gid) a sandboxed command runs as when
 // gatebridge is root and no other identity is configured.
 const NobodyUID = 65534
+
+// bwrapFeatures are the options of the installed bwrap that args uses when
+// present.
+type bwrapFeatures struct {
+	disableUserns bool // --disable-userns (bubblewrap 0.8)
+}
+
+var bwrapProbes struct {
+	mu   sync.Mutex
+	done map[string]bwrapFeatures
+}
+
+// probeBwrap reads bin's --help once per process.
+func probeBwrap(ctx context.Context, bin string) bwrapFeatures {
+	bwrapProbes.mu.Lock()
+	defer bwrapProbes.mu.Unlock()
+	if f, ok := bwrapProbes.done[bin]; ok {
+		return f
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--help").Output()
+	if err != nil && len(out) == 0 {
+		return bwrapFeatures{} // not cached: try again next time
+	}
+	f := bwrapFeatures{disableUserns: bytes.Contains(out, []byte("--disable-userns"))}
+	if bwrapProbes.done == nil {
+		bwrapProbes.done = map[string]bwrapFeatures{}
+	}
+	bwrapProbes.done[bin] = f
+	return f
+}
 
 // bwrapStatus is what bwrap reports on --json-status-fd.
 type bwrapStatus struct {

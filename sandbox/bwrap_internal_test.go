@@ -65,7 +65,7 @@ func TestBwrapArgsOrder(t *testing.T) {
 	b := &Bwrap{Etc: []string{}}
 	args := b.args(&Spec{Command: []string{"sh"}},
 		SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
-		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true}})
+		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true}}, bwrapFeatures{disableUserns: true})
 	joined := strings.Join(args, " ")
 	order := []string{"--tmpfs /tmp", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
 		"--bind /tmp/s/calls /tmp/s/calls", "--ro-bind /tmp/s/ws/.git /tmp/s/ws/.git",
@@ -79,7 +79,7 @@ func TestBwrapArgsOrder(t *testing.T) {
 		last = i
 	}
 	for _, o := range []string{"--ro-bind /tmp/s/bin /tmp/s/bin", "--ro-bind /tmp/s/responses /tmp/s/responses",
-		"--cap-drop ALL", "--unshare-all", "--die-with-parent", "--new-session"} {
+		"--cap-drop ALL", "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user --disable-userns"} {
 		if !strings.Contains(joined, o) {
 			t.Errorf("%q missing in\n%s", o, joined)
 		}

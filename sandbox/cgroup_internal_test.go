@@ -45,22 +45,45 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 		}
 		return dirs
 	}
+	// This run's cgroup is the one holding `sleep 1.537`: other tests of
+	// this process may start sandboxes with limits at the same time, and
+	// their starting threads are briefly in their own cgroups.
+	const marker = "1.537"
+	isMarker := func(tid string) bool {
+		b, _ := os.ReadFile("/proc/" + tid + "/cmdline")
+		return string(b) == "sleep\x00"+marker+"\x00"
+	}
 	type seen struct {
-		commandIn bool   // a process of the command was in the cgroup
-		ownTask   string // a thread of ours found in it
+		commandIn bool   // the command was seen in its cgroup
+		name      string // that cgroup's name
+		ownTask   string // a thread of ours found in it well after that
 	}
 	result := make(chan seen, 1)
 	stop := make(chan struct{})
 	go func() {
 		var s seen
+		var name string // this run's cgroup, once known
+		var since time.Time
 		for {
 			for _, dir := range ours() {
+				if name != "" && filepath.Base(dir) != name {
+					continue
+				}
 				data, _ := os.ReadFile(filepath.Join(dir, "tasks"))
+				for _, tid := range strings.Fields(string(data)) {
+					if name == "" && isMarker(tid) {
+						name, since, s.commandIn = filepath.Base(dir), time.Now(), true
+					}
+				}
+				s.name = name
+				if name == "" || time.Since(since) < 300*time.Millisecond {
+					continue
+				}
+				// The command has run for a while: the thread that
+				// started it has long left.
 				for _, tid := range strings.Fields(string(data)) {
 					if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%s", os.Getpid(), tid)); err == nil {
 						s.ownTask = dir + " holds thread " + tid + " of the test process"
-					} else {
-						s.commandIn = true
 					}
 				}
 			}
@@ -73,7 +96,7 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 		}
 	}()
 	res, err := b.Run(ctx, &Spec{
-		Command: []string{"sleep", "1.5"},
+		Command: []string{"sleep", marker},
 		Limits:  Limits{Memory: 64 << 20, Pids: 64, CPUs: 1},
 	})
 	close(stop)
@@ -90,7 +113,9 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 	if s.ownTask != "" {
 		t.Error(s.ownTask)
 	}
-	if left := ours(); len(left) > 0 {
-		t.Errorf("cgroups left after Run: %v", left)
+	for _, base := range bases {
+		if _, err := os.Lstat(filepath.Join(base, s.name)); err == nil {
+			t.Errorf("%s left after Run", filepath.Join(base, s.name))
+		}
 	}
 }
