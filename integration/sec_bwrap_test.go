@@ -1,10 +1,16 @@
 package integration
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestSecBwrapNoNestedUserns: inside bwrap a command could create a user
@@ -34,5 +40,60 @@ touch newfile && echo wrote`
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
 		t.Errorf(".git/config changed: %q", b)
+	}
+}
+
+// cgroupBase is this process's cgroup in the v1 pids hierarchy (gatebridge
+// started from here makes its limit cgroups under it), or "".
+func cgroupBase() string {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "pids") {
+			return filepath.Join("/sys/fs/cgroup/pids", f[2])
+		}
+	}
+	return ""
+}
+
+// TestSecBwrapCrashLeavesNoCgroup: kill -9 of gatebridge left its limits
+// cgroup (in every hierarchy) behind, one per crash. The next gatebridge
+// that makes a limit cgroup removes those of dead gatebridges.
+func TestSecBwrapCrashLeavesNoCgroup(t *testing.T) {
+	needRoot(t)
+	needBackend(t, "bwrap")
+	base := cgroupBase()
+	if base == "" {
+		t.Skip("no cgroup v1 pids hierarchy here")
+	}
+	cfg := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	must(t, os.WriteFile(cfg, []byte("sandbox:\n  limits:\n    pids: 64\n    memory: 67108864\n"), 0o644))
+	marker := fmt.Sprintf("%d", 5000+rand.IntN(1000000))
+	cmd := exec.Command(binary, "--config", cfg, "run", "--sandbox", "bwrap", "--", "sleep", marker)
+	cmd.Dir = workspace(t)
+	must(t, cmd.Start())
+	pattern := filepath.Join(base, fmt.Sprintf("gatebridge-%d-*", cmd.Process.Pid))
+	if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the command did not start")
+	}
+	if m, _ := filepath.Glob(pattern); len(m) == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no limit cgroup %s while the command runs", pattern)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	cmd.Wait()
+	if !waitFor(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+		t.Fatalf("sleep %s still runs 15s after gatebridge was killed", marker)
+	}
+	// The next run with limits cleans up.
+	out := gbRaw(t, workspace(t), nil, nil, 0, "--config", cfg, "run", "--sandbox", "bwrap", "--", "true")
+	if out.Code != 0 {
+		t.Fatalf("second run: exit %d, stderr %q", out.Code, out.Stderr)
+	}
+	if m, _ := filepath.Glob(pattern); len(m) != 0 {
+		t.Errorf("the killed gatebridge's cgroup is still there after the next run: %v", m)
 	}
 }

@@ -152,6 +152,12 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	defer CleanupProtected(protected)
 	// Limits: a cgroup the starting thread joins before it forks bwrap.
 	cg, cgErr := newLimitCgroup(spec.Limits)
+	if noCg := (*noCgroupError)(nil); cgErr != nil && !errors.As(cgErr, &noCg) {
+		// The host has the cgroups but they refused these limits: never
+		// run the command without the limits it was given.
+		return nil, &Error{Backend: "bwrap", Op: "set up limits", Err: cgErr,
+			Hint: "check sandbox.limits (cpus at least 0.01, memory at least a few MiB) and that /sys/fs/cgroup is writable"}
+	}
 	if cg != nil {
 		defer cg.remove()
 	}

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -118,4 +119,31 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 			t.Errorf("%s left after Run", filepath.Join(base, s.name))
 		}
 	}
+}
+
+// Limits the cgroup refuses (a CPU quota below the kernel's 1 ms minimum)
+// fail the run with a hint: the command never runs without the limits it
+// was given. Before, it ran unlimited with only a note in Result.Info.
+func TestLimitsRefusedNotDropped(t *testing.T) {
+	if _, err := cgroupV1Bases(); err != nil {
+		t.Skipf("no cgroup limits here: %v", err)
+	}
+	b := &Bwrap{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.Check(ctx); err != nil {
+		if slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), "bwrap") {
+			t.Fatalf("bwrap required but unusable: %v", err)
+		}
+		t.Skipf("bwrap unusable: %v", err)
+	}
+	res, err := b.Run(ctx, &Spec{Command: []string{"sh", "-c", "echo ran"}, Limits: Limits{CPUs: 0.001, Pids: 64}})
+	if err == nil {
+		t.Fatalf("ran with cpus=0.001: exit %d, stdout %q, info %v", res.ExitCode, res.Stdout, res.Info)
+	}
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(se.Hint, "sandbox.limits") {
+		t.Errorf("err %v, want a hint naming sandbox.limits", err)
+	}
+	t.Log(err, "; hint:", se.Hint)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -86,8 +87,9 @@ func newLimitCgroup(l Limits) (*limitCgroup, error) {
 	}
 	bases, err := cgroupV1Bases()
 	if err != nil {
-		return nil, err
+		return nil, &noCgroupError{err}
 	}
+	pruneOnce.Do(func() { pruneCgroups(bases) })
 	var b [8]byte
 	if _, err := unix.Getrandom(b[:], 0); err != nil {
 		return nil, err
@@ -184,4 +186,31 @@ func (cg *limitCgroup) remove() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+var pruneOnce sync.Once
+
+// pruneCgroups removes the limit cgroups (gatebridge-<pid>-<random>) under
+// bases that a gatebridge killed before it could clean up left behind:
+// those whose pid is gone and that hold no process (rmdir refuses a cgroup
+// with tasks, so a live one is never touched). It returns what it removed.
+// Every gatebridge that makes a limit cgroup runs it once first.
+func pruneCgroups(bases map[string]string) (removed []string) {
+	for _, base := range bases {
+		m, _ := filepath.Glob(filepath.Join(base, "gatebridge-*-*"))
+		for _, dir := range m {
+			f := strings.SplitN(filepath.Base(dir), "-", 3)
+			pid, err := strconv.Atoi(f[1])
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			if _, err := os.Stat("/proc/" + f[1]); err == nil {
+				continue // that gatebridge still runs
+			}
+			if unix.Rmdir(dir) == nil {
+				removed = append(removed, dir)
+			}
+		}
+	}
+	return removed
 }
