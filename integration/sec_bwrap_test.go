@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,5 +96,32 @@ func TestSecBwrapCrashLeavesNoCgroup(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(pattern); len(m) != 0 {
 		t.Errorf("the killed gatebridge's cgroup is still there after the next run: %v", m)
+	}
+}
+
+// TestSecBwrapScratchBounded: TMPDIR was bounded by tmp_size, but the
+// sandbox's root and /dev (tmpfs that bwrap makes, owned by the command's
+// uid) and /dev/shm took 32 MiB each with an 8 MiB tmp_size: host memory
+// without a bound. The root and /dev are read-only now; /dev/shm is a
+// tmpfs of tmp_size like /tmp.
+func TestSecBwrapScratchBounded(t *testing.T) {
+	needBackend(t, "bwrap")
+	cfg := "sandbox:\n  limits:\n    tmp_size: 8388608\n"
+	script := `for f in /big /dev/big /dev/shm/big /tmp/big; do
+  dd if=/dev/zero of=$f bs=65536 count=512 2>/dev/null && echo "$f took 32 MiB"
+  echo "$f $(cat $f 2>/dev/null | wc -c)"
+done
+echo x > /dev/null && echo null-ok`
+	out := gb(t, "bwrap", Run{Config: cfg, Command: []string{"sh", "-c", script}})
+	if strings.Contains(out.Stdout, "took") || !strings.Contains(out.Stdout, "null-ok") {
+		t.Fatalf("stdout %q, stderr %q", out.Stdout, out.Stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out.Stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 {
+			if n, _ := strconv.Atoi(f[1]); n > 8<<20 {
+				t.Errorf("%s holds %d bytes, past tmp_size", f[0], n)
+			}
+		}
 	}
 }

@@ -305,10 +305,16 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 	// (kernel.core_pattern runs a program as root on the host) without
 	// any capability. Bind it read-only over the fresh /proc.
 	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev")
-	if spec.Limits.TmpSize > 0 {
-		a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpSize, 10))
+	// The writable scratch space: /tmp (TMPDIR) and /dev/shm (POSIX shared
+	// memory, semaphores), each a tmpfs of Limits.TmpSize. The root and
+	// /dev, tmpfs bwrap makes, are remounted read-only at the end: both
+	// belong to the command's uid and were writable without any bound.
+	for _, d := range []string{"/tmp", "/dev/shm"} {
+		if spec.Limits.TmpSize > 0 {
+			a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpSize, 10))
+		}
+		a = append(a, "--perms", "01777", "--tmpfs", d)
 	}
-	a = append(a, "--tmpfs", "/tmp")
 
 	type bind struct {
 		path string
@@ -352,6 +358,7 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 	if dir == "" {
 		dir = "/tmp"
 	}
+	a = append(a, "--remount-ro", "/dev", "--remount-ro", "/")
 	a = append(a, "--chdir", dir, "--json-status-fd", "3", "--")
 	return append(a, spec.Command...)
 }

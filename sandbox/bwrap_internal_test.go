@@ -67,9 +67,9 @@ func TestBwrapArgsOrder(t *testing.T) {
 		SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
 		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true}}, bwrapFeatures{disableUserns: true})
 	joined := strings.Join(args, " ")
-	order := []string{"--tmpfs /tmp", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
+	order := []string{"--tmpfs /tmp", "--tmpfs /dev/shm", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
 		"--bind /tmp/s/calls /tmp/s/calls", "--ro-bind /tmp/s/ws/.git /tmp/s/ws/.git",
-		"--tmpfs /tmp/s/ws/x --remount-ro /tmp/s/ws/x", "--chdir /tmp/s/ws", "-- sh"}
+		"--tmpfs /tmp/s/ws/x --remount-ro /tmp/s/ws/x", "--remount-ro /dev --remount-ro / --chdir /tmp/s/ws", "-- sh"}
 	last := -1
 	for _, o := range order {
 		i := strings.Index(joined, o)
