@@ -214,3 +214,14 @@ func pruneCgroups(bases map[string]string) (removed []string) {
 	}
 	return removed
 }
+
+// PruneCgroups removes the limit cgroups that gatebridge processes killed
+// before they could clean up left behind (see pruneCgroups), for
+// `gatebridge prune`. It returns the cgroup directories removed.
+func PruneCgroups() []string {
+	bases, err := cgroupV1Bases()
+	if err != nil {
+		return nil
+	}
+	return pruneCgroups(bases)
+}

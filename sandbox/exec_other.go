@@ -32,3 +32,6 @@ func (*limitCgroup) report() string               { return "" }
 
 // LimitsMechanism says how limits are enforced here: not at all.
 func LimitsMechanism() (string, string) { return "none", "memory, cpus, pids: needs Linux" }
+
+// PruneCgroups removes nothing: no limit cgroups outside Linux.
+func PruneCgroups() []string { return nil }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -23,8 +24,8 @@ func newPruneCmd() *cobra.Command {
 		Short: "Remove what gatebridge processes that died left behind",
 		Long: `Remove session directories whose gatebridge process is gone (their lock
 is free), in the default session parent, bridge.session_dir and the
-persistent sandboxes' sessions roots, and per-command docker containers
-whose owner is gone. Prints each path or container removed. Every
+persistent sandboxes' sessions roots, per-command docker containers whose
+owner is gone, and bwrap limit cgroups whose gatebridge was killed. Prints each path or container removed. Every
 gatebridge start does the same for its own session parent (and, with
 docker, for containers).`,
 		Args: cobra.NoArgs,
@@ -56,6 +57,12 @@ docker, for containers).`,
 				}
 			}
 			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", n)
+			if cgs := sandbox.PruneCgroups(); len(cgs) > 0 {
+				for _, c := range cgs {
+					fmt.Fprintln(out, c)
+				}
+				fmt.Fprintf(errw, "gatebridge: removed %d limit cgroup(s)\n", len(cgs))
+			}
 			if os.Getenv("DOCKER_HOST") == "" {
 				if _, err := os.Stat("/var/run/docker.sock"); err != nil {
 					return nil // no engine here
