@@ -12,7 +12,7 @@ const (
 	DefaultMaxFileBytes       = 4 << 20 // read_file, write_file; equal to the bridge's default output cap
 	DefaultMaxSearchMatches   = 200
 	DefaultMaxSearchFiles     = 20000
-	DefaultMaxSearchFileBytes = 1 << 20
+	DefaultMaxSearchFileBytes = 4 << 20 // as documented for the CLI (it was 1 MiB here: the defaults had drifted)
 	DefaultMaxDirEntries      = 10000
 )
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -143,7 +145,8 @@ type AuditConfig struct {
 	MaxFiles int    `mapstructure:"max_files"`
 }
 
-// defaults lists every scalar key with its default. Unmarshal ignores env
+// defaults lists every scalar key with its default; limits come from the
+// library (bridge.DefaultLimits, gates.Default*), so the two cannot drift. Unmarshal ignores env
 // vars for keys viper does not know, so every key must be here.
 var defaults = map[string]any{
 	"sandbox.backend":                     "auto",
@@ -177,26 +180,26 @@ var defaults = map[string]any{
 	"bridge.rescan_interval":              "1s",
 	"bridge.session_dir":                  "",
 	"bridge.keep_session":                 false,
-	"bridge.limits.max_calls":             100000,
-	"bridge.limits.max_concurrent":        16,
-	"bridge.limits.max_args":              4096,
-	"bridge.limits.max_arg_bytes":         1 << 20,
-	"bridge.limits.max_stdin_bytes":       16 << 20,
-	"bridge.limits.max_output_bytes":      4 << 20,
-	"bridge.limits.gate_timeout":          "60s",
-	"bridge.limits.max_scan_entries":      20000,
-	"bridge.limits.max_session_bytes":     256 << 20,
+	"bridge.limits.max_calls":             bridge.DefaultLimits.MaxCalls,
+	"bridge.limits.max_concurrent":        bridge.DefaultLimits.MaxConcurrent,
+	"bridge.limits.max_args":              bridge.DefaultLimits.MaxArgs,
+	"bridge.limits.max_arg_bytes":         bridge.DefaultLimits.MaxArgBytes,
+	"bridge.limits.max_stdin_bytes":       bridge.DefaultLimits.MaxStdinBytes,
+	"bridge.limits.max_output_bytes":      bridge.DefaultLimits.MaxOutputBytes,
+	"bridge.limits.gate_timeout":          bridge.DefaultLimits.GateTimeout.String(),
+	"bridge.limits.max_scan_entries":      bridge.DefaultLimits.MaxScanEntries,
+	"bridge.limits.max_session_bytes":     bridge.DefaultLimits.MaxSessionBytes,
 	"audit.max_bytes":                     64 << 20,
 	"audit.max_files":                     3,
-	"bridge.limits.max_records":           1000,
-	"bridge.limits.max_record_bytes":      4096,
+	"bridge.limits.max_records":           bridge.DefaultLimits.MaxRecords,
+	"bridge.limits.max_record_bytes":      bridge.DefaultLimits.MaxRecordBytes,
 	"gates.builtins":                      true,
 	"gates.root":                          "",
 	"gates.writable_root":                 "",
-	"gates.max_file_bytes":                4 << 20,
-	"gates.max_search_matches":            200,
-	"gates.max_search_files":              20000,
-	"gates.max_search_file_bytes":         4 << 20,
+	"gates.max_file_bytes":                gates.DefaultMaxFileBytes,
+	"gates.max_search_matches":            gates.DefaultMaxSearchMatches,
+	"gates.max_search_files":              gates.DefaultMaxSearchFiles,
+	"gates.max_search_file_bytes":         gates.DefaultMaxSearchFileBytes,
 	"gates.commands":                      []any{},
 	"audit.path":                          "",
 }

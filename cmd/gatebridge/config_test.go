@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -300,5 +302,24 @@ func TestConfigOptionShorthand(t *testing.T) {
 	got := cfg.Gates.Commands[0].Options
 	if len(got) != 2 || got[0] != (OptionConfig{Name: "--oneline"}) || got[1] != (OptionConfig{Name: "-n", Value: "[0-9]+"}) {
 		t.Errorf("options %+v", got)
+	}
+}
+
+// The CLI's defaults are the library's: max_search_file_bytes was 4 MiB in
+// the CLI and 1 MiB in the library.
+func TestDefaultsEqualLibrary(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("GATEBRIDGE_CONFIG", "")
+	cfg, _, err := loadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := limitsOf(cfg); got != bridge.DefaultLimits {
+		t.Errorf("bridge limits:\n cli %+v\n lib %+v", got, bridge.DefaultLimits)
+	}
+	g := cfg.Gates
+	if g.MaxFileBytes != gates.DefaultMaxFileBytes || g.MaxSearchMatches != gates.DefaultMaxSearchMatches ||
+		g.MaxSearchFiles != gates.DefaultMaxSearchFiles || g.MaxSearchFileBytes != gates.DefaultMaxSearchFileBytes {
+		t.Errorf("gate defaults: cli %+v", g)
 	}
 }
