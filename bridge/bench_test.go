@@ -68,8 +68,9 @@ func benchHandleCall(b *testing.B, mode WatchMode, dir string) {
 		}
 	}
 	b.StopTimer()
-	s.Drain()
-	for _, r := range s.Calls() {
+	s.srv.drain()
+	recs, _ := s.d.Records()
+	for _, r := range recs {
 		if r.ExitCode != 0 {
 			b.Fatalf("call %s: exit %d: %s", r.ID, r.ExitCode, r.Error)
 		}
@@ -81,50 +82,4 @@ func testRegistryB(b *testing.B) *gates.Registry {
 	r := gates.NewRegistry()
 	r.MustRegister(echoGate("t_echo"))
 	return r
-}
-
-// BenchmarkReadCall measures reading one claimed call (gate, two args) with
-// the fd-relative, capped reads of fs.go.
-func BenchmarkReadCall(b *testing.B) {
-	s, err := Open(Config{Gates: testRegistryB(b), Dir: b.TempDir(), Watch: WatchPoll, PollInterval: time.Hour, RescanInterval: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	cd := filepath.Join(b.TempDir(), "call")
-	os.MkdirAll(filepath.Join(cd, "args"), 0o755)
-	os.WriteFile(filepath.Join(cd, "args", "0"), []byte("hello"), 0o644)
-	os.WriteFile(filepath.Join(cd, "args", "1"), []byte("world"), 0o644)
-	os.WriteFile(filepath.Join(cd, "gate"), []byte("t_echo"), 0o644)
-	f, err := os.Open(cd)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	b.ReportAllocs()
-	for b.Loop() {
-		req, err := s.readCall(int(f.Fd()))
-		if err != nil || len(req.args) != 2 {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkWriteResponse measures the response files of a small answer
-// (stdout, text marker, exit; each temp file + rename).
-func BenchmarkWriteResponse(b *testing.B) {
-	s, err := Open(Config{Gates: testRegistryB(b), Dir: b.TempDir(), Watch: WatchPoll, PollInterval: time.Hour, RescanInterval: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	out := []byte("hello\n")
-	n := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		n++
-		if err := s.writeResponse("r"+strconv.Itoa(n), 0, out, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

@@ -87,7 +87,7 @@ func testRegistry(t *testing.T) *gates.Registry {
 		if len(c.Args) == 0 {
 			a = string(c.Stdin)
 		}
-		c.SetAnswer(a)
+		c.Results.SetResult(gates.ResultAnswer, a)
 		return 0, nil
 	}))
 	return r
@@ -355,5 +355,43 @@ func TestHeartbeatOutlastsWaitTimeout(t *testing.T) {
 				t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
 			}
 		})
+	}
+}
+
+// An invalid call name is removed again by later scans: the command can
+// keep one alive by adding entries while the host removes it (CI saw
+// ".hidden" left after mkdir raced the removal), and here it plants one
+// with more entries than one removal may take (64).
+func TestInvalidIDRemovedAgain(t *testing.T) {
+	res := run(t, Config{RescanInterval: 50 * time.Millisecond}, `c=$GATEBRIDGE_CALLS_DIR
+mkdir "$c/stage" && (cd "$c/stage" && touch $(seq 200)) && mv "$c/stage" "$c/.x"
+i=0; while [ -e "$c/.x" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+echo "left=$(ls -A "$c" | tr '\n' ' ')"`)
+	if res.Stdout != "left=\n" {
+		t.Fatalf("stdout %q (want calls/ empty)", res.Stdout)
+	}
+	n := 0
+	for _, c := range res.Calls {
+		if c.ID == `".x"` {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf(`".x" recorded %d times, want once: %+v`, n, res.Calls)
+	}
+}
+
+// Without /proc/self/fd (kqueue systems: macOS, BSD) a call directory is
+// watched by its path; the ready marker must still raise an event, not
+// wait for the rescan (set to an hour here).
+func TestWatchCallDirByPath(t *testing.T) {
+	if !procFD {
+		t.Skip("no /proc/self/fd: the path watch is the only one (TestEchoRoundTrip covers it)")
+	}
+	procFD = false
+	defer func() { procFD = true }()
+	res := run(t, Config{RescanInterval: time.Hour}, `t_echo a; t_echo b; sleep 0.2; t_echo c`)
+	if res.Stdout != "a\nb\nc\n" {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 }

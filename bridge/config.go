@@ -43,8 +43,10 @@ type Limits struct {
 	MaxRecordBytes int `json:"max_record_bytes"`
 }
 
-// DefaultLimits are the limits used for zero fields.
-var DefaultLimits = Limits{
+// DefaultLimits returns the limits used for zero fields.
+func DefaultLimits() Limits { return defaultLimits }
+
+var defaultLimits = Limits{
 	MaxCalls:       100_000,
 	MaxConcurrent:  16,
 	MaxArgs:        4096,
@@ -60,7 +62,7 @@ var DefaultLimits = Limits{
 }
 
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
+	d := defaultLimits
 	if l.MaxCalls > 0 {
 		d.MaxCalls = l.MaxCalls
 	}
@@ -102,7 +104,7 @@ type Config struct {
 	// Gates are the gates the sandbox may call. Required.
 	Gates *gates.Registry
 	// Dir is where session directories are created; "" means
-	// [DefaultSessionParent], private to this user.
+	// mailbox.DefaultParent(), private to this user.
 	Dir string
 	// Limits bound what the sandbox may ask for; zero fields take
 	// [DefaultLimits].
@@ -117,6 +119,8 @@ type Config struct {
 	Keep bool
 	// Audit, when set, receives one JSON line per call attempt.
 	Audit io.Writer
+	// Approve, when set, is asked before every gate runs (see [ApproveFunc]).
+	Approve ApproveFunc
 	// Logf, when set, receives warnings (e.g. falling back to polling).
 	Logf func(format string, args ...any)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -41,12 +42,12 @@ func TestResponsesRemovedOnceRead(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v %+v", err, res)
 	}
-	s.Drain()
+	s.srv.drain()
 	ents, _ := os.ReadDir(s.Dirs().Responses)
 	calls_, _ := os.ReadDir(s.Dirs().Calls)
-	s.mu.Lock()
-	peak, held := s.peakHeld, s.heldBytes
-	s.mu.Unlock()
+	s.srv.mu.Lock()
+	peak, held := s.srv.peakHeld, s.srv.heldBytes
+	s.srv.mu.Unlock()
 	t.Logf("%d calls of %d bytes: %d response files left, %d call entries, peak held %d bytes", calls, size, len(ents), len(calls_), peak)
 	if len(ents) != 0 || len(calls_) != 0 || held != 0 {
 		t.Errorf("left %d response files, %d call entries, %d bytes held", len(ents), len(calls_), held)
@@ -180,7 +181,7 @@ func TestPrune(t *testing.T) {
 	other := filepath.Join(dir, "not-a-session")
 	os.Mkdir(other, 0o700)
 
-	removed, err := Prune(dir)
+	removed, err := mailbox.Prune(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // hub is the process-wide fsnotify watcher shared by all sessions: one
@@ -18,7 +20,7 @@ type hub struct {
 	mu       sync.Mutex
 	w        *fsnotify.Watcher
 	refs     int
-	sessions map[string]*Session  // calls dir → session
+	sessions map[string]*server   // calls dir → its server
 	calls    map[string]callWatch // /proc/self/fd/N of a call dir → its call
 	done     chan struct{}
 	closing  sync.WaitGroup // watchers being closed in the background
@@ -32,7 +34,7 @@ type watchEvent struct {
 }
 
 // register starts watching s.callsPath. On error the session must poll.
-func (h *hub) register(s *Session) error {
+func (h *hub) register(s *server) error {
 	h.mu.Lock()
 	if h.w == nil {
 		w, err := fsnotify.NewWatcher()
@@ -41,7 +43,7 @@ func (h *hub) register(s *Session) error {
 			return err
 		}
 		h.w = w
-		h.sessions = map[string]*Session{}
+		h.sessions = map[string]*server{}
 		h.done = make(chan struct{})
 		go h.loop(w, h.done)
 	}
@@ -56,7 +58,7 @@ func (h *hub) register(s *Session) error {
 	return nil
 }
 
-func (h *hub) unregister(s *Session) {
+func (h *hub) unregister(s *server) {
 	h.mu.Lock()
 	if _, ok := h.sessions[s.callsPath]; !ok {
 		h.mu.Unlock()
@@ -92,7 +94,7 @@ func (h *hub) releaseLocked() {
 
 // callWatch is a watched call directory: which session and id it is.
 type callWatch struct {
-	s  *Session
+	s  *server
 	id string
 }
 
@@ -103,22 +105,33 @@ var procFD = func() bool {
 }()
 
 // addCallDir watches the call directory open as dirFd so its ready marker
-// raises an event. It watches /proc/self/fd/N of a dup of dirFd rather than
-// the path: inotify_add_watch follows symlinks, and the sandbox could swap
-// calls/<id> for a link between our O_NOFOLLOW open and the watch. The fd
-// names exactly the directory we opened. It returns the dup (owned by the
-// caller until removeCallDir) and the watch path; fd -1 when nothing is
-// watched.
-func (h *hub) addCallDir(s *Session, id string, dirFd int) (int, string) {
-	if !procFD {
-		return -1, "" // no /proc: the rescan finds the ready marker
-	}
+// raises an event. Where /proc/self/fd exists (Linux) it watches
+// /proc/self/fd/N of a dup of dirFd rather than the path: inotify_add_watch
+// follows symlinks, and the sandbox could swap calls/<id> for a link between
+// our O_NOFOLLOW open and the watch; the fd names exactly the directory we
+// opened. Elsewhere (kqueue: macOS, BSD) it watches the path after checking
+// that it is still the directory we opened; a link swapped in after that
+// check can only make us watch another directory, whose events merely make
+// the server look at this call again (it reopens without following links).
+// It returns a dup of dirFd (owned by the caller until removeCallDir) and
+// the watch path; fd -1 when nothing is watched (the rescan finds the
+// ready marker).
+func (h *hub) addCallDir(s *server, id string, dirFd int) (int, string) {
 	fd, err := unix.Dup(dirFd)
 	if err != nil {
 		return -1, ""
 	}
 	unix.CloseOnExec(fd)
 	path := "/proc/self/fd/" + strconv.Itoa(fd)
+	if !procFD {
+		path = filepath.Join(s.callsPath, id)
+		var opened, now unix.Stat_t
+		if unix.Fstat(fd, &opened) != nil || unix.Lstat(path, &now) != nil ||
+			opened.Dev != now.Dev || opened.Ino != now.Ino {
+			unix.Close(fd)
+			return -1, ""
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.w == nil {
@@ -189,7 +202,7 @@ func (h *hub) route(ev fsnotify.Event) {
 		e = watchEvent{id: base}
 	} else {
 		cw, ok := h.calls[dir]
-		if !ok || base != "ready" {
+		if !ok || base != mailbox.FileReady {
 			h.mu.Unlock()
 			return
 		}

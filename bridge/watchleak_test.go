@@ -23,9 +23,9 @@ func TestRemovedCallDirReleasesWatch(t *testing.T) {
 	}
 	defer s.Close()
 	watched := func() int {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.watches)
+		s.srv.mu.Lock()
+		defer s.srv.mu.Unlock()
+		return len(s.srv.watches)
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()

@@ -179,8 +179,8 @@ func newSubmit() Gate {
 		if len(p.pos) == 0 {
 			answer = string(c.Stdin)
 		}
-		if c.SetAnswer != nil {
-			c.SetAnswer(answer)
+		if c.Results != nil {
+			c.Results.SetResult(ResultAnswer, answer)
 		}
 		return ExitOK, nil
 	})

@@ -333,7 +333,7 @@ func TestSubmit(t *testing.T) {
 		})
 	}
 	if code, err := g.Call(t.Context(), &Call{Args: []string{"x"}}); code != 0 || err != nil {
-		t.Errorf("nil SetAnswer and writers: %d %v", code, err)
+		t.Errorf("nil Results and writers: %d %v", code, err)
 	}
 }
 

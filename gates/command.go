@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatebridge/gatebridge/wrappers"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // DefaultMaxOutputBytes caps each output stream of a command gate when
@@ -33,7 +33,7 @@ const defaultCommandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 // Args nor Options the gate takes no arguments at all. See
 // docs/command-gates.md for how to write a safe gate.
 type CommandSpec struct {
-	// Name is the gate name (see [wrappers.ValidateName]).
+	// Name is the gate name (see [mailbox.ValidateName]).
 	Name string
 	// Summary describes the gate for models; empty gives "Run `CMD` on the host."
 	Summary string
@@ -104,7 +104,7 @@ func NewCommand(s CommandSpec) (Gate, error) {
 	if !commandsSupported {
 		return nil, fail("command", "command gates are not supported on this platform")
 	}
-	if err := wrappers.ValidateName(s.Name); err != nil {
+	if err := mailbox.ValidateName(s.Name); err != nil {
 		return nil, fail("name", "%v", err)
 	}
 	if len(s.Command) == 0 || s.Command[0] == "" {

@@ -38,10 +38,13 @@ package gates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // Exit codes shared by wrappers, gates and the bridge (see README "Exit codes").
@@ -88,35 +91,20 @@ type markedError struct{ err, mark error }
 func (e *markedError) Error() string   { return e.err.Error() }
 func (e *markedError) Unwrap() []error { return []error{e.err, e.mark} }
 
-// StdinMode says when the wrapper forwards its standard input to the gate.
-// Stdin is never read when it is a terminal.
-type StdinMode int
+// StdinMode says when the wrapper forwards its standard input to the gate
+// (the mailbox format defines it; these names are for gate authors).
+type StdinMode = mailbox.StdinMode
 
 const (
 	// StdinNone: the gate never reads stdin (the default).
-	StdinNone StdinMode = iota
+	StdinNone = mailbox.StdinNone
 	// StdinIfNoArgs: stdin is sent only when the gate is called with no
 	// arguments (submit, gb_echo), so `while read f; do submit x; done < list`
 	// does not swallow the loop's input.
-	StdinIfNoArgs
+	StdinIfNoArgs = mailbox.StdinIfNoArgs
 	// StdinAlways: stdin is always sent (write_file).
-	StdinAlways
+	StdinAlways = mailbox.StdinAlways
 )
-
-// String returns "none", "if-no-args" or "always".
-func (m StdinMode) String() string {
-	switch m {
-	case StdinIfNoArgs:
-		return "if-no-args"
-	case StdinAlways:
-		return "always"
-	default:
-		return "none"
-	}
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (m StdinMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
 // Param documents one parameter of a gate, for humans and for models.
 type Param struct {
@@ -147,19 +135,48 @@ type Call struct {
 	// Stdin is what the wrapper forwarded; nil when nothing was sent.
 	Stdin []byte
 	// Stdout and Stderr are capped by the caller; writes past the cap are
-	// dropped and reported to the sandbox.
+	// dropped and reported to the sandbox. What a gate writes reaches a
+	// transport that can stream as it is written; others get it when the
+	// gate returns.
 	Stdout io.Writer
 	Stderr io.Writer
-	// SetAnswer records the session's final answer (used by submit).
-	// It may be nil; gates must check.
-	SetAnswer func(string)
+	// Results receives what a gate reports for the session as a whole
+	// rather than for its caller (submit's answer). It may be nil outside a
+	// session; gates must check.
+	Results Results
 }
 
-// Gate is a host-side tool callable from the sandbox.
+// Results is a session's result sink (see [Call.Results]).
+type Results interface {
+	// SetResult records value under key, replacing an earlier one.
+	SetResult(key, value string)
+}
+
+// ResultAnswer is the key under which submit records the session's answer.
+const ResultAnswer = "answer"
+
+// Closer is implemented by gates that hold resources (a connection, a
+// server process): [Registry.Close] and [Registry.Unregister] call it.
+type Closer interface {
+	Close() error
+}
+
+// Schemer is implemented by gates whose parameters have a JSON Schema
+// (tools of MCP servers, gates registered over the protocol).
+type Schemer interface {
+	InputSchema() json.RawMessage
+}
+
+// Gate is a host-side tool callable from the sandbox. It does not know its
+// transport: the same gate answers a wrapper, a protocol client or an MCP
+// host.
 type Gate interface {
 	// Spec describes the gate. It must return the same value every time.
 	Spec() Spec
-	// Call runs the gate once. It may be called concurrently.
+	// Call runs the gate once. It may be called concurrently. ctx is
+	// cancelled at the gate's timeout, when the command's run ends, and when
+	// the caller goes away (its wrapper was killed); a gate must return soon
+	// after.
 	Call(ctx context.Context, c *Call) (exitCode int, err error)
 }
 

@@ -36,7 +36,11 @@ func callGateCtx(t *testing.T, ctx context.Context, g Gate, stdin []byte, args .
 		SessionID: "s", ID: "c",
 		Args: args, Stdin: stdin,
 		Stdout: &out, Stderr: &errOut,
-		SetAnswer: func(a string) { res.answer = &a },
+		Results: resultFunc(func(k, v string) {
+			if k == ResultAnswer {
+				res.answer = &v
+			}
+		}),
 	}
 	type ret struct {
 		code int
@@ -113,3 +117,7 @@ func processGone(pid int) bool {
 	}
 	return false
 }
+
+type resultFunc func(k, v string)
+
+func (f resultFunc) SetResult(k, v string) { f(k, v) }

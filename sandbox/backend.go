@@ -34,6 +34,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // Backend runs commands in one kind of sandbox.
@@ -52,14 +54,9 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
-// SessionDirs are the host paths of one gatebridge session.
-type SessionDirs struct {
-	Root      string // the session directory itself
-	Bin       string // wrappers: read-only inside
-	Calls     string // written by the sandbox
-	Responses string // written by the host: read-only inside
-	Tmp       string // TMPDIR for the command: writable inside
-}
+// SessionDirs are the paths of one gatebridge session (the mailbox
+// package owns the layout).
+type SessionDirs = mailbox.Layout
 
 // Spec describes one command to run.
 type Spec struct {

@@ -1,12 +1,9 @@
 package sandbox
 
-import "strings"
+import (
+	"strings"
 
-// Environment variables a session gives the sandboxed command.
-const (
-	EnvCallsDir     = "GATEBRIDGE_CALLS_DIR"
-	EnvResponsesDir = "GATEBRIDGE_RESPONSES_DIR"
-	EnvSessionDir   = "GATEBRIDGE_SESSION_DIR"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // SessionEnv returns the environment entries that point the wrappers at the
@@ -28,9 +25,9 @@ func SessionEnv(inside SessionDirs, basePath string) []string {
 	}
 	add("PATH", strings.Join(path, ":"))
 	add("TMPDIR", inside.Tmp)
-	add(EnvCallsDir, inside.Calls)
-	add(EnvResponsesDir, inside.Responses)
-	add(EnvSessionDir, inside.Root)
+	add(mailbox.EnvCallsDir, inside.Calls)
+	add(mailbox.EnvResponsesDir, inside.Responses)
+	add(mailbox.EnvSessionDir, inside.Root)
 	return env
 }
 

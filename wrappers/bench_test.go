@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // BenchmarkScript measures generating one wrapper (done for every gate at
@@ -11,7 +13,7 @@ import (
 //
 //	go test ./wrappers -run '^$' -bench . -benchmem
 func BenchmarkScript(b *testing.B) {
-	s := Spec{Name: "read_file", Summary: "Read a file under the workspace root; prints it with line numbers.", Stdin: StdinIfNoArgs}
+	s := Spec{Name: "read_file", Summary: "Read a file under the workspace root; prints it with line numbers.", Stdin: mailbox.StdinIfNoArgs}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Script(s); err != nil {
@@ -24,9 +26,9 @@ func BenchmarkScript(b *testing.B) {
 // (seven gates) into a fresh bin/ directory, as a session start does.
 func BenchmarkWriteDir(b *testing.B) {
 	specs := []Spec{
-		{Name: "read_file", Stdin: StdinNone}, {Name: "list_dir"}, {Name: "search"},
-		{Name: "write_file", Stdin: StdinAlways}, {Name: "submit", Stdin: StdinIfNoArgs},
-		{Name: "gb_echo", Stdin: StdinIfNoArgs}, {Name: "run_tests"},
+		{Name: "read_file", Stdin: mailbox.StdinNone}, {Name: "list_dir"}, {Name: "search"},
+		{Name: "write_file", Stdin: mailbox.StdinAlways}, {Name: "submit", Stdin: mailbox.StdinIfNoArgs},
+		{Name: "gb_echo", Stdin: mailbox.StdinIfNoArgs}, {Name: "run_tests"},
 	}
 	root := b.TempDir()
 	n := 0

@@ -1,40 +1,36 @@
 // Package wrappers generates the POSIX sh scripts that stand in for gates
-// inside the sandbox.
+// inside the sandbox. The mailbox format they speak (v2) is owned by
+// package [mailbox]; every file and variable name in a script comes from
+// there.
 //
-// A wrapper publishes one call in the v1 mailbox layout and waits for the
-// host's answer:
-//
-//	calls/<id>/args/0 … args/N-1   one file per argument (printf '%s' > file)
-//	calls/<id>/gate                the gate name
-//	calls/<id>/stdin               only for gates that read stdin, only when
-//	                               stdin is not a terminal
-//	calls/<id>/wake                extension: a FIFO the host writes a byte to
-//	calls/<id>/ready               empty marker, written last
-//
-// then prints responses/<id>.stdout and .stderr and exits with the code in
-// responses/<id>.exit. The script runs under dash, bash and busybox sh and
-// costs three process starts per call (sh, mkdir, mkfifo); it adds cat only
-// when the host marks the output as large or binary (no responses/<id>.text
-// marker). Call ids come from the kernel's random uuid (unique across PID
-// namespaces); mkdir without -p claims the id atomically.
+// A wrapper claims a call id (mkdir calls/<id>), writes the gate name and
+// its arguments as one NUL-separated argv file (one printf builtin), stdin
+// when the gate takes it, and last an empty ready marker; then it waits
+// for responses/<id>.exit, prints the answer and exits with its code. A
+// small answer is carried inside the exit file and printed with builtins;
+// a large or binary one is in .stdout/.stderr and printed with cat. The
+// script runs under every POSIX shell Debian packages (dash, bash, busybox
+// ash, mksh, yash, ksh93, zsh, posh) and costs two process starts per call
+// (sh and mkdir; mkfifo only when the host has not made the FIFO yet). Call
+// ids come from the kernel's random uuid (unique across PID namespaces);
+// mkdir without -p claims the id atomically.
 //
 // # Waiting
 //
 // With GATEBRIDGE_WAKE=fifo (the default) the wrapper opens its wake FIFO
 // read-write before publishing, so it never blocks on open, and then blocks
 // in the read builtin: no CPU until the host writes. Shells with `read -t`
-// (bash, busybox) also re-check every GATEBRIDGE_WAKE_CHECK seconds, so a
+// (bash, busybox, mksh, ksh93, zsh; probed quietly) also re-check every GATEBRIDGE_WAKE_CHECK seconds, so a
 // lost wake-up costs latency, never a hang. With GATEBRIDGE_WAKE=poll (or
 // when mkfifo fails) the wrapper polls for the .exit file with a backoff
 // from 1 ms to 100 ms. It gives up with exit 124 when polling after
 // GATEBRIDGE_WAIT_TIMEOUT seconds (0 = never), and under a shell with
 // `read -t` after that many seconds without a byte from the host (the host
 // writes a heartbeat byte to every waiting call's FIFO each rescan
-// interval, so a long queue or a slow gate does not count);
-// under dash (no `read -t`, the usual /bin/sh on Debian and Ubuntu) the
-// FIFO wait has no timeout and ends only when the host writes the wake
-// byte, so a call the host never answers blocks until the wrapper is
-// killed.
+// interval, so a long queue or a slow gate does not count); under dash (no
+// `read -t`), yash and posh the FIFO wait ends only when the host writes. A wrapper that
+// goes away while its gate runs closes the FIFO; the host notices and
+// cancels the gate.
 //
 // Generated text never contains the gate's description or usage verbatim:
 // only a sanitized one-line summary inside a comment, so no description can
@@ -44,42 +40,27 @@ package wrappers
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-)
+	"sync"
 
-// StdinMode says when a wrapper forwards its standard input.
-type StdinMode int
-
-const (
-	StdinNone     StdinMode = iota // never
-	StdinIfNoArgs                  // only when called with no arguments
-	StdinAlways                    // always (unless stdin is a terminal)
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // Spec is what a wrapper needs to know about a gate.
 type Spec struct {
 	Name    string
 	Summary string // shown in a comment; sanitized
-	Stdin   StdinMode
+	Stdin   mailbox.StdinMode
 }
 
-// Environment variables the wrappers read.
-const (
-	EnvCallsDir     = "GATEBRIDGE_CALLS_DIR"
-	EnvResponsesDir = "GATEBRIDGE_RESPONSES_DIR"
-	EnvWake         = "GATEBRIDGE_WAKE"         // fifo (default) | poll
-	EnvWaitTimeout  = "GATEBRIDGE_WAIT_TIMEOUT" // seconds, 0 = none
-	EnvWakeCheck    = "GATEBRIDGE_WAKE_CHECK"   // seconds between re-checks in fifo mode
-)
-
-// Generate writes the wrapper script for s to w.
-func Generate(w io.Writer, s Spec) error {
-	if err := ValidateName(s.Name); err != nil {
-		return err
+// Script returns the wrapper script for s.
+func Script(s Spec) ([]byte, error) {
+	if err := mailbox.ValidateName(s.Name); err != nil {
+		return nil, err
 	}
+	t := templates()
 	var b bytes.Buffer
 	b.WriteString("#!/bin/sh\n")
 	fmt.Fprintf(&b, "# gatebridge wrapper for gate %s (generated, do not edit)\n", s.Name)
@@ -87,27 +68,20 @@ func Generate(w io.Writer, s Spec) error {
 		fmt.Fprintf(&b, "# %s\n", sum)
 	}
 	fmt.Fprintf(&b, "g='%s'\n", s.Name) // name is [A-Za-z0-9_.+-]: safe in single quotes
-	b.WriteString(scriptHead)
+	b.WriteString(t.head)
 	switch s.Stdin {
-	case StdinAlways:
-		b.WriteString(stdinAlways)
-	case StdinIfNoArgs:
-		b.WriteString(stdinIfNoArgs)
+	case mailbox.StdinAlways:
+		b.WriteString(t.stdinAlways)
+	case mailbox.StdinIfNoArgs:
+		b.WriteString(t.stdinIfNoArgs)
 	}
-	b.WriteString(scriptTail)
-	_, err := w.Write(b.Bytes())
-	return err
-}
-
-// Script returns the wrapper script for s.
-func Script(s Spec) ([]byte, error) {
-	var b bytes.Buffer
-	err := Generate(&b, s)
-	return b.Bytes(), err
+	b.WriteString(t.tail)
+	return b.Bytes(), nil
 }
 
 // WriteDir writes one executable wrapper per spec into dir (mode 0755),
-// each as a temp file renamed into place.
+// each as a temp file renamed into place, so a shell never runs a half
+// written wrapper.
 func WriteDir(dir string, specs []Spec) error {
 	seen := map[string]bool{}
 	for _, s := range specs {
@@ -161,56 +135,67 @@ func sanitizeComment(s string) string {
 	return s
 }
 
-// AckSuffix names the file a wrapper creates in calls/ (calls/<id>.done)
-// once it has printed the response of call <id>: the host then removes the
-// response files, so a session holds only unread responses.
-const AckSuffix = ".done"
+type scriptParts struct{ head, stdinAlways, stdinIfNoArgs, tail string }
+
+// templates fills the script text with the mailbox's names.
+var templates = sync.OnceValue(func() scriptParts {
+	r := strings.NewReplacer(
+		"@CALLS_ENV@", mailbox.EnvCallsDir, "@RESP_ENV@", mailbox.EnvResponsesDir,
+		"@WAKE_ENV@", mailbox.EnvWake, "@WAIT_ENV@", mailbox.EnvWaitTimeout, "@CHECK_ENV@", mailbox.EnvWakeCheck,
+		"@CALLS@", mailbox.DirCalls, "@RESPONSES@", mailbox.DirResponses,
+		"@ARGV@", mailbox.FileArgv, "@STDIN@", mailbox.FileStdin, "@WAKE@", mailbox.FileWake, "@READY@", mailbox.FileReady,
+		"@EXIT@", mailbox.ExtExit, "@STDOUT@", mailbox.ExtStdout, "@STDERR@", mailbox.ExtStderr, "@ACK@", mailbox.AckSuffix,
+		"@FIFO@", mailbox.WakeFIFO, "@INLINE@", mailbox.ModeInline,
+		"@O@", string(rune(mailbox.LineStdout)), "@OP@", string(rune(mailbox.LineStdoutPartial)),
+		"@E@", string(rune(mailbox.LineStderr)), "@EP@", string(rune(mailbox.LineStderrPartial)),
+	)
+	return scriptParts{r.Replace(scriptHead), r.Replace(stdinAlways), r.Replace(stdinIfNoArgs), r.Replace(scriptTail)}
+})
 
 // The script body. Variables are short and prefixed to stay out of the way;
 // everything except mkdir, mkfifo (and cat for stdin or big output) is a
-// builtin in dash, bash and busybox sh.
-const scriptHead = `c=${GATEBRIDGE_CALLS_DIR:-${0%/*}/../calls}
-r=${GATEBRIDGE_RESPONSES_DIR:-${0%/*}/../responses}
+// builtin in every shell we support.
+const scriptHead = `c=${@CALLS_ENV@:-${0%/*}/../@CALLS@}
+r=${@RESP_ENV@:-${0%/*}/../@RESPONSES@}
 gb_fail() { printf 'gatebridge: %s: %s\n' "$g" "$2" >&2; exit "$1"; }
 if ! { read -r i < /proc/sys/kernel/random/uuid; } 2>/dev/null || [ -z "$i" ]; then
 	i=p$$-${PPID:-0}-$#
 fi
 n=0
-until mkdir "$c/$i" "$c/$i/args" 2>/dev/null; do
-	[ -d "$c" ] || gb_fail 1 "calls dir $c does not exist (is the session mounted? set GATEBRIDGE_CALLS_DIR)"
+until mkdir "$c/$i" 2>/dev/null; do
+	[ -d "$c" ] || gb_fail 1 "calls dir $c does not exist (is the session mounted? set @CALLS_ENV@)"
 	n=$((n+1)); [ "$n" -lt 20 ] || gb_fail 1 "cannot create a call in $c"
 	i=$i-$n
 done
 d=$c/$i
-n=0
-for a do
-	printf '%s' "$a" > "$d/args/$n" || gb_fail 1 "cannot write argument $n"
-	n=$((n+1))
-done
-printf '%s' "$g" > "$d/gate" || gb_fail 1 "cannot write call"
+printf '%s\0' "$g" "$@" > "$d/@ARGV@" || gb_fail 1 "cannot write the arguments"
 `
 
-const stdinAlways = `if [ ! -t 0 ]; then cat > "$d/stdin" || gb_fail 1 "cannot write stdin"; fi
+const stdinAlways = `if [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
 `
 
-const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then cat > "$d/stdin" || gb_fail 1 "cannot write stdin"; fi
+const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
 `
 
 const scriptTail = `w=
-if [ "${GATEBRIDGE_WAKE:-fifo}" = fifo ]; then
-	[ -p "$d/wake" ] || mkfifo "$d/wake" 2>/dev/null
-	if [ -p "$d/wake" ] && { command exec 3<>"$d/wake"; } 2>/dev/null; then w=1; fi
+if [ "${@WAKE_ENV@:-@FIFO@}" = @FIFO@ ]; then
+	[ -p "$d/@WAKE@" ] || mkfifo "$d/@WAKE@" 2>/dev/null
+	if [ -p "$d/@WAKE@" ] && { command exec 3<>"$d/@WAKE@"; } 2>/dev/null; then w=1; fi
 fi
-true > "$d/ready" || gb_fail 1 "cannot publish call"
+: > "$d/@READY@" || gb_fail 1 "cannot publish call"
 x=$r/$i
-t=${GATEBRIDGE_WAIT_TIMEOUT:-0}; t=$((t*1000)); e=0
+t=${@WAIT_ENV@:-0}; t=$((t*1000)); e=0
 if [ -n "$w" ]; then
-	k=${GATEBRIDGE_WAKE_CHECK:-1}
-	read -t 0 _ < /dev/null 2>/dev/null; [ "$?" -eq 2 ] && k=
-	while [ ! -f "$x.exit" ]; do
+	# read -t is not POSIX: probed on a here-document, quietly, no fork.
+	k=
+	if read -r -t 1 _ 2>/dev/null <<GBEOF
+x
+GBEOF
+	then k=${@CHECK_ENV@:-1}; fi
+	while [ ! -f "$x@EXIT@" ]; do
 		if [ -n "$k" ]; then
-			# A byte without .exit is the host's heartbeat: it is alive, so
-			# the wait timeout starts again.
+			# A byte without the exit file is the host's heartbeat: it is
+			# alive, so the wait timeout starts again.
 			if read -r -t "$k" _ <&3; then e=0; else e=$((e+k*1000)); fi
 		else
 			read -r _ <&3
@@ -220,28 +205,31 @@ if [ -n "$w" ]; then
 	exec 3<&-
 else
 	s=1
-	while [ ! -f "$x.exit" ]; do
+	while [ ! -f "$x@EXIT@" ]; do
 		[ "$t" -eq 0 ] || [ "$e" -lt "$t" ] || gb_fail 124 "timed out waiting for the host"
 		case $s in 1) sleep 0.001;; 2) sleep 0.002;; 5) sleep 0.005;; 10) sleep 0.01;; 20) sleep 0.02;; 50) sleep 0.05;; *) sleep 0.1;; esac
 		e=$((e+s))
 		case $s in 1) s=2;; 2) s=5;; 5) s=10;; 10) s=20;; 20) s=50;; *) s=100;; esac
 	done
 fi
-read -r q < "$x.exit" || q=
-case $q in ''|*[!0-9]*) gb_fail 1 "malformed exit code from the host";; esac
-if [ -f "$x.text" ]; then
-	if [ -s "$x.stdout" ]; then
-		while IFS= read -r l; do printf '%s\n' "$l"; done < "$x.stdout"
-		[ -z "$l" ] || printf '%s' "$l"
+{
+	read -r q || q=
+	case $q in ''|*[!0-9]*) gb_fail 1 "malformed exit code from the host";; esac
+	read -r m || m=
+	if [ "$m" = @INLINE@ ]; then
+		while IFS= read -r l; do
+			case $l in
+			@O@*) printf '%s\n' "${l#?}";;
+			@E@*) printf '%s\n' "${l#?}" >&2;;
+			@OP@*) printf '%s' "${l#?}";;
+			@EP@*) printf '%s' "${l#?}" >&2;;
+			esac
+		done
+	else
+		[ ! -s "$x@STDOUT@" ] || cat "$x@STDOUT@"
+		[ ! -s "$x@STDERR@" ] || cat "$x@STDERR@" >&2
 	fi
-	if [ -s "$x.stderr" ]; then
-		while IFS= read -r l; do printf '%s\n' "$l"; done < "$x.stderr" >&2
-		[ -z "$l" ] || printf '%s' "$l" >&2
-	fi
-else
-	[ ! -s "$x.stdout" ] || cat "$x.stdout"
-	[ ! -s "$x.stderr" ] || cat "$x.stderr" >&2
-fi
-: > "$c/$i.done" 2>/dev/null
+} < "$x@EXIT@"
+: > "$c/$i@ACK@" 2>/dev/null
 exit "$q"
 `

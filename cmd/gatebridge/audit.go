@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // auditLog appends JSON lines to the audit file, capped at maxBytes: past
@@ -130,7 +130,7 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 	}
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = bridge.DefaultSessionParent()
+		sessions = mailbox.DefaultParent()
 	}
 	places := []struct{ dir, key string }{
 		{cfg.Gates.WritableRoot, "gates.writable_root"},

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The audit log grew to 1.6 GB under a flood. It rotates at max_bytes and

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spf13/cobra"
 

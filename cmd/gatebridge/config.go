@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/gates"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
@@ -180,19 +181,19 @@ var defaults = map[string]any{
 	"bridge.rescan_interval":              "1s",
 	"bridge.session_dir":                  "",
 	"bridge.keep_session":                 false,
-	"bridge.limits.max_calls":             bridge.DefaultLimits.MaxCalls,
-	"bridge.limits.max_concurrent":        bridge.DefaultLimits.MaxConcurrent,
-	"bridge.limits.max_args":              bridge.DefaultLimits.MaxArgs,
-	"bridge.limits.max_arg_bytes":         bridge.DefaultLimits.MaxArgBytes,
-	"bridge.limits.max_stdin_bytes":       bridge.DefaultLimits.MaxStdinBytes,
-	"bridge.limits.max_output_bytes":      bridge.DefaultLimits.MaxOutputBytes,
-	"bridge.limits.gate_timeout":          bridge.DefaultLimits.GateTimeout.String(),
-	"bridge.limits.max_scan_entries":      bridge.DefaultLimits.MaxScanEntries,
-	"bridge.limits.max_session_bytes":     bridge.DefaultLimits.MaxSessionBytes,
+	"bridge.limits.max_calls":             bridge.DefaultLimits().MaxCalls,
+	"bridge.limits.max_concurrent":        bridge.DefaultLimits().MaxConcurrent,
+	"bridge.limits.max_args":              bridge.DefaultLimits().MaxArgs,
+	"bridge.limits.max_arg_bytes":         bridge.DefaultLimits().MaxArgBytes,
+	"bridge.limits.max_stdin_bytes":       bridge.DefaultLimits().MaxStdinBytes,
+	"bridge.limits.max_output_bytes":      bridge.DefaultLimits().MaxOutputBytes,
+	"bridge.limits.gate_timeout":          bridge.DefaultLimits().GateTimeout.String(),
+	"bridge.limits.max_scan_entries":      bridge.DefaultLimits().MaxScanEntries,
+	"bridge.limits.max_session_bytes":     bridge.DefaultLimits().MaxSessionBytes,
 	"audit.max_bytes":                     64 << 20,
 	"audit.max_files":                     3,
-	"bridge.limits.max_records":           bridge.DefaultLimits.MaxRecords,
-	"bridge.limits.max_record_bytes":      bridge.DefaultLimits.MaxRecordBytes,
+	"bridge.limits.max_records":           bridge.DefaultLimits().MaxRecords,
+	"bridge.limits.max_record_bytes":      bridge.DefaultLimits().MaxRecordBytes,
 	"gates.builtins":                      true,
 	"gates.root":                          "",
 	"gates.writable_root":                 "",

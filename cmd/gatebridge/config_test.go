@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/gates"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
 
 	"gopkg.in/yaml.v3"
 )
@@ -314,8 +315,8 @@ func TestDefaultsEqualLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := limitsOf(cfg); got != bridge.DefaultLimits {
-		t.Errorf("bridge limits:\n cli %+v\n lib %+v", got, bridge.DefaultLimits)
+	if got := limitsOf(cfg); got != bridge.DefaultLimits() {
+		t.Errorf("bridge limits:\n cli %+v\n lib %+v", got, bridge.DefaultLimits())
 	}
 	g := cfg.Gates
 	if g.MaxFileBytes != gates.DefaultMaxFileBytes || g.MaxSearchMatches != gates.DefaultMaxSearchMatches ||

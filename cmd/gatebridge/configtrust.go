@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // maxConfigBytes caps what is read of a config file.
@@ -169,7 +169,7 @@ func checkConfigPlace(path, real string, cfg *Config) error {
 	}
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = bridge.DefaultSessionParent()
+		sessions = mailbox.DefaultParent()
 	}
 	for _, d := range []struct{ dir, key string }{
 		{ws, "sandbox.workspace"},

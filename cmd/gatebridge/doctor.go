@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -163,7 +164,7 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 
 	sessionDir := cfg.Bridge.SessionDir
 	if sessionDir == "" {
-		sessionDir = bridge.DefaultDir() // where bridge.Open puts sessions
+		sessionDir = mailbox.DefaultDir() // where bridge.Open puts sessions
 	}
 	add(fsCheck("session dir", sessionDir))
 	if root := cfg.Sandbox.Docker.SessionsRoot; root != "" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -36,18 +36,18 @@ docker, for containers).`,
 				return err
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			parents := []string{bridge.DefaultSessionParent()}
+			parents := []string{mailbox.DefaultParent()}
 			if cfg.Bridge.SessionDir != "" {
 				parents = append(parents, cfg.Bridge.SessionDir)
 			}
 			if cfg.Sandbox.Docker.SessionsRoot != "" {
 				parents = append(parents, cfg.Sandbox.Docker.SessionsRoot)
 			}
-			roots, _ := filepath.Glob(filepath.Join(bridge.DefaultSessionParent(), "sandbox-*"))
+			roots, _ := filepath.Glob(filepath.Join(mailbox.DefaultParent(), "sandbox-*"))
 			parents = append(parents, roots...)
 			n := 0
 			for _, p := range parents {
-				removed, err := bridge.Prune(p)
+				removed, err := mailbox.Prune(p)
 				for _, r := range removed {
 					fmt.Fprintln(out, r)
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -329,7 +330,7 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, erro
 	// Where the sandbox can write: a command gate's program must not be there.
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = bridge.DefaultDir()
+		sessions = mailbox.DefaultDir()
 	}
 	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
 	for i, c := range cfg.Gates.Commands {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -99,8 +99,8 @@ func engine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 // Each sandbox mounts only its own root, so a command in one sandbox can
 // neither see nor write another sandbox's sessions.
 func defaultSessionsRoot(name string) (string, error) {
-	parent := bridge.DefaultSessionParent()
-	if err := bridge.EnsurePrivateParent(parent); err != nil {
+	parent := mailbox.DefaultParent()
+	if err := mailbox.EnsurePrivateParent(parent); err != nil {
 		return "", err
 	}
 	return filepath.Join(parent, "sandbox-"+name), nil

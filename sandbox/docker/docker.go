@@ -48,6 +48,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -85,13 +86,10 @@ const (
 
 // Wake modes for [Config.Wake].
 const (
-	WakeAuto = ""     // poll on Docker Desktop or a non-Linux host, else FIFO
-	WakePoll = "poll" // always set GATEBRIDGE_WAKE=poll
-	WakeFIFO = "fifo" // never set it
+	WakeAuto = ""               // poll on Docker Desktop or a non-Linux host, else FIFO
+	WakePoll = mailbox.WakePoll // always make the wrappers poll
+	WakeFIFO = mailbox.WakeFIFO // leave the session's wake mode
 )
-
-// EnvWake is set to "poll" in the container when FIFOs cannot wake it.
-const EnvWake = "GATEBRIDGE_WAKE"
 
 // Config configures a [Backend]. The zero value of every field means the
 // default named in its comment; booleans are phrased so false is the safe
@@ -264,15 +262,7 @@ func parseUser(s string) (uid, gid int, ok bool) {
 }
 
 // insideDirs returns the session layout under p inside the container.
-func insideDirs(p string) sandbox.SessionDirs {
-	return sandbox.SessionDirs{
-		Root:      p,
-		Bin:       path.Join(p, "bin"),
-		Calls:     path.Join(p, "calls"),
-		Responses: path.Join(p, "responses"),
-		Tmp:       path.Join(p, "tmp"),
-	}
-}
+func insideDirs(p string) sandbox.SessionDirs { return mailbox.LayoutAt(p) }
 
 // usePoll reports whether FIFO wake-ups cannot cross into the container.
 func (b *Backend) usePoll(ctx context.Context) bool {
@@ -307,7 +297,7 @@ func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []s
 	if b.usePoll(ctx) {
 		// Last, so it wins over the session's own GATEBRIDGE_WAKE=fifo
 		// that arrives in extra (FIFOs do not cross Docker Desktop's VM).
-		return sandbox.MergeEnv(base, extra, []string{EnvWake + "=poll"})
+		return sandbox.MergeEnv(base, extra, []string{mailbox.EnvWake + "=" + mailbox.WakePoll})
 	}
 	return sandbox.MergeEnv(base, extra)
 }
@@ -350,7 +340,7 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 // a shell's "command not found" for an unknown command. It needs /bin/sh
 // in the image (the gate wrappers do too).
 const (
-	leaseName   = "lease"
+	leaseName   = mailbox.FileLease
 	leaseScript = `l=$1; shift
 if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
 	( read -r _ <&9; kill -KILL -1 ) >/dev/null 2>&1 &

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -71,13 +72,7 @@ func NewFixture(t *testing.T, opt Options) *Fixture {
 	t.Helper()
 	root := traversableTempDir(t)
 	f := &Fixture{
-		Session: sandbox.SessionDirs{
-			Root:      filepath.Join(root, "session"),
-			Bin:       filepath.Join(root, "session", "bin"),
-			Calls:     filepath.Join(root, "session", "calls"),
-			Responses: filepath.Join(root, "session", "responses"),
-			Tmp:       filepath.Join(root, "session", "tmp"),
-		},
+		Session:    mailbox.LayoutAt(filepath.Join(root, "session")),
 		Workspace:  filepath.Join(root, "workspace"),
 		SecretText: "gatebridge-secret-" + strconv.Itoa(rand.IntN(1e9)),
 		shell:      opt.Shell,
@@ -365,7 +360,7 @@ func (s *suite) stdinNeverEnds(t *testing.T) {
 
 func (s *suite) env(t *testing.T) {
 	f := NewFixture(t, s.opt)
-	spec := f.Spec(`for v in GATEBRIDGE_CALLS_DIR GATEBRIDGE_RESPONSES_DIR TMPDIR; do
+	spec := f.Spec(`for v in ` + mailbox.EnvCallsDir + ` ` + mailbox.EnvResponsesDir + ` TMPDIR; do
 	eval "d=\${$v}"
 	[ -n "$d" ] || { echo "$v unset"; exit 3; }
 	[ -d "$d" ] || { echo "$v=$d is not a directory"; exit 4; }
@@ -403,26 +398,27 @@ func (s *suite) cwd(t *testing.T) {
 // the command runs, and a response the host writes then shows up inside.
 func (s *suite) mailbox(t *testing.T) {
 	f := NewFixture(t, s.opt)
-	spec := f.Spec(`cat "$GATEBRIDGE_RESPONSES_DIR/pre"
-mkdir "$GATEBRIDGE_CALLS_DIR/c1" && printf 'ping' > "$GATEBRIDGE_CALLS_DIR/c1/ready" || exit 3
+	spec := f.Spec(strings.NewReplacer("@C@", mailbox.EnvCallsDir, "@R@", mailbox.EnvResponsesDir, "@READY@", mailbox.FileReady,
+		"@EXIT@", mailbox.ExtExit, "@OUT@", mailbox.ExtStdout).Replace(`cat "$@R@/pre"
+mkdir "$@C@/c1" && printf 'ping' > "$@C@/c1/@READY@" || exit 3
 i=0
-while [ ! -f "$GATEBRIDGE_RESPONSES_DIR/c1.exit" ]; do
+while [ ! -f "$@R@/c1@EXIT@" ]; do
 	i=$((i+1)); [ $i -lt 2000 ] || exit 4
 	sleep 0.01 2>/dev/null || sleep 1
 done
-cat "$GATEBRIDGE_RESPONSES_DIR/c1.stdout"`)
+cat "$@R@/c1@OUT@"`))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	answered := make(chan error, 1)
 	go func() {
 		answered <- func() error {
 			for ctx.Err() == nil {
-				b, err := os.ReadFile(filepath.Join(f.Session.Calls, "c1", "ready"))
+				b, err := os.ReadFile(filepath.Join(f.Session.Calls, "c1", mailbox.FileReady))
 				if err == nil && string(b) == "ping" {
-					if err := os.WriteFile(filepath.Join(f.Session.Responses, "c1.stdout"), []byte("pong\n"), 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join(f.Session.Responses, "c1"+mailbox.ExtStdout), []byte("pong\n"), 0o644); err != nil {
 						return err
 					}
-					return os.WriteFile(filepath.Join(f.Session.Responses, "c1.exit"), []byte("0"), 0o644)
+					return os.WriteFile(filepath.Join(f.Session.Responses, "c1"+mailbox.ExtExit), []byte("0"), 0o644)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}

@@ -1,12 +1,38 @@
-package wrappers
+package mailbox
 
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // MaxNameLen is the longest gate name accepted.
 const MaxNameLen = 64
+
+// MaxIDLen is the longest call id accepted.
+const MaxIDLen = 128
+
+// ValidID reports whether id is acceptable as a call id: 1–128 bytes of
+// [A-Za-z0-9_.-], not starting with a dot.
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxIDLen || id[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseAck reports whether name is the acknowledgement calls/<id>.done of
+// a valid id, and returns the id.
+func ParseAck(name string) (id string, ok bool) {
+	id, ok = strings.CutSuffix(name, AckSuffix)
+	return id, ok && ValidID(id)
+}
 
 // NameError explains why a gate name cannot be used.
 type NameError struct {
@@ -37,7 +63,7 @@ func ValidateName(name string) error {
 			return &NameError{name, "use letters, digits and _ (and - . + after the first character)"}
 		}
 	}
-	if why, bad := reserved[name]; bad {
+	if why, bad := reserved()[name]; bad {
 		return &NameError{name, why}
 	}
 	return nil
@@ -50,9 +76,9 @@ func truncName(s string) string {
 	return s
 }
 
-var reserved = map[string]string{}
-
-func init() {
+// reserved maps the names no gate may take to the reason.
+var reserved = sync.OnceValue(func() map[string]string {
+	reserved := map[string]string{}
 	add := func(list, why string) {
 		for _, w := range strings.Fields(list) {
 			if _, ok := reserved[w]; !ok {
@@ -71,7 +97,8 @@ shift shopt source suspend test times trap true type typeset ulimit umask unalia
 		"the wrapper itself runs this utility; a gate of the same name would shadow it")
 	add(busyboxApplets,
 		"busybox sh runs its built-in applet of that name instead of looking in PATH")
-}
+	return reserved
+})
 
 // busyboxApplets is `busybox --list` of Debian's busybox-static 1.35.
 const busyboxApplets = `

@@ -1,4 +1,4 @@
-package bridge
+package mailbox
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 const fuzzSecret = "FUZZ-SECRET-7d3a"
@@ -25,12 +23,13 @@ const (
 	fzGateIsDir                // gate is a directory
 	fzArgsSymlink              // args/ → a host dir holding the secret as 0
 	fzOddName                  // an extra entry named odd in args/
+	fzV2                       // v2 layout: argv instead of gate and args/ (args symlink/hard-link flags apply to argv)
 	fzHostile      = fzGateSymlink | fzArgSymlink | fzStdinSymlink | fzStdinFIFO | fzArgHardLink | fzArgsIsFile | fzGateIsDir | fzArgsSymlink
 )
 
 // FuzzReadCall builds a call directory from the input (gate bytes, args
 // split at NUL into args/0..N-1, stdin, hostile shapes and an odd entry
-// name) and reads it with the limits the host uses. readCall must never
+// name) and reads it with the limits the host uses. Read must never
 // panic or hang, never return the secret outside the call dir, and accept
 // only a well-formed call within the limits.
 func FuzzReadCall(f *testing.F) {
@@ -46,6 +45,11 @@ func FuzzReadCall(f *testing.F) {
 	f.Add([]byte("gb_echo"), []byte("a"), []byte(""), uint16(fzOddName), ".tmp")
 	f.Add(bytes.Repeat([]byte("g"), 65), []byte(""), bytes.Repeat([]byte("s"), 300), uint16(0), "")
 	f.Add([]byte("gate\nname"), bytes.Repeat([]byte("a\x00"), 20), []byte(""), uint16(0), "")
+	f.Add([]byte("gb_echo"), []byte("a\x00b"), []byte("in"), uint16(fzV2), "")
+	f.Add([]byte("gb_echo"), []byte("x"), []byte(""), uint16(fzV2|fzArgSymlink), "")
+	f.Add([]byte("gb_echo"), []byte("x"), []byte(""), uint16(fzV2|fzArgHardLink), "")
+	f.Add(bytes.Repeat([]byte("g"), 65), []byte(""), []byte(""), uint16(fzV2), "")
+	f.Add([]byte("gb_echo"), bytes.Repeat([]byte("a\x00"), 20), []byte(""), uint16(fzV2), "")
 	f.Fuzz(func(t *testing.T, gate, args, stdin []byte, flags uint16, odd string) {
 		host := t.TempDir()
 		secret := filepath.Join(host, "secret")
@@ -53,10 +57,17 @@ func FuzzReadCall(f *testing.F) {
 		secretDir := filepath.Join(host, "sdir")
 		mustF(t, os.Mkdir(secretDir, 0o755))
 		mustF(t, os.WriteFile(filepath.Join(secretDir, "0"), []byte(fuzzSecret), 0o644))
+		secretArgv := filepath.Join(host, "secret-argv")
+		mustF(t, os.WriteFile(secretArgv, []byte(fuzzSecret+"\x00"), 0o644))
 		dir := filepath.Join(host, "call")
 		mustF(t, os.Mkdir(dir, 0o755))
 
+		v2 := flags&fzV2 != 0
+		if v2 && bytes.IndexByte(gate, 0) >= 0 {
+			return // a NUL in the gate name is a word boundary in argv: another call
+		}
 		switch {
+		case v2:
 		case flags&fzGateIsDir != 0:
 			mustF(t, os.Mkdir(filepath.Join(dir, "gate"), 0o755))
 		case flags&fzGateSymlink != 0:
@@ -73,6 +84,20 @@ func FuzzReadCall(f *testing.F) {
 			}
 		}
 		switch {
+		case v2:
+			p := filepath.Join(dir, FileArgv)
+			switch {
+			case flags&fzArgSymlink != 0:
+				mustF(t, os.Symlink(secretArgv, p))
+			case flags&fzArgHardLink != 0:
+				mustF(t, os.Link(secretArgv, p))
+			default:
+				var b []byte
+				for _, w := range append([]string{string(gate)}, want...) {
+					b = append(append(b, w...), 0)
+				}
+				mustF(t, os.WriteFile(p, b, 0o644))
+			}
 		case flags&fzArgsIsFile != 0:
 			mustF(t, os.WriteFile(filepath.Join(dir, "args"), args, 0o644))
 		case flags&fzArgsSymlink != 0:
@@ -110,26 +135,28 @@ func FuzzReadCall(f *testing.F) {
 			mustF(t, os.WriteFile(filepath.Join(dir, "stdin"), stdin, 0o644))
 		}
 
-		lim := Limits{MaxArgs: 8, MaxArgBytes: 256, MaxStdinBytes: 128}.withDefaults()
-		s := &Session{cfg: Config{Limits: lim}}
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		lim := Limits{MaxArgs: 8, MaxArgBytes: 256, MaxStdinBytes: 128}
+		box, err := Open(Layout{Calls: host, Responses: host})
 		mustF(t, err)
-		defer unix.Close(fd)
+		defer box.Close()
+		c, err := box.OpenCall("call")
+		mustF(t, err)
+		defer c.Close()
 
 		type result struct {
-			req *request
+			req *Call
 			err error
 		}
 		done := make(chan result, 1)
 		go func() {
-			req, err := s.readCall(fd)
+			req, err := c.Read(lim)
 			done <- result{req, err}
 		}()
 		var r result
 		select {
 		case r = <-done:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("readCall hung (flags %#x)", flags)
+			t.Fatalf("Read hung (flags %#x)", flags)
 		}
 		if r.err != nil {
 			if bytes.Contains([]byte(r.err.Error()), []byte(fuzzSecret)) {
@@ -139,21 +166,24 @@ func FuzzReadCall(f *testing.F) {
 		}
 		req := r.req
 		hostile := flags&(fzHostile&^(fzArgSymlink|fzArgHardLink)) != 0 ||
-			flags&(fzArgSymlink|fzArgHardLink) != 0 && len(want) > 0
+			flags&(fzArgSymlink|fzArgHardLink) != 0 && (len(want) > 0 || v2)
+		if v2 {
+			hostile = flags&(fzArgSymlink|fzArgHardLink|fzStdinFIFO|fzStdinSymlink) != 0
+		}
 		if hostile {
 			t.Fatalf("hostile call accepted (flags %#x): %+v", flags, req)
 		}
-		if req.gate != string(gate) {
-			t.Fatalf("gate %q, want %q", req.gate, gate)
+		if req.Gate != string(gate) {
+			t.Fatalf("gate %q, want %q", req.Gate, gate)
 		}
-		if len(req.gate) > 64 {
-			t.Fatalf("gate name of %d bytes accepted", len(req.gate))
+		if len(req.Gate) > 64 {
+			t.Fatalf("gate name of %d bytes accepted", len(req.Gate))
 		}
-		if len(req.args) > lim.MaxArgs {
-			t.Fatalf("%d args accepted, limit %d", len(req.args), lim.MaxArgs)
+		if len(req.Args) > lim.MaxArgs {
+			t.Fatalf("%d args accepted, limit %d", len(req.Args), lim.MaxArgs)
 		}
-		var total int64 = int64(len(req.gate))
-		for i, a := range req.args {
+		var total int64 = int64(len(req.Gate))
+		for i, a := range req.Args {
 			if bytes.IndexByte([]byte(a), 0) >= 0 {
 				t.Fatalf("arg %d has a NUL", i)
 			}
@@ -165,17 +195,17 @@ func FuzzReadCall(f *testing.F) {
 		if total > lim.MaxArgBytes {
 			t.Fatalf("%d argument bytes accepted, limit %d", total, lim.MaxArgBytes)
 		}
-		if int64(len(req.stdin)) > lim.MaxStdinBytes || string(req.stdin) == fuzzSecret {
-			t.Fatalf("stdin of %d bytes accepted", len(req.stdin))
+		if int64(len(req.Stdin)) > lim.MaxStdinBytes || string(req.Stdin) == fuzzSecret {
+			t.Fatalf("stdin of %d bytes accepted", len(req.Stdin))
 		}
-		if !equalStrings(req.args, want) {
-			t.Fatalf("args %q, want %q", req.args, want)
+		if !equalStrings(req.Args, want) && !(len(req.Args) == 0 && len(want) == 0) {
+			t.Fatalf("args %q, want %q", req.Args, want)
 		}
-		if oddWritten {
+		if oddWritten && !v2 {
 			t.Fatalf("odd entry %q in args/ accepted", odd)
 		}
-		if !bytes.Equal(req.stdin, stdin) && flags&(fzStdinFIFO|fzStdinSymlink) == 0 {
-			t.Fatalf("stdin %q, want %q", req.stdin, stdin)
+		if !bytes.Equal(req.Stdin, stdin) && flags&(fzStdinFIFO|fzStdinSymlink) == 0 {
+			t.Fatalf("stdin %q, want %q", req.Stdin, stdin)
 		}
 	})
 }

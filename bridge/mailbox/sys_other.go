@@ -1,6 +1,6 @@
 //go:build !linux
 
-package bridge
+package mailbox
 
 import "golang.org/x/sys/unix"
 

@@ -1,6 +1,8 @@
-package bridge
+package mailbox
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -19,6 +21,7 @@ import (
 // FIFO owned by the host and fail to open it.
 func makeWakeAt(dirFd int) {
 	const tmp = ".wake-host"
+	name := FileWake
 	var dst unix.Stat_t
 	if unix.Fstat(dirFd, &dst) != nil {
 		return
@@ -42,5 +45,30 @@ func makeWakeAt(dirFd int) {
 			return // the sandbox user could not open a FIFO we own: the wrapper makes its own
 		}
 	}
-	unix.Linkat(dirFd, tmp, dirFd, "wake", 0)
+	unix.Linkat(dirFd, tmp, dirFd, name, 0)
+}
+
+// hasReader reports whether the FIFO name under dirfd is open for reading
+// by someone (the waiting wrapper): opening it O_WRONLY|O_NONBLOCK gives
+// ENXIO when no one is. ok is false when that cannot be told (no FIFO, not
+// a FIFO, any other error).
+func hasReader(dirfd int, name string) (reader, ok bool) {
+	st, err := statAt(dirfd, name)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false, false
+	}
+	fd, err := ignoringEINTR(func() (int, error) {
+		return unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	})
+	if errors.Is(err, unix.ENXIO) {
+		return false, true
+	}
+	if err != nil {
+		return false, false
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false, false
+	}
+	return true, true
 }

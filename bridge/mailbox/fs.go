@@ -1,4 +1,4 @@
-package bridge
+package mailbox
 
 import (
 	"errors"
@@ -12,9 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Errors for hostile or malformed entries in calls/. They end up, wrapped,
-// in the caller's stderr and in the result, so they name what was wrong
-// without echoing file contents.
+// Errors for hostile or malformed entries in calls/, returned wrapped in an
+// [*FileError] by [CallDir.Read] and friends. They end up in the caller's
+// stderr and in the call record, so they name what was wrong without
+// echoing file contents.
 var (
 	ErrSymlink    = errors.New("is a symbolic link (refused)")
 	ErrNotRegular = errors.New("is not a regular file (refused)")
@@ -23,14 +24,21 @@ var (
 	ErrTooLarge   = errors.New("exceeds the size limit")
 )
 
-// fsError names the file an error is about, relative to the call.
-type fsError struct {
+// FileError names the file an error is about, relative to the call.
+type FileError struct {
 	Name string
 	Err  error
 }
 
-func (e *fsError) Error() string { return fmt.Sprintf("%s %v", e.Name, e.Err) }
-func (e *fsError) Unwrap() error { return e.Err }
+func (e *FileError) Error() string { return fmt.Sprintf("%s %v", e.Name, e.Err) }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// Refused reports whether err is a refusal of a hostile entry (a symlink,
+// a special file, a hard link, a file where a directory belongs) rather than
+// a malformed call.
+func Refused(err error) bool {
+	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrHardLink) || errors.Is(err, ErrNotDir)
+}
 
 func ignoringEINTR[T any](fn func() (T, error)) (T, error) {
 	for {
@@ -51,15 +59,15 @@ func openDirAt(dirfd int, name string) (int, error) {
 	case err == nil:
 		return fd, nil
 	case errors.Is(err, unix.ELOOP):
-		return -1, &fsError{name, ErrSymlink}
+		return -1, &FileError{name, ErrSymlink}
 	case errors.Is(err, unix.ENOTDIR):
 		var st unix.Stat_t
 		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			return -1, &fsError{name, ErrSymlink}
+			return -1, &FileError{name, ErrSymlink}
 		}
-		return -1, &fsError{name, ErrNotDir}
+		return -1, &FileError{name, ErrNotDir}
 	default:
-		return -1, &fsError{name, err}
+		return -1, &FileError{name, err}
 	}
 }
 
@@ -74,12 +82,12 @@ func checkRegular(name string, st *unix.Stat_t) error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFLNK:
-		return &fsError{name, ErrSymlink}
+		return &FileError{name, ErrSymlink}
 	default:
-		return &fsError{name, ErrNotRegular}
+		return &FileError{name, ErrNotRegular}
 	}
 	if st.Nlink > 1 {
-		return &fsError{name, ErrHardLink}
+		return &FileError{name, ErrHardLink}
 	}
 	return nil
 }
@@ -91,27 +99,27 @@ func checkRegular(name string, st *unix.Stat_t) error {
 func readFileAt(dirfd int, name string, max int64) ([]byte, error) {
 	st, err := statAt(dirfd, name)
 	if err != nil {
-		return nil, &fsError{name, err}
+		return nil, &FileError{name, err}
 	}
 	if err := checkRegular(name, &st); err != nil {
 		return nil, err
 	}
 	if st.Size > max {
-		return nil, &fsError{name, fmt.Errorf("%w (%d bytes, limit %d)", ErrTooLarge, st.Size, max)}
+		return nil, &FileError{name, fmt.Errorf("%w (%d bytes, limit %d)", ErrTooLarge, st.Size, max)}
 	}
 	fd, err := ignoringEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	})
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, &fsError{name, ErrSymlink}
+			return nil, &FileError{name, ErrSymlink}
 		}
-		return nil, &fsError{name, err}
+		return nil, &FileError{name, err}
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fsError{name, err}
+		return nil, &FileError{name, err}
 	}
 	if err := checkRegular(name, &st); err != nil {
 		return nil, err
@@ -119,10 +127,10 @@ func readFileAt(dirfd int, name string, max int64) ([]byte, error) {
 	buf := make([]byte, 0, min(st.Size+1, max+1, 64<<10))
 	b, err := readAllLimit(f, buf, max+1)
 	if err != nil {
-		return nil, &fsError{name, err}
+		return nil, &FileError{name, err}
 	}
 	if int64(len(b)) > max {
-		return nil, &fsError{name, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)}
+		return nil, &FileError{name, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)}
 	}
 	return b, nil
 }
@@ -175,8 +183,8 @@ func readDirNames(fd int, max int) ([]string, error) {
 // O_EXCL|O_NOFOLLOW in the same directory, then renamed over name. rename
 // replaces a planted symlink rather than following it. The mode is 0640:
 // only the session's directories and, when gatebridge is root, the grant
-// to the sandbox's uid ([Session.Allow]: an ACL whose mask is these group
-// bits, or group ownership) decide who else reads it; never "other".
+// to the sandbox's uid (an ACL whose mask is these group bits, or group
+// ownership) decide who else reads it; never "other".
 func writeFileAtomic(dirfd int, name string, data []byte, tmpSuffix string) error {
 	tmp := ".tmp-" + name + "-" + tmpSuffix
 	fd, err := ignoringEINTR(func() (int, error) {
@@ -213,7 +221,7 @@ func wakeAt(dirfd int, name string) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return &fsError{name, errors.New("is not a FIFO (refused)")}
+		return &FileError{name, errors.New("is not a FIFO (refused)")}
 	}
 	fd, err := ignoringEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -229,7 +237,7 @@ func wakeAt(dirfd int, name string) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return &fsError{name, errors.New("is not a FIFO (refused)")}
+		return &FileError{name, errors.New("is not a FIFO (refused)")}
 	}
 	_, err = ignoringEINTR(func() (int, error) { return unix.Write(fd, []byte{'\n'}) })
 	switch {
@@ -252,9 +260,10 @@ func makeAccessible(dirfd int, name string) bool {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// removeTree removes the directory path and everything in it, never
-// following a symlink, also when the sandbox made parts of it unreadable.
-func removeTree(path string) error {
+// RemoveTree removes the directory path and everything in it, never
+// following a symlink, also when the sandbox made parts of it unreadable
+// (os.RemoveAll gives up on a directory chmodded 000).
+func RemoveTree(path string) error {
 	parent, err := unix.Open(filepath.Dir(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {

@@ -1,0 +1,425 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// Decision is what became of one call.
+type Decision string
+
+// Decisions recorded for each call attempt.
+const (
+	DecisionRan      Decision = "ran"       // the gate ran (whatever its exit code)
+	DecisionDenied   Decision = "denied"    // refused by policy or by the approval hook (exit 126)
+	DecisionRejected Decision = "rejected"  // the call itself was malformed or over a limit
+	DecisionTimedOut Decision = "timed_out" // the gate outlived its timeout (exit 124)
+	DecisionUnknown  Decision = "unknown"   // no such gate (exit 127)
+	DecisionCanceled Decision = "canceled"  // the run ended or the caller went away while the gate ran (exit 124)
+)
+
+// CallRecord describes one call attempt.
+type CallRecord struct {
+	ID       string        `json:"id"`
+	Gate     string        `json:"gate"`
+	Args     []string      `json:"args"` // capped: 64 args of 256 bytes each
+	ExitCode int           `json:"exit_code"`
+	Decision Decision      `json:"decision"`
+	Start    time.Time     `json:"-"`
+	Duration time.Duration `json:"-"`
+	// DurationMS is Duration in milliseconds (for JSON).
+	DurationMS float64 `json:"duration_ms"`
+	BytesIn    int64   `json:"bytes_in"`  // args + stdin
+	BytesOut   int64   `json:"bytes_out"` // stdout + stderr
+	Error      string  `json:"error,omitempty"`
+}
+
+// Request is one gate call, whatever transport carried it.
+type Request struct {
+	// ID is the transport's name for the call (records and logs only).
+	ID    string
+	Gate  string
+	Args  []string
+	Stdin []byte // nil: none sent
+	// Start is when the transport noticed the call; zero means now.
+	Start time.Time
+	// Stdout and Stderr, when set, receive the gate's output as it writes
+	// it (capped); the Response then holds only gatebridge's own messages.
+	Stdout, Stderr io.Writer
+}
+
+// Response is the answer to a [Request]: what the caller's command
+// prints and exits with, and the record of the call.
+type Response struct {
+	ExitCode int
+	// Stdout and Stderr are the gate's output (when not streamed), with
+	// gatebridge's messages ("gatebridge: GATE: …") appended to Stderr.
+	Stdout, Stderr []byte
+	Record         CallRecord
+}
+
+// ApproveFunc decides whether a call may run; a non-nil error refuses it
+// with exit 126 and the error as the message. It runs before the gate, with
+// the call's context.
+type ApproveFunc func(ctx context.Context, spec gates.Spec, req *Request) error
+
+// errRunEnded cancels the gates of a run that timed out or was cancelled.
+var errRunEnded = fmt.Errorf("cancelled: the command's run ended (timeout or interrupt): %w", context.Canceled)
+
+// Dispatcher runs gate calls for any transport: it looks the gate up, asks
+// the approval hook, runs the gate with its timeout under max_concurrent,
+// recovers panics, caps output, and keeps the call records and the audit
+// log. The mailbox server of a [Session] is one front end; a protocol
+// server is another.
+type Dispatcher struct {
+	cfg     Config // validated
+	session string // session id for the audit log
+
+	slots  chan struct{}  // max_concurrent: held until a gate really returns
+	gateWG sync.WaitGroup // gate goroutines, abandoned ones included
+
+	mu      sync.Mutex
+	records []CallRecord // at most Limits.MaxRecords
+	omitted int
+	results map[string]string
+	auditMu sync.Mutex
+}
+
+// NewDispatcher returns a dispatcher for cfg's gates and limits; session
+// names it in audit records.
+func NewDispatcher(cfg Config, session string) (*Dispatcher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Dispatcher{cfg: cfg, session: session, slots: make(chan struct{}, cfg.Limits.MaxConcurrent), results: map[string]string{}}, nil
+}
+
+// Dispatch runs req and returns its response; it does not record it (the
+// transport adds what delivery cost, then calls [Dispatcher.Record]).
+// Cancelling ctx cancels the gate; context.Cause(ctx) says why in the
+// record (a run that ended, a caller that went away).
+func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
+	start := req.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	bytesIn := int64(len(req.Gate) + len(req.Stdin))
+	for _, a := range req.Args {
+		bytesIn += int64(len(a))
+	}
+	rec := CallRecord{ID: req.ID, Gate: req.Gate, Args: capArgs(req.Args), Start: start, BytesIn: bytesIn}
+	resp := &Response{}
+	g, err := d.cfg.Gates.Lookup(req.Gate)
+	if err != nil {
+		rec.Decision, rec.ExitCode = DecisionUnknown, gates.ExitUnknown
+		rec.Error = "unknown gate " + quoteCap(req.Gate, 64)
+		resp.Stderr = []byte("gatebridge: " + rec.Error + "\n")
+		return d.done(resp, rec)
+	}
+	spec := g.Spec()
+	if d.cfg.Approve != nil {
+		if err := d.cfg.Approve(ctx, spec, req); err != nil {
+			rec.Decision, rec.ExitCode = DecisionDenied, gates.ExitDenied
+			rec.Error = "not approved: " + err.Error()
+			resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + rec.Error + "\n")
+			return d.done(resp, rec)
+		}
+	}
+	lim := d.cfg.Limits.MaxOutputBytes
+	stdout, stderr := newCapWriter(lim, req.Stdout), newCapWriter(lim, req.Stderr)
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = d.cfg.Limits.GateTimeout
+	}
+	code, gerr := d.invoke(ctx, g, timeout, &gates.Call{
+		SessionID: d.session, ID: req.ID, Args: req.Args, Stdin: req.Stdin,
+		Stdout: stdout, Stderr: stderr, Results: d,
+	})
+	resp.Stdout, resp.Stderr = stdout.Bytes(), stderr.Bytes()
+	rec.ExitCode, rec.Decision = code, DecisionRan
+	var cancelled *cancelError
+	switch {
+	case errors.Is(gerr, context.DeadlineExceeded):
+		rec.Decision = DecisionTimedOut
+		rec.Error = fmt.Sprintf("timed out after %v", timeout)
+		source := "gate timeout, bridge.limits.gate_timeout"
+		if spec.Timeout > 0 {
+			source = "gate timeout, set by the gate itself"
+		}
+		resp.Stderr = appendMsg(resp.Stderr, fmt.Sprintf("gatebridge: %s: timed out after %v (%s)", req.Gate, timeout, source))
+	case errors.As(gerr, &cancelled):
+		rec.Decision = DecisionCanceled
+		rec.Error = cancelled.Error()
+		resp.Stderr = appendMsg(resp.Stderr, "gatebridge: "+req.Gate+": "+cancelled.Error())
+	case gerr != nil:
+		rec.Error = gerr.Error()
+		if code == gates.ExitDenied {
+			rec.Decision = DecisionDenied
+		}
+		resp.Stderr = appendMsg(resp.Stderr, "gatebridge: "+req.Gate+": "+strings.TrimPrefix(gerr.Error(), req.Gate+": "))
+	}
+	if dropped := stdout.Dropped() + stderr.Dropped(); dropped > 0 {
+		resp.Stderr = appendMsg(resp.Stderr, fmt.Sprintf("gatebridge: %s: output truncated: %d bytes dropped (bridge.limits.max_output_bytes=%d)",
+			req.Gate, dropped, lim))
+	}
+	return d.done(resp, rec)
+}
+
+func (d *Dispatcher) done(resp *Response, rec CallRecord) *Response {
+	resp.ExitCode = rec.ExitCode
+	rec.BytesOut = int64(len(resp.Stdout) + len(resp.Stderr))
+	rec.Duration = time.Since(rec.Start)
+	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
+	resp.Record = rec
+	return resp
+}
+
+// Reject answers a call the transport could not read or refused (a
+// malformed call, a limit) with code and err's message.
+func (d *Dispatcher) Reject(id string, start time.Time, code int, err error) *Response {
+	msg := err.Error()
+	rec := CallRecord{ID: id, Decision: DecisionRejected, ExitCode: code, Error: msg, Start: start}
+	return d.done(&Response{Stderr: []byte("gatebridge: " + msg + "\n")}, rec)
+}
+
+// cancelError is a gate cancelled for a reason other than its timeout.
+type cancelError struct{ cause error }
+
+func (e *cancelError) Error() string { return e.cause.Error() }
+func (e *cancelError) Unwrap() error { return e.cause }
+
+// invoke runs the gate with a timeout, recovering panics. A gate that
+// ignores its context is abandoned at the deadline (plus a short grace) so
+// the caller still gets exit 124.
+func (d *Dispatcher) invoke(parent context.Context, g gates.Gate, timeout time.Duration, c *gates.Call) (int, error) {
+	// A slot of max_concurrent is held until the gate really returns, even
+	// when the caller was answered 124 and the gate abandoned: a gate that
+	// ignores its context cannot make the host run more than max_concurrent.
+	// The gate's timeout starts once it has a slot.
+	select {
+	case d.slots <- struct{}{}:
+	case <-parent.Done():
+		return gates.ExitTimeout, &cancelError{cause(parent)}
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	type res struct {
+		code int
+		err  error
+	}
+	done := make(chan res, 1)
+	d.gateWG.Add(1)
+	go func() {
+		defer d.gateWG.Done()
+		defer func() { <-d.slots }()
+		defer func() {
+			if p := recover(); p != nil {
+				done <- res{gates.ExitFailure, fmt.Errorf("panic: %v", p)}
+			}
+		}()
+		code, err := g.Call(ctx, c)
+		done <- res{code, err}
+	}()
+	var r res
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done:
+		case <-time.After(500 * time.Millisecond):
+			r = res{gates.ExitTimeout, ctx.Err()}
+		}
+	}
+	if ctx.Err() != nil && (r.err != nil || r.code != 0) {
+		if parent.Err() != nil {
+			return gates.ExitTimeout, &cancelError{cause(parent)}
+		}
+		return gates.ExitTimeout, context.DeadlineExceeded
+	}
+	return gates.ExitCodeOf(r.code, r.err), r.err
+}
+
+// cause is why ctx was cancelled, as a message for the caller.
+func cause(ctx context.Context) error {
+	if c := context.Cause(ctx); c != nil && c != context.Canceled && c != context.DeadlineExceeded {
+		return c
+	}
+	return errRunEnded
+}
+
+// Record adds rec to the records (the first Limits.MaxRecords of them;
+// the rest are counted) and to the audit log.
+func (d *Dispatcher) Record(rec CallRecord) {
+	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes)
+	d.mu.Lock()
+	if len(d.records) < d.cfg.Limits.MaxRecords {
+		d.records = append(d.records, rec)
+	} else {
+		d.omitted++
+	}
+	d.mu.Unlock()
+	if d.cfg.Audit != nil {
+		line, err := json.Marshal(auditRecord{Time: rec.Start.UTC(), Session: d.session, CallRecord: rec})
+		if err == nil {
+			d.auditMu.Lock()
+			d.cfg.Audit.Write(append(line, '\n'))
+			d.auditMu.Unlock()
+		}
+	}
+}
+
+type auditRecord struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	CallRecord
+}
+
+// Records returns the records kept since the last reset, and how many more
+// were only counted.
+func (d *Dispatcher) Records() (kept []CallRecord, omitted int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]CallRecord(nil), d.records...), d.omitted
+}
+
+func (d *Dispatcher) resetRecords() {
+	d.mu.Lock()
+	d.records, d.omitted = nil, 0
+	d.mu.Unlock()
+}
+
+// SetResult implements [gates.Results]: the session's result sink.
+func (d *Dispatcher) SetResult(key, value string) {
+	d.mu.Lock()
+	d.results[key] = value
+	d.mu.Unlock()
+}
+
+// Result returns the value a gate recorded under key (see [gates.Results]).
+func (d *Dispatcher) Result(key string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, ok := d.results[key]
+	return v, ok
+}
+
+// Close waits up to grace for gates still running (their contexts must
+// already be cancelled). A gate that ignores cancellation is left running,
+// holding its max_concurrent slot, and reported.
+func (d *Dispatcher) Close(grace time.Duration) error {
+	done := make(chan struct{})
+	go func() { d.gateWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(grace):
+		return errors.New("bridge: close: a gate ignored cancellation and is still running")
+	}
+}
+
+func appendMsg(b []byte, msg string) []byte {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	return append(append(b, msg...), '\n')
+}
+
+// capRecordArgs keeps at most max bytes of arguments in a record, marking
+// what was cut.
+func capRecordArgs(args []string, max int) []string {
+	total := 0
+	for i, a := range args {
+		if total+len(a) > max {
+			out := append(args[:i:i], a[:min(len(a), max-total)]+"…")
+			return append(out, fmt.Sprintf("… %d more bytes cut (bridge.limits.max_record_bytes)", bytesFrom(args[i:])-(max-total)))
+		}
+		total += len(a)
+	}
+	return args
+}
+
+func bytesFrom(args []string) int {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	return n
+}
+
+func capArgs(args []string) []string {
+	n := min(len(args), 64)
+	out := make([]string, n, n+1)
+	for i := range n {
+		a := args[i]
+		if len(a) > 256 {
+			a = a[:256] + "…"
+		}
+		out[i] = a
+	}
+	if len(args) > n {
+		out = append(out, fmt.Sprintf("… %d more", len(args)-n))
+	}
+	return out
+}
+
+func quoteCap(s string, n int) string {
+	if len(s) > n {
+		return strconv.Quote(s[:n]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// capWriter keeps (or passes on, when streaming) the first max bytes
+// written to it; it is safe for concurrent use.
+type capWriter struct {
+	mu      sync.Mutex
+	to      io.Writer // nil: keep in b
+	b       []byte
+	n, max  int64
+	dropped int64
+}
+
+func newCapWriter(max int64, to io.Writer) *capWriter { return &capWriter{max: max, to: to} }
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - c.n
+	keep := p
+	if int64(len(p)) > room {
+		keep = p[:max(room, 0)]
+		c.dropped += int64(len(p) - len(keep))
+	}
+	c.n += int64(len(keep))
+	if len(keep) > 0 {
+		if c.to != nil {
+			// A transport that cannot keep up (a caller gone) loses the
+			// rest; the gate is not failed for it.
+			c.to.Write(keep)
+		} else {
+			c.b = append(c.b, keep...)
+		}
+	}
+	return len(p), nil
+}
+
+func (c *capWriter) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.b...)
+}
+
+func (c *capWriter) Dropped() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}

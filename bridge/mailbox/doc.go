@@ -1,0 +1,48 @@
+// Package mailbox owns the on-disk format of a gatebridge session: its
+// layout and file names, the environment the wrappers read, call ids and
+// gate names, and the host's fd-relative reading of hostile call files and
+// atomic writing of responses. Every other package (the wrapper generator,
+// the backends, the conformance suite, the host's mailbox server) takes
+// names and layout from here; none spells them itself.
+//
+// # Layout
+//
+//	<root>/bin/          wrappers, one per gate     read-only inside
+//	<root>/calls/        written by the sandbox     read-write inside
+//	<root>/responses/    written by the host        read-only inside
+//	<root>/tmp/          scratch (local backend)    read-write inside
+//
+// # One call (v2, what the wrappers write)
+//
+//	calls/<id>/argv     the gate name, then the arguments, each ended by a NUL byte
+//	calls/<id>/stdin    optional: what the wrapper read from stdin
+//	calls/<id>/wake     optional FIFO the host writes a byte to
+//	calls/<id>/ready    empty marker, written LAST: the call exists once it does
+//	responses/<id>.exit the answer, written LAST and atomically:
+//	                      line 1: the exit code
+//	                      line 2: "i": the output follows inline, one line
+//	                              per output line, prefixed o (stdout) or
+//	                              e (stderr); O and E mark a last line that
+//	                              had no newline (at most InlineMax bytes of
+//	                              ASCII without NUL)
+//	                              "f": the output is in <id>.stdout and
+//	                              <id>.stderr (large, or holding NUL bytes)
+//	calls/<id>.done     the wrapper's acknowledgement: the host removes the
+//	                    response
+//
+// A small answer thus crosses four files (argv, ready, .exit, .done) and one
+// wake byte.
+//
+// # One call (v1, still answered)
+//
+// calls/<id>/args/0 … args/N-1 (one file per argument), calls/<id>/gate, an
+// empty ready; the answer is <id>.stdout, <id>.stderr and <id>.exit holding
+// only the code. A call is v1 when it has no argv file.
+//
+// # Hostile input
+//
+// Everything under calls/ is written by the sandbox. [Box] and [CallDir]
+// open it relative to directory descriptors, one component at a time, with
+// O_NOFOLLOW|O_NONBLOCK; only regular files with one link are read, every
+// read is capped, and ids and gate names are validated before use.
+package mailbox

@@ -1,0 +1,134 @@
+package mailbox
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// Directories of a session.
+const (
+	DirBin       = "bin"
+	DirCalls     = "calls"
+	DirResponses = "responses"
+	DirTmp       = "tmp"
+)
+
+// Files of one call under calls/<id>/, and of its answer under responses/.
+const (
+	FileArgv  = "argv"  // v2: NUL-terminated arguments
+	DirArgs   = "args"  // v1: one file per argument
+	FileGate  = "gate"  // v1: the gate name
+	FileStdin = "stdin" // optional
+	FileWake  = "wake"  // optional FIFO
+	FileReady = "ready" // written last: the gate name (v2) or empty (v1)
+
+	ExtStdout = ".stdout"
+	ExtStderr = ".stderr"
+	ExtExit   = ".exit"
+	// AckSuffix names calls/<id>.done, which the wrapper creates once it
+	// has printed the answer of call <id>.
+	AckSuffix = ".done"
+	// FileLease is the FIFO in a session root that a long-lived sandbox
+	// (docker) holds open while it lives.
+	FileLease = "lease"
+)
+
+// Inline-answer line prefixes (see the package doc).
+const (
+	LineStdout        = 'o'
+	LineStdoutPartial = 'O'
+	LineStderr        = 'e'
+	LineStderrPartial = 'E'
+	ModeInline        = "i"
+	ModeFiles         = "f"
+)
+
+// Session directory names in a sessions parent.
+const (
+	SessionPrefix = "gb-"
+	LockSuffix    = ".lock" // flock held by the owning gatebridge
+	KeptSuffix    = ".kept" // a kept session, left for a human, never pruned
+)
+
+// Layout holds the paths of one session, as the host or the sandbox sees
+// them.
+type Layout struct {
+	Root      string // the session directory itself
+	Bin       string // wrappers: read-only inside
+	Calls     string // written by the sandbox
+	Responses string // written by the host: read-only inside
+	Tmp       string // scratch: writable inside
+}
+
+// LayoutAt returns the layout of a session rooted at root.
+func LayoutAt(root string) Layout {
+	return Layout{
+		Root:      root,
+		Bin:       filepath.Join(root, DirBin),
+		Calls:     filepath.Join(root, DirCalls),
+		Responses: filepath.Join(root, DirResponses),
+		Tmp:       filepath.Join(root, DirTmp),
+	}
+}
+
+// Environment a session gives the sandboxed command.
+const (
+	EnvCallsDir     = "GATEBRIDGE_CALLS_DIR"
+	EnvResponsesDir = "GATEBRIDGE_RESPONSES_DIR"
+	EnvSessionDir   = "GATEBRIDGE_SESSION_DIR"
+	EnvSessionID    = "GATEBRIDGE_SESSION_ID"
+	EnvWake         = "GATEBRIDGE_WAKE"         // WakeFIFO (default) or WakePoll
+	EnvWaitTimeout  = "GATEBRIDGE_WAIT_TIMEOUT" // seconds of host silence a wrapper waits; 0 = forever
+	EnvWakeCheck    = "GATEBRIDGE_WAKE_CHECK"   // seconds between re-checks while blocked on the FIFO
+)
+
+// Wake modes: how a wrapper waits for its answer.
+const (
+	WakeFIFO = "fifo" // block on calls/<id>/wake
+	WakePoll = "poll" // poll for responses/<id>.exit (FIFOs do not cross Docker Desktop's VM)
+)
+
+// StdinMode says when a wrapper forwards its standard input. Stdin is never
+// read when it is a terminal.
+type StdinMode int
+
+const (
+	// StdinNone: the gate never reads stdin (the default).
+	StdinNone StdinMode = iota
+	// StdinIfNoArgs: stdin is sent only when the gate is called with no
+	// arguments, so `while read f; do submit x; done < list` does not
+	// swallow the loop's input.
+	StdinIfNoArgs
+	// StdinAlways: stdin is always sent.
+	StdinAlways
+)
+
+// String returns "none", "if-no-args" or "always".
+func (m StdinMode) String() string {
+	switch m {
+	case StdinIfNoArgs:
+		return "if-no-args"
+	case StdinAlways:
+		return "always"
+	default:
+		return "none"
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m StdinMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText accepts the names String returns.
+func (m *StdinMode) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "none", "":
+		*m = StdinNone
+	case "if-no-args":
+		*m = StdinIfNoArgs
+	case "always":
+		*m = StdinAlways
+	default:
+		return fmt.Errorf("stdin mode %q: want none, if-no-args or always", b)
+	}
+	return nil
+}
