@@ -140,6 +140,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 	if timeout <= 0 {
 		timeout = d.cfg.Limits.GateTimeout
 	}
+	if ctx.Err() != nil { // the caller went away before the gate started
+		rec.Decision, rec.ExitCode = DecisionCanceled, gates.ExitTimeout
+		rec.Error = context.Cause(ctx).Error()
+		return d.done(resp, rec)
+	}
 	code, gerr := d.invoke(ctx, g, timeout, &gates.Call{
 		SessionID: d.session, ID: req.ID, Args: req.Args, Stdin: req.Stdin,
 		Stdout: stdout, Stderr: stderr, Results: d,

@@ -103,27 +103,51 @@ func TestApprovalHook(t *testing.T) {
 // its own timeout: the host sees the wake FIFO lose its reader and cancels
 // the gate's context.
 func TestCallerGoneCancelsGate(t *testing.T) {
-	cancelled := make(chan time.Time, 1)
-	reg := gates.NewRegistry()
-	reg.MustRegister(gates.Func(gates.Spec{Name: "t_wait", Timeout: time.Minute}, func(ctx context.Context, c *gates.Call) (int, error) {
-		<-ctx.Done()
-		cancelled <- time.Now()
-		return 0, ctx.Err()
-	}))
-	start := time.Now()
-	res := run(t, Config{Gates: reg}, `t_wait & p=$!; sleep 0.5; kill -KILL $p; wait $p; echo "rc=$?"`)
-	var at time.Time
-	select {
-	case at = <-cancelled:
-	default:
-		t.Fatalf("gate not cancelled when its caller was killed (stdout %q)", res.Stdout)
-	}
-	if took := at.Sub(start); took > 10*time.Second {
-		t.Errorf("cancelled after %v", took)
-	}
-	if res.Stdout != "rc=137\n" || len(res.Calls) != 1 || res.Calls[0].Decision != DecisionCanceled ||
-		!strings.Contains(res.Calls[0].Error, "caller went away") {
-		t.Errorf("stdout %q calls %+v", res.Stdout, res.Calls)
+	for _, tc := range []struct{ name, wake, sig, rc string }{
+		{"fifo-kill", "fifo", "KILL", "137"}, // no trap can run: the FIFO tells
+		{"fifo-term", "fifo", "TERM", "143"},
+		{"poll-term", "poll", "TERM", "143"}, // no FIFO: the cancel marker tells
+		{"poll-hup", "poll", "HUP", "129"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cancelled := make(chan time.Time, 1)
+			reg := gates.NewRegistry()
+			reg.MustRegister(gates.Func(gates.Spec{Name: "t_wait", Timeout: time.Minute}, func(ctx context.Context, c *gates.Call) (int, error) {
+				<-ctx.Done()
+				cancelled <- time.Now()
+				return 0, ctx.Err()
+			}))
+			kill := make(chan time.Time, 1)
+			reg.MustRegister(gates.Func(gates.Spec{Name: "t_mark"}, func(ctx context.Context, c *gates.Call) (int, error) {
+				kill <- time.Now()
+				return 0, nil
+			}))
+			res := run(t, Config{Gates: reg}, `GATEBRIDGE_WAKE=`+tc.wake+` t_wait & p=$!
+while [ -z "$(ls "$GATEBRIDGE_CALLS_DIR"/*/ready 2>/dev/null)" ]; do sleep 0.01; done; sleep 0.2
+t_mark; kill -`+tc.sig+` $p; wait $p; echo "rc=$?"`)
+			var at, killed time.Time
+			select {
+			case at = <-cancelled:
+				killed = <-kill
+			default:
+				t.Fatalf("gate not cancelled when its caller was killed (stdout %q)", res.Stdout)
+			}
+			// The bound is loose (a shared machine); the figure is logged.
+			t.Logf("cancelled %v after the caller was signalled", at.Sub(killed))
+			if took := at.Sub(killed); took > 5*time.Second {
+				t.Errorf("cancelled %v after the caller went away", took)
+			}
+			var rec *CallRecord
+			for i := range res.Calls {
+				if res.Calls[i].Gate == "t_wait" {
+					rec = &res.Calls[i]
+				}
+			}
+			if res.Stdout != "rc="+tc.rc+"\n" || rec == nil || rec.Decision != DecisionCanceled ||
+				!strings.Contains(rec.Error, "caller went away") {
+				t.Errorf("stdout %q calls %+v", res.Stdout, res.Calls)
+			}
+		})
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 // waiting): no one will read its answer.
 var errCallerGone = fmt.Errorf("cancelled: the caller went away (its wrapper exited while the gate ran): %w", context.Canceled)
 
-// callerCheck is how often a running call's wrapper is checked for.
-const callerCheck = 100 * time.Millisecond
+// callerCheck is how often a running call's wrapper is checked for, so
+// that a gate is cancelled within 100 ms of its caller going away.
+const callerCheck = 50 * time.Millisecond
 
 // server is the mailbox front end of a [Dispatcher]: it notices the calls a
 // sandbox publishes in calls/ (events from the shared watcher, plus
@@ -483,13 +484,17 @@ func (s *server) handle(c *claimed) {
 }
 
 // watchCaller cancels the call's context with errCallerGone when its
-// wrapper stops holding the wake FIFO open (killed, or gave up waiting).
-// Only a caller seen waiting at the start is watched: a polling client has
-// no FIFO to tell by.
+// caller goes away: its wrapper left a cancel marker (it was stopped by a
+// signal), or it stopped holding the wake FIFO open (killed, or gave up
+// waiting). Only a caller seen waiting at the start is watched for the
+// FIFO; the marker is watched for every caller, polling ones included.
 func (s *server) watchCaller(c *mailbox.CallDir, cancel context.CancelCauseFunc) (stop func()) {
-	if waiting, known := c.Waiting(); !known || !waiting {
+	if c.Canceled() {
+		cancel(errCallerGone)
 		return func() {}
 	}
+	waiting, known := c.Waiting()
+	fifo := known && waiting
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -503,7 +508,12 @@ func (s *server) watchCaller(c *mailbox.CallDir, cancel context.CancelCauseFunc)
 				return
 			case <-t.C:
 			}
-			if waiting, known := c.Waiting(); known && !waiting {
+			gone := c.Canceled()
+			if !gone && fifo {
+				waiting, known := c.Waiting()
+				gone = known && !waiting
+			}
+			if gone {
 				cancel(errCallerGone)
 				return
 			}

@@ -143,7 +143,7 @@ var templates = sync.OnceValue(func() scriptParts {
 		"@CALLS_ENV@", mailbox.EnvCallsDir, "@RESP_ENV@", mailbox.EnvResponsesDir,
 		"@WAKE_ENV@", mailbox.EnvWake, "@WAIT_ENV@", mailbox.EnvWaitTimeout, "@CHECK_ENV@", mailbox.EnvWakeCheck,
 		"@CALLS@", mailbox.DirCalls, "@RESPONSES@", mailbox.DirResponses,
-		"@ARGV@", mailbox.FileArgv, "@STDIN@", mailbox.FileStdin, "@WAKE@", mailbox.FileWake, "@READY@", mailbox.FileReady,
+		"@ARGV@", mailbox.FileArgv, "@STDIN@", mailbox.FileStdin, "@WAKE@", mailbox.FileWake, "@READY@", mailbox.FileReady, "@CANCEL@", mailbox.FileCancel,
 		"@EXIT@", mailbox.ExtExit, "@STDOUT@", mailbox.ExtStdout, "@STDERR@", mailbox.ExtStderr, "@ACK@", mailbox.AckSuffix,
 		"@FIFO@", mailbox.WakeFIFO, "@INLINE@", mailbox.ModeInline,
 		"@O@", string(rune(mailbox.LineStdout)), "@OP@", string(rune(mailbox.LineStdoutPartial)),
@@ -181,6 +181,15 @@ const scriptTail = `w=
 if [ "${@WAKE_ENV@:-@FIFO@}" = @FIFO@ ]; then
 	[ -p "$d/@WAKE@" ] || mkfifo "$d/@WAKE@" 2>/dev/null
 	if [ -p "$d/@WAKE@" ] && { command exec 3<>"$d/@WAKE@"; } 2>/dev/null; then w=1; fi
+fi
+if [ -z "$w" ]; then
+	# Polling: a wrapper stopped by a signal tells the host (it cancels
+	# the gate), then dies of the signal as any command would (130, 143,
+	# 129, 141 to the caller). Waiting on the FIFO needs no trap: the
+	# host sees that no one holds it any more (and yash's read would
+	# defer a trapped signal until the answer came).
+	gb_sig() { : > "$d/@CANCEL@" 2>/dev/null; trap - "$1"; kill -s "$1" $$; exit "$2"; }
+	trap 'gb_sig INT 130' INT; trap 'gb_sig TERM 143' TERM; trap 'gb_sig HUP 129' HUP; trap 'gb_sig PIPE 141' PIPE
 fi
 : > "$d/@READY@" || gb_fail 1 "cannot publish call"
 x=$r/$i

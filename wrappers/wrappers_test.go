@@ -449,3 +449,66 @@ func isASCII(s string) bool {
 	}
 	return true
 }
+
+// A wrapper stopped by INT, TERM or HUP while it waits dies of the signal,
+// as a command would (the caller's $? is 128+n), and when it polls it
+// first leaves the cancel marker for the host. No host answers here, so a
+// wrapper that ignored the signal would wait until the test's timeout.
+func TestSignalLeavesCancelMarker(t *testing.T) {
+	sigs := map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP}
+	for name, sh := range shells(t) {
+		for _, mode := range []string{"fifo", "poll"} {
+			for sname, sig := range sigs {
+				t.Run(name+"/"+mode+"/"+sname, func(t *testing.T) {
+					t.Parallel()
+					dir := t.TempDir()
+					for _, d := range []string{"bin", "calls", "responses"} {
+						os.Mkdir(filepath.Join(dir, d), 0o755)
+					}
+					if err := WriteDir(filepath.Join(dir, "bin"), []Spec{{Name: "slow"}}); err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, sh[0], append(sh[1:], filepath.Join(dir, "bin", "slow"))...)
+					cmd.Env = []string{"PATH=/usr/bin:/bin", "GATEBRIDGE_WAKE=" + mode}
+					if err := cmd.Start(); err != nil {
+						t.Fatal(err)
+					}
+					ready := ""
+					for i := 0; i < 400 && ready == ""; i++ {
+						time.Sleep(5 * time.Millisecond)
+						m, _ := filepath.Glob(filepath.Join(dir, "calls", "*", "ready"))
+						if len(m) == 1 {
+							ready = m[0]
+						}
+					}
+					if ready == "" {
+						cmd.Process.Kill()
+						t.Fatal("the wrapper never published its call")
+					}
+					time.Sleep(20 * time.Millisecond) // waiting in read or sleep
+					cmd.Process.Signal(sig)
+					err := cmd.Wait()
+					var ee *exec.ExitError
+					if !errors.As(err, &ee) {
+						t.Fatalf("wait: %v", err)
+					}
+					// Some shells die of the re-raised signal, others exit
+					// 128+n from the trap: the caller's $? is the same.
+					// zsh exits 1 on HUP, as it does for any script.
+					ws := ee.Sys().(syscall.WaitStatus)
+					if !(ws.Signaled() && ws.Signal() == sig) && ws.ExitStatus() != 128+int(sig) &&
+						!(name == "zsh-sh" && sig == syscall.SIGHUP && ws.ExitStatus() == 1) {
+						t.Errorf("wrapper ended with %v (exit %d), want killed by %v or exit %d", ws, ws.ExitStatus(), sig, 128+int(sig))
+					}
+					// Polling, the marker is how the host learns it; on the
+					// FIFO, the host sees no reader (bridge tests).
+					if _, err := os.Stat(filepath.Join(filepath.Dir(ready), "cancel")); mode == "poll" && err != nil {
+						t.Errorf("no cancel marker: %v", err)
+					}
+				})
+			}
+		}
+	}
+}

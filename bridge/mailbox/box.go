@@ -355,6 +355,13 @@ func (c *CallDir) Wake() error { return wakeAt(c.fd, FileWake) }
 // told: no FIFO (a polling client), or not a FIFO.
 func (c *CallDir) Waiting() (waiting, known bool) { return hasReader(c.fd, FileWake) }
 
+// Canceled reports whether the caller left a cancel marker: its wrapper
+// was stopped by a signal and no longer wants the answer.
+func (c *CallDir) Canceled() bool {
+	_, err := statAt(c.fd, FileCancel)
+	return err == nil
+}
+
 // QuoteCap quotes s, cut to n bytes, for messages about hostile names.
 func QuoteCap(s string, n int) string {
 	if len(s) > n {

@@ -20,7 +20,10 @@ const (
 	FileGate  = "gate"  // v1: the gate name
 	FileStdin = "stdin" // optional
 	FileWake  = "wake"  // optional FIFO
-	FileReady = "ready" // written last: the gate name (v2) or empty (v1)
+	FileReady = "ready" // empty, written last: the call exists once it does
+	// FileCancel is created by a wrapper that was stopped by a signal
+	// (INT, TERM, HUP, PIPE) while it waited: the host cancels the gate.
+	FileCancel = "cancel"
 
 	ExtStdout = ".stdout"
 	ExtStderr = ".stderr"
