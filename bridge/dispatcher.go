@@ -50,6 +50,9 @@ type Request struct {
 	Gate  string
 	Args  []string
 	Stdin []byte // nil: none sent
+	// Cwd is the caller's working directory as the sandbox sees it ("":
+	// unknown); file gates resolve relative paths against it.
+	Cwd string
 	// Start is when the transport noticed the call; zero means now.
 	Start time.Time
 	// Stdout and Stderr, when set, receive the gate's output as it writes
@@ -146,7 +149,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		return d.done(resp, rec)
 	}
 	code, gerr := d.invoke(ctx, g, timeout, &gates.Call{
-		SessionID: d.session, ID: req.ID, Args: req.Args, Stdin: req.Stdin,
+		SessionID: d.session, ID: req.ID, Args: req.Args, Stdin: req.Stdin, Cwd: req.Cwd,
 		Stdout: stdout, Stderr: stderr, Results: d,
 	})
 	resp.Stdout, resp.Stderr = stdout.Bytes(), stderr.Bytes()

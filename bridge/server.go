@@ -472,7 +472,7 @@ func (s *server) handle(c *claimed) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	stop := s.watchCaller(c.dir, cancel)
-	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.Gate, Args: call.Args, Stdin: call.Stdin, Start: c.start})
+	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.Gate, Args: call.Args, Stdin: call.Stdin, Cwd: call.Cwd, Start: c.start})
 	stop()
 	if errors.Is(context.Cause(ctx), errCallerGone) {
 		// No one will read the answer: record it and drop the call.

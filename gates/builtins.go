@@ -18,8 +18,10 @@ const (
 
 // Options configures the built-in gates.
 //
-// Paths given to file gates are relative to the workspace root. Absolute
-// paths are accepted only when they lie under Root (or WritableRoot for
+// Relative paths given to file gates start at the caller's working
+// directory ([Call.Cwd]) when it lies in the workspace, at the workspace
+// root when the caller did not send one, and are refused (exit 126) when
+// it lies outside. Absolute paths are accepted only when they lie under Root (or WritableRoot for
 // write_file), under the real path of that directory, or under SandboxRoot
 // (SandboxWritableRoot), and are then made relative; any other absolute path
 // is denied with exit 126, as is every path that climbs out with ".." or

@@ -26,7 +26,7 @@ func newReadFile(ws *workspace, o Options) Gate {
 		Params: []Param{
 			{Name: "--offset N", Description: "Skip the first N lines (0-based: --offset 0 starts at line 1).", Flag: true},
 			{Name: "--limit N", Description: "Print at most N lines.", Flag: true},
-			{Name: "PATH", Description: "File, relative to the workspace root.", Required: true},
+			{Name: "PATH", Description: "File; relative paths start at the current directory.", Required: true},
 		},
 	}, argSpec{options: []string{"offset", "limit"}, min: 1, max: 1},
 		func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
@@ -51,7 +51,7 @@ func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) 
 		return 0, err
 	}
 	path := p.pos[0]
-	r, rel, err := g.ws.open(name, path)
+	r, rel, err := g.ws.open(name, c.Cwd, path)
 	if err != nil {
 		return 0, err
 	}
@@ -129,14 +129,14 @@ func newListDir(ws *workspace, o Options) Gate {
 		Summary: "List a workspace directory: one entry per line, sorted; directories end in /, symlinks are listed but not followed.",
 		Usage:   "list_dir [PATH]",
 		Params: []Param{
-			{Name: "PATH", Description: "Directory, relative to the workspace root (default: the root)."},
+			{Name: "PATH", Description: "Directory (default: the current directory)."},
 		},
 	}, argSpec{min: 0, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := "."
 		if len(p.pos) == 1 {
 			path = p.pos[0]
 		}
-		r, rel, err := ws.open(name, path)
+		r, rel, err := ws.open(name, c.Cwd, path)
 		if err != nil {
 			return 0, err
 		}
@@ -202,12 +202,12 @@ func newWriteFile(ws *workspace, o Options) Gate {
 			"at most %s, never through a symlink. Prints nothing.", humanBytes(max)),
 		Usage: "write_file PATH < CONTENT",
 		Params: []Param{
-			{Name: "PATH", Description: "File, relative to the writable workspace root.", Required: true},
+			{Name: "PATH", Description: "File in the writable workspace; relative paths start at the current directory.", Required: true},
 		},
 		Stdin: StdinAlways,
 	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := p.pos[0]
-		r, rel, err := ws.open(name, path)
+		r, rel, err := ws.open(name, c.Cwd, path)
 		if err != nil {
 			return 0, err
 		}

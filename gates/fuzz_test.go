@@ -188,9 +188,15 @@ func FuzzResolvePath(f *testing.F) {
 				t.Fatalf("%s %q: exit %d without an error", name, p, r.code)
 			}
 		}
-		rel, err := (&workspace{dir: ws, aliases: []string{ws, "/workspace"}}).rel("x", p)
+		w := &workspace{dir: ws, aliases: []string{ws, "/workspace"}}
+		rel, err := w.rel("x", "", p)
 		if err == nil && rel != "." && !filepath.IsLocal(rel) {
 			t.Fatalf("rel(%q) = %q, not local", p, rel)
+		}
+		for _, cwd := range []string{"/workspace/a/b", ws + "/a", "/etc", "a", "/workspace/../etc"} {
+			if r, err := w.rel("x", cwd, p); err == nil && r != "." && !filepath.IsLocal(r) {
+				t.Fatalf("rel(cwd %q, %q) = %q, not local", cwd, p, r)
+			}
 		}
 		r := callGate(t, byName["write_file"], []byte("PWNED"), "--", p)
 		if r.code == 0 {

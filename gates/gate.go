@@ -134,6 +134,10 @@ type Call struct {
 	Args []string
 	// Stdin is what the wrapper forwarded; nil when nothing was sent.
 	Stdin []byte
+	// Cwd is the caller's working directory as the sandbox sees it, as
+	// the caller sent it (untrusted); "" when unknown. The file gates
+	// resolve relative paths against it when it lies in their tree.
+	Cwd string
 	// Stdout and Stderr are capped by the caller; writes past the cap are
 	// dropped and reported to the sandbox. What a gate writes reaches a
 	// transport that can stream as it is written; others get it when the

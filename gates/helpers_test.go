@@ -30,10 +30,16 @@ func callGate(t *testing.T, g Gate, stdin []byte, args ...string) result {
 
 func callGateCtx(t *testing.T, ctx context.Context, g Gate, stdin []byte, args ...string) result {
 	t.Helper()
+	return callGateIn(t, ctx, "", g, stdin, args...)
+}
+
+// callGateIn calls g from the working directory cwd (as the sandbox sees it).
+func callGateIn(t *testing.T, ctx context.Context, cwd string, g Gate, stdin []byte, args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	var res result
 	c := &Call{
-		SessionID: "s", ID: "c",
+		SessionID: "s", ID: "c", Cwd: cwd,
 		Args: args, Stdin: stdin,
 		Stdout: &out, Stderr: &errOut,
 		Results: resultFunc(func(k, v string) {

@@ -61,7 +61,7 @@ func newSearch(ws *workspace, o Options) Gate {
 		Usage: "search PATTERN [PATH]",
 		Params: []Param{
 			{Name: "PATTERN", Description: `RE2 regular expression matched against each line, e.g. 'func \w+\('; prefix (?i) to ignore case.`, Required: true},
-			{Name: "PATH", Description: "File or directory to search, relative to the workspace root (default: the root). Output paths are relative to the root."},
+			{Name: "PATH", Description: "File or directory to search (default: the current directory). Output paths are relative to the current directory."},
 		},
 	}, argSpec{min: 1, max: 2}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		re, ninst, err := compilePattern(p.pos[0])
@@ -72,7 +72,7 @@ func newSearch(ws *workspace, o Options) Gate {
 		if len(p.pos) == 2 {
 			path = p.pos[1]
 		}
-		r, rel, err := ws.open(name, path)
+		r, rel, err := ws.open(name, c.Cwd, path)
 		if err != nil {
 			return 0, err
 		}
@@ -82,7 +82,7 @@ func newSearch(ws *workspace, o Options) Gate {
 			return 0, pathErr(name, "stat", path, err)
 		}
 		bw := bufio.NewWriter(stdout(c))
-		s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o,
+		s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o, ws: ws, cwd: c.Cwd,
 			every: max(256, matchBudget/max(ninst, 1))}
 		switch {
 		case fi.Mode().IsRegular():
@@ -126,6 +126,8 @@ func newSearch(ws *workspace, o Options) Gate {
 type searchRun struct {
 	ctx     context.Context
 	root    *os.Root
+	ws      *workspace
+	cwd     string // the caller's, for the paths printed
 	re      *regexp.Regexp
 	every   int // bytes of a long line matched between context checks
 	out     *bufio.Writer
@@ -250,7 +252,7 @@ func (s *searchRun) file(rel string) (skipped string, err error) {
 	if bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
 		return "binary file", nil
 	}
-	name := displayName(filepath.ToSlash(rel))
+	name := displayName(filepath.ToSlash(s.ws.display(s.cwd, rel)))
 	for n := 1; len(data) > 0; n++ {
 		if err := s.ctx.Err(); err != nil {
 			return "", err

@@ -51,8 +51,8 @@ func newWorkspace(field, dir, alias string) (*workspace, error) {
 
 // open resolves path with [workspace.rel] and opens the workspace for one
 // call; the caller closes the root.
-func (w *workspace) open(gate, path string) (*os.Root, string, error) {
-	rel, err := w.rel(gate, path)
+func (w *workspace) open(gate, cwd, path string) (*os.Root, string, error) {
+	rel, err := w.rel(gate, cwd, path)
 	if err != nil {
 		return nil, "", err
 	}
@@ -64,12 +64,15 @@ func (w *workspace) open(gate, path string) (*os.Root, string, error) {
 }
 
 // rel turns a path given by the sandbox into a clean path relative to the
-// workspace ("." for the root itself). Relative paths are taken from the
-// workspace root. Absolute paths are accepted only under the workspace (its
-// host path, its real path or the sandbox mount point) and made relative;
-// anything else, and any path climbing out with "..", is denied (exit 126).
-// Symlinks are checked later, when [os.Root] walks the path.
-func (w *workspace) rel(gate, p string) (string, error) {
+// workspace ("." for the root itself). Absolute paths are accepted only
+// under the workspace (its host path, its real path or the sandbox mount
+// point) and made relative. Relative paths are taken from the caller's
+// working directory cwd (as the sandbox sees it) when it lies in the
+// workspace, from the root when cwd is "" (a client that does not send
+// it), and refused when cwd lies outside. Anything climbing out of the
+// workspace with ".." is denied (exit 126). Symlinks are checked later,
+// when [os.Root] walks the path.
+func (w *workspace) rel(gate, cwd, p string) (string, error) {
 	if p == "" {
 		return "", Usagef("%s: empty path", gate)
 	}
@@ -78,17 +81,53 @@ func (w *workspace) rel(gate, p string) (string, error) {
 	}
 	clean := filepath.Clean(p)
 	if filepath.IsAbs(clean) {
-		for _, a := range w.aliases {
-			if r, ok := under(a, clean); ok {
-				return r, nil
-			}
+		if r, ok := w.under(clean); ok {
+			return r, nil
 		}
 		return "", outside(gate, p)
+	}
+	if cwd != "" {
+		base, ok := "", false
+		if filepath.IsAbs(cwd) && strings.IndexByte(cwd, 0) < 0 {
+			base, ok = w.under(filepath.Clean(cwd))
+		}
+		if !ok {
+			return "", Deniedf("%s: relative path %s, but the working directory %s is outside the workspace: give a path under %s",
+				gate, quoteArg(p), quoteArg(cwd), w.aliases[len(w.aliases)-1])
+		}
+		clean = filepath.Join(base, clean)
 	}
 	if clean != "." && !filepath.IsLocal(clean) {
 		return "", outside(gate, p)
 	}
 	return clean, nil
+}
+
+// display names the workspace path rel so that the caller, in its working
+// directory cwd, can pass it back: relative to cwd when cwd lies in the
+// workspace, absolute (as the sandbox sees the workspace) when it lies
+// outside, relative to the root when cwd is unknown.
+func (w *workspace) display(cwd, rel string) string {
+	if cwd == "" {
+		return rel
+	}
+	if base, ok := w.under(filepath.Clean(cwd)); ok && filepath.IsAbs(cwd) {
+		if r, err := filepath.Rel(base, rel); err == nil {
+			return r
+		}
+	}
+	return filepath.Join(w.aliases[len(w.aliases)-1], rel)
+}
+
+// under returns the clean absolute path p relative to the workspace, if it
+// lies in it under one of its names.
+func (w *workspace) under(p string) (string, bool) {
+	for _, a := range w.aliases {
+		if r, ok := under(a, p); ok {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // under reports whether the clean absolute path p is prefix or inside it,

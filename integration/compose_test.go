@@ -86,3 +86,35 @@ echo end`}})
 		}
 	})
 }
+
+// TestCwd: the file gates resolve relative paths against the shell's
+// working directory, on every backend (the sandbox sees the workspace at
+// /workspace under docker, at its own path under bwrap and local); from a
+// directory outside the workspace a relative path is refused with 126.
+func TestCwd(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		ws := workspace(t)
+		writeFiles(t, ws, map[string]string{
+			"top.txt":          "top\n",
+			"sub/m.go":         "package m\n",
+			"sub/deep/note.md": "deep needle\n",
+		})
+		res, out := gbJSON(t, backend, Run{Dir: ws, Command: []string{"sh", "-c", `
+cd sub && read_file m.go
+list_dir
+search needle
+cd deep && read_file ../../top.txt && search package ..
+cd /tmp && read_file m.go; echo "rc=$?"`}})
+		inside := ws
+		if backend == "docker" {
+			inside = "/workspace"
+		}
+		want := "package m\ndeep/\nm.go\ndeep/note.md:1:deep needle\ntop\n../m.go:1:package m\nrc=126\n"
+		if res.Stdout != want {
+			t.Errorf("stdout %q, want %q (stderr %q, %q)", res.Stdout, want, res.Stderr, out.Stderr)
+		}
+		if msg := `read_file: relative path "m.go", but the working directory "/tmp" is outside the workspace: give a path under ` + inside; !strings.Contains(res.Stderr, msg) {
+			t.Errorf("stderr %q lacks %q", res.Stderr, msg)
+		}
+	})
+}

@@ -168,7 +168,7 @@ until mkdir "$c/$i" 2>/dev/null; do
 	i=$i-$n
 done
 d=$c/$i
-printf '%s\0' "$g" "$@" > "$d/@ARGV@" || gb_fail 1 "cannot write the arguments"
+printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@" || gb_fail 1 "cannot write the arguments"
 `
 
 const stdinAlways = `if [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi

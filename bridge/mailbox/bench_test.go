@@ -23,7 +23,7 @@ func BenchmarkReadCall(b *testing.B) {
 				os.WriteFile(filepath.Join(cd, DirArgs, "1"), []byte("world"), 0o644)
 				os.WriteFile(filepath.Join(cd, FileGate), []byte("t_echo"), 0o644)
 			} else {
-				os.WriteFile(filepath.Join(cd, FileArgv), []byte("t_echo\x00hello\x00world\x00"), 0o644)
+				os.WriteFile(filepath.Join(cd, FileArgv), []byte("/workspace\x00t_echo\x00hello\x00world\x00"), 0o644)
 			}
 			box, err := Open(Layout{Calls: dir, Responses: dir})
 			if err != nil {

@@ -215,10 +215,14 @@ func (e *LimitError) Error() string {
 // Call is a call as read from its directory.
 type Call struct {
 	Version int // 1 or 2: answer in the same version
-	Gate    string
-	Args    []string
-	Stdin   []byte // nil: none sent
-	Bytes   int64  // gate name, arguments and stdin
+	// Cwd is the caller's working directory as the sandbox sees it
+	// (untrusted: a gate maps it onto its own tree); "" when not sent
+	// (v1).
+	Cwd   string
+	Gate  string
+	Args  []string
+	Stdin []byte // nil: none sent
+	Bytes int64  // gate name, arguments and stdin
 }
 
 // Read reads a ready call, enforcing lim: v2 (an argv file) or v1 (a gate
@@ -248,10 +252,11 @@ func (c *CallDir) Read(lim Limits) (*Call, error) {
 	return call, nil
 }
 
-// readArgv reads the v2 argv file: the gate name and the arguments, each
-// ended by a NUL. It returns an error wrapping ENOENT when there is none.
+// readArgv reads the v2 argv file: the caller's working directory, the
+// gate name and the arguments, each ended by a NUL. It returns an error
+// wrapping ENOENT when there is none.
 func (c *CallDir) readArgv(call *Call, lim Limits) error {
-	b, err := readFileAt(c.fd, FileArgv, MaxNameLen+1+lim.MaxArgBytes+int64(lim.MaxArgs))
+	b, err := readFileAt(c.fd, FileArgv, MaxCwdLen+1+MaxNameLen+1+lim.MaxArgBytes+int64(lim.MaxArgs))
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return err
@@ -260,10 +265,15 @@ func (c *CallDir) readArgv(call *Call, lim Limits) error {
 	case err != nil:
 		return fmt.Errorf("call %w", err)
 	}
-	if len(b) == 0 || b[len(b)-1] != 0 {
-		return fmt.Errorf("call %s: not a list of NUL-ended words starting with the gate name", FileArgv)
+	if len(b) == 0 || b[len(b)-1] != 0 || bytes.Count(b, []byte{0}) < 2 {
+		return fmt.Errorf("call %s: not a list of NUL-ended words: the working directory, the gate name, the arguments", FileArgv)
 	}
 	i := bytes.IndexByte(b, 0)
+	if i > MaxCwdLen {
+		return fmt.Errorf("working directory longer than %d bytes", MaxCwdLen)
+	}
+	call.Cwd, b = string(b[:i]), b[i+1:]
+	i = bytes.IndexByte(b, 0)
 	if i > MaxNameLen {
 		return fmt.Errorf("gate name longer than %d bytes", MaxNameLen)
 	}

@@ -14,7 +14,9 @@
 //
 // # One call (v2, what the wrappers write)
 //
-//	calls/<id>/argv     the gate name, then the arguments, each ended by a NUL byte
+//	calls/<id>/argv     the caller's working directory (as the sandbox sees
+//	                    it; may be empty), the gate name, then the
+//	                    arguments, each ended by a NUL byte
 //	calls/<id>/stdin    optional: what the wrapper read from stdin
 //	calls/<id>/wake     optional FIFO the host writes a byte to
 //	calls/<id>/ready    empty marker, written LAST: the call exists once it does

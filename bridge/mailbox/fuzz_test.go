@@ -93,7 +93,7 @@ func FuzzReadCall(f *testing.F) {
 				mustF(t, os.Link(secretArgv, p))
 			default:
 				var b []byte
-				for _, w := range append([]string{string(gate)}, want...) {
+				for _, w := range append([]string{"/workspace/sub", string(gate)}, want...) {
 					b = append(append(b, w...), 0)
 				}
 				mustF(t, os.WriteFile(p, b, 0o644))
@@ -175,6 +175,9 @@ func FuzzReadCall(f *testing.F) {
 		}
 		if req.Gate != string(gate) {
 			t.Fatalf("gate %q, want %q", req.Gate, gate)
+		}
+		if wantCwd := map[bool]string{true: "/workspace/sub"}[v2]; req.Cwd != wantCwd {
+			t.Fatalf("cwd %q, want %q", req.Cwd, wantCwd)
 		}
 		if len(req.Gate) > 64 {
 			t.Fatalf("gate name of %d bytes accepted", len(req.Gate))

@@ -15,7 +15,7 @@ const (
 
 // Files of one call under calls/<id>/, and of its answer under responses/.
 const (
-	FileArgv  = "argv"  // v2: NUL-terminated arguments
+	FileArgv  = "argv"  // v2: NUL-ended working directory, gate name, arguments
 	DirArgs   = "args"  // v1: one file per argument
 	FileGate  = "gate"  // v1: the gate name
 	FileStdin = "stdin" // optional
@@ -35,6 +35,9 @@ const (
 	// (docker) holds open while it lives.
 	FileLease = "lease"
 )
+
+// MaxCwdLen is the longest working directory a call may send (PATH_MAX).
+const MaxCwdLen = 4096
 
 // Inline-answer line prefixes (see the package doc).
 const (
