@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -15,30 +14,19 @@ import (
 //
 // When none can run, err wraps [ErrUnavailable] and every candidate's error.
 func Auto(ctx context.Context, candidates []Backend) (b Backend, why string, err error) {
-	var notes []string
-	var errs []error
+	var entries []BackendEntry
 	for _, c := range candidates {
 		if c == nil {
 			continue
 		}
+		e := BackendEntry{Name: c.Name(), New: func(Settings) (Backend, error) { return c, nil }}
 		if ch, ok := c.(Checker); ok {
-			if err := ch.Check(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil, strings.Join(notes, "; "), fmt.Errorf("sandbox: choose backend: %w", ctx.Err())
-				}
-				notes = append(notes, c.Name()+": "+reason(c.Name(), err))
-				errs = append(errs, err)
-				continue
-			}
+			e.Available = func(ctx context.Context, _ Backend) error { return ch.Check(ctx) }
 		}
-		notes = append(notes, c.Name()+": usable")
-		return c, strings.Join(notes, "; "), nil
+		entries = append(entries, e)
 	}
-	why = strings.Join(notes, "; ")
-	if len(candidates) == 0 {
-		why = "no candidates"
-	}
-	return nil, why, fmt.Errorf("sandbox: no usable backend (%s): %w", why, errors.Join(append([]error{ErrUnavailable}, errs...)...))
+	b, _, why, err = pick(ctx, Settings{}, entries, false)
+	return b, why, err
 }
 
 // reason is err without the "name: " prefix an [*Error] carries.

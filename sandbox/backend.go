@@ -40,7 +40,7 @@ import (
 
 // Backend runs commands in one kind of sandbox.
 type Backend interface {
-	// Name is "local", "bwrap" or "docker".
+	// Name is the backend's name in a [Registry] ("local", "bwrap", …).
 	Name() string
 	// Run runs spec.Command to completion (see the package contract).
 	Run(ctx context.Context, spec *Spec) (*Result, error)
@@ -52,6 +52,13 @@ type Checker interface {
 	// Check returns nil when the backend can run, else an [*Error] whose
 	// Hint says how to fix it.
 	Check(ctx context.Context) error
+}
+
+// WorkspaceMapper is implemented by backends that show the host workspace
+// at another path inside (docker: /workspace). ok is false when host is
+// not visible inside.
+type WorkspaceMapper interface {
+	WorkspaceInside(host string) (inside string, ok bool)
 }
 
 // SessionDirs are the paths of one gatebridge session (the mailbox

@@ -91,7 +91,7 @@ const bwrapBasePath = "/usr/local/bin:/usr/bin:/bin"
 func NewBwrap() *Bwrap { return &Bwrap{} }
 
 // Name returns "bwrap".
-func (*Bwrap) Name() string { return "bwrap" }
+func (*Bwrap) Name() string { return BwrapName }
 
 func (b *Bwrap) binary() (string, error) {
 	name := b.Path

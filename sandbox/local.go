@@ -29,7 +29,7 @@ var (
 func NewLocal() *Local { return &Local{} }
 
 // Name returns "local".
-func (*Local) Name() string { return "local" }
+func (*Local) Name() string { return LocalName }
 
 // Check always succeeds: a host process can always run.
 func (*Local) Check(context.Context) error { return nil }

@@ -103,7 +103,7 @@ type Sandbox struct {
 var _ sandbox.Backend = (*Sandbox)(nil)
 
 // Name returns "docker".
-func (s *Sandbox) Name() string { return "docker" }
+func (s *Sandbox) Name() string { return Name }
 
 // ID returns the container id.
 func (s *Sandbox) ID() string { return s.id }

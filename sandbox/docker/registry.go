@@ -1,0 +1,113 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// Name is the docker backend's name in a [sandbox.Registry].
+const Name = "docker"
+
+// Register adds the docker backend to reg. It is not registered by
+// importing this package: a program that offers docker says so. Its
+// constructor reads a [Config] from [sandbox.Settings].Extra[Name] (the
+// defaults when absent).
+func Register(reg *sandbox.Registry) error { return reg.Register(Entry()) }
+
+// Entry describes the docker backend for a [sandbox.Registry]. auto
+// prefers it (the strongest isolation) when the engine answers and the
+// image is present; auto never pulls.
+func Entry() sandbox.BackendEntry {
+	return sandbox.BackendEntry{
+		Name:      Name,
+		Summary:   "a fresh container per command: own root filesystem, no network, limits",
+		Isolates:  "container: own root filesystem, no network, capabilities dropped, cgroup limits",
+		Platforms: []string{"linux"},
+		Strength:  2,
+		New: func(s sandbox.Settings) (sandbox.Backend, error) {
+			cfg, _ := s.Extra[Name].(Config)
+			return New(cfg)
+		},
+		Available: func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).available(ctx) },
+		Prepare:   func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).prepare(ctx) },
+		Doctor: func(ctx context.Context, b sandbox.Backend, _ sandbox.Settings) []sandbox.Finding {
+			return b.(*Backend).doctor(ctx)
+		},
+	}
+}
+
+// available: the engine answers and the image is already present.
+func (b *Backend) available(ctx context.Context) error {
+	if err := b.Ping(ctx); err != nil {
+		return err
+	}
+	ok, err := b.ImagePresent(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &sandbox.Error{Backend: Name, Op: "find image",
+			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image),
+			Hint: imageHint(b.cfg.Image)}
+	}
+	return nil
+}
+
+// prepare checks the engine and the image (pulling a missing one), then
+// removes per-command containers whose gatebridge died (kill -9, OOM):
+// every docker run starts by cleaning up after those.
+func (b *Backend) prepare(ctx context.Context) error {
+	if err := b.Check(ctx); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = b.Prune(rctx, PruneOptions{}) // best effort: the run does not depend on it
+	return nil
+}
+
+// WorkspaceInside is where every command's container sees the workspace
+// ([Config.WorkspacePath]).
+func (b *Backend) WorkspaceInside(string) (string, bool) { return b.cfg.WorkspacePath, true }
+
+func (b *Backend) doctor(ctx context.Context) []sandbox.Finding {
+	if err := b.Ping(ctx); err != nil {
+		return []sandbox.Finding{sandbox.ProblemFinding("docker engine", err),
+			{Check: "docker image", Status: sandbox.StatusProblem,
+				Detail: "image " + b.cfg.Image + " not checked: the engine does not answer"}}
+	}
+	detail, engineOS := "reachable at "+b.cli.DaemonHost(), ""
+	if info, err := b.cli.Info(ctx, client.InfoOptions{}); err == nil {
+		engineOS = info.Info.OperatingSystem
+		detail += " (" + engineOS + ", server " + info.Info.ServerVersion + ")"
+	}
+	out := []sandbox.Finding{{Check: "docker engine", Status: sandbox.StatusOK, Detail: detail}}
+	switch present, err := b.ImagePresent(ctx); {
+	case err != nil:
+		out = append(out, sandbox.ProblemFinding("docker image", err))
+	case !present:
+		out = append(out, sandbox.Finding{Check: "docker image", Status: sandbox.StatusProblem,
+			Detail: "image " + b.cfg.Image + " is not present locally (run would try to pull it; auto skips docker)",
+			Hint:   imageHint(b.cfg.Image)})
+	default:
+		out = append(out, sandbox.Finding{Check: "docker image", Status: sandbox.StatusOK, Detail: "image " + b.cfg.Image + " present"})
+	}
+	if f, ok := wakeFinding(engineOS); ok {
+		out = append(out, f)
+	}
+	return out
+}
+
+// wakeFinding warns that FIFO wake-ups do not cross Docker Desktop's VM.
+func wakeFinding(engineOS string) (sandbox.Finding, bool) {
+	if !isDockerDesktop(engineOS) {
+		return sandbox.Finding{}, false
+	}
+	return sandbox.Finding{Check: "docker wake", Status: sandbox.StatusWarn,
+		Detail: "FIFOs do not cross Docker Desktop's VM: docker sandboxes poll for responses (slower calls)"}, true
+}

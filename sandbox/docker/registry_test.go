@@ -1,0 +1,47 @@
+package docker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// docker is offered only by a program that registers it, and its
+// constructor reads its Config from the settings.
+func TestRegister(t *testing.T) {
+	reg := sandbox.NewRegistry()
+	if _, err := reg.Lookup(Name); err == nil {
+		t.Fatal("docker is registered without Register")
+	}
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(reg); err == nil {
+		t.Error("registering docker twice succeeded")
+	}
+	if !slices.Contains(reg.Names(), Name) {
+		t.Fatalf("names = %v", reg.Names())
+	}
+	e, _ := reg.Lookup(Name)
+	b, err := e.New(sandbox.Settings{Extra: map[string]any{Name: Config{Image: "example/img:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sandbox.Close(b)
+	if d := b.(*Backend); d.Config().Image != "example/img:1" {
+		t.Errorf("image = %q", d.Config().Image)
+	}
+	if in, ok := b.(sandbox.WorkspaceMapper).WorkspaceInside("/home/u/ws"); !ok || in != DefaultWorkspacePath {
+		t.Errorf("WorkspaceInside = %q, %v", in, ok)
+	}
+}
+
+func TestWakeFinding(t *testing.T) {
+	if f, ok := wakeFinding("Docker Desktop"); !ok || f.Status != sandbox.StatusWarn {
+		t.Errorf("Docker Desktop: %+v %v", f, ok)
+	}
+	if _, ok := wakeFinding("Debian GNU/Linux 13"); ok {
+		t.Error("warned on a Linux engine")
+	}
+}

@@ -1,0 +1,292 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Names of the backends this package defines (package sandbox/docker
+// defines "docker").
+const (
+	LocalName = "local"
+	BwrapName = "bwrap"
+)
+
+// Doctor statuses of a [Finding].
+const (
+	StatusOK      = "ok"
+	StatusWarn    = "warn"    // works, with a caveat
+	StatusProblem = "problem" // does not work here
+)
+
+// Finding is one line of `gatebridge doctor`.
+type Finding struct {
+	Check  string `json:"check"`
+	Status string `json:"status"` // StatusOK, StatusWarn or StatusProblem
+	Detail string `json:"detail"`
+	Hint   string `json:"hint,omitempty"`
+}
+
+// Settings are the user's configuration as the backends' constructors
+// read it. Backends defined outside this package take theirs from Extra,
+// by backend name, in a type their entry documents (docker: docker.Config);
+// a missing value means that backend's defaults.
+type Settings struct {
+	Limits Limits // what isolating backends enforce (Spec.Limits too)
+	Bwrap  Bwrap  // bwrap's Path and ReadOnly
+	Extra  map[string]any
+}
+
+// BackendEntry describes one kind of backend: how to make it, how to tell
+// whether it can run here, and what `gatebridge doctor` says about it.
+type BackendEntry struct {
+	Name      string
+	Summary   string   // one line, for help texts
+	Isolates  string   // what the sandbox keeps from the host, for doctor
+	Platforms []string // GOOS values it runs on; nil means every one
+	// Strength orders `--sandbox auto`: it tries stronger isolation first
+	// (same strength: registry order). 0 isolates nothing: auto uses such
+	// a backend only when unsandboxed runs are allowed, and last.
+	Strength int
+	// New makes the backend from s. It must not run anything.
+	New func(s Settings) (Backend, error)
+	// Available reports, without side effects, whether b (made by New)
+	// can run a command here now: nil, or an error whose [*Error] Hint
+	// says how to fix it. nil means always.
+	Available func(ctx context.Context, b Backend) error
+	// Prepare readies b once it has been chosen to run commands (docker:
+	// pull a missing image, remove containers of dead gatebridges). nil
+	// means nothing to do.
+	Prepare func(ctx context.Context, b Backend) error
+	// Doctor says what `gatebridge doctor` reports about b; a
+	// StatusProblem finding means b cannot run here. nil means one line
+	// from Available.
+	Doctor func(ctx context.Context, b Backend, s Settings) []Finding
+}
+
+// Registry holds the backends a program offers, in the order it
+// registered them. The zero value is empty; [NewRegistry] has local and
+// bwrap. It is safe for concurrent use.
+type Registry struct {
+	mu      sync.Mutex
+	entries []BackendEntry
+}
+
+// NewRegistry returns a registry with this package's backends: local and
+// bwrap. Others (docker) are added by the program with [Registry.Register].
+func NewRegistry() *Registry {
+	r := &Registry{}
+	r.mustRegister(localEntry)
+	r.mustRegister(bwrapEntry)
+	return r
+}
+
+func (r *Registry) mustRegister(e BackendEntry) {
+	if err := r.Register(e); err != nil {
+		panic(err)
+	}
+}
+
+// Register adds e. An empty name, a name already registered, the reserved
+// name "auto" or a missing New is an error.
+func (r *Registry) Register(e BackendEntry) error {
+	switch {
+	case e.Name == "":
+		return errors.New("sandbox: register backend: empty name")
+	case e.Name == "auto":
+		return errors.New(`sandbox: register backend: "auto" is reserved`)
+	case e.New == nil:
+		return fmt.Errorf("sandbox: register backend %s: no New", e.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, have := range r.entries {
+		if have.Name == e.Name {
+			return fmt.Errorf("sandbox: register backend %s: already registered", e.Name)
+		}
+	}
+	r.entries = append(r.entries, e)
+	return nil
+}
+
+// Entries returns the registered entries in registry order.
+func (r *Registry) Entries() []BackendEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.entries)
+}
+
+// Names returns the registered names in registry order.
+func (r *Registry) Names() []string {
+	var out []string
+	for _, e := range r.Entries() {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// Lookup returns the entry called name; the error lists the registered
+// names.
+func (r *Registry) Lookup(name string) (BackendEntry, error) {
+	for _, e := range r.Entries() {
+		if e.Name == name {
+			return e, nil
+		}
+	}
+	return BackendEntry{}, fmt.Errorf("sandbox: unknown backend %q (registered: %s)", name, strings.Join(r.Names(), ", "))
+}
+
+// Supported reports whether e runs on this GOOS.
+func (e BackendEntry) Supported() bool {
+	return e.Platforms == nil || slices.Contains(e.Platforms, runtime.GOOS)
+}
+
+// Usable reports whether b (made by e.New) can run here: e.Available,
+// after the platform check.
+func (e BackendEntry) Usable(ctx context.Context, b Backend) error {
+	if !e.Supported() {
+		return &Error{Backend: e.Name, Op: "check", Err: fmt.Errorf("%w: runs on %s, not %s", ErrUnavailable, strings.Join(e.Platforms, ", "), runtime.GOOS)}
+	}
+	if e.Available == nil {
+		return nil
+	}
+	return e.Available(ctx, b)
+}
+
+// Findings is what doctor reports about e: its own Doctor lines, or one
+// line from Check. b is nil when New failed with newErr.
+func (e BackendEntry) Findings(ctx context.Context, b Backend, newErr error, s Settings) []Finding {
+	check := "backend " + e.Name
+	if newErr == nil && e.Supported() && e.Doctor != nil {
+		return e.Doctor(ctx, b, s)
+	}
+	err := newErr
+	if err == nil {
+		err = e.Usable(ctx, b)
+	}
+	if err != nil {
+		return []Finding{ProblemFinding(check, err)}
+	}
+	return []Finding{{Check: check, Status: StatusOK, Detail: "usable (" + e.Isolates + ")"}}
+}
+
+// ProblemFinding turns err into a problem line with its [*Error] hint.
+func ProblemFinding(check string, err error) Finding {
+	f := Finding{Check: check, Status: StatusProblem, Detail: err.Error()}
+	var se *Error
+	if errors.As(err, &se) {
+		f.Hint = se.Hint
+	}
+	return f
+}
+
+// Close releases b when it holds resources (an [io.Closer]).
+func Close(b Backend) {
+	if c, ok := b.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// Auto makes and checks the registered backends, strongest isolation
+// first (see [BackendEntry.Strength]), and returns the first that can run
+// here, with its entry; those that cannot are closed. Unsandboxed
+// backends are tried only when allowUnsandboxed is set. why and err are
+// as for [Auto].
+func (r *Registry) Auto(ctx context.Context, s Settings, allowUnsandboxed bool) (Backend, BackendEntry, string, error) {
+	var cands []BackendEntry
+	for _, e := range r.Entries() {
+		if e.Strength > 0 || allowUnsandboxed {
+			cands = append(cands, e)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b BackendEntry) int { return b.Strength - a.Strength })
+	b, i, why, err := pick(ctx, s, cands, true)
+	if err != nil {
+		return nil, BackendEntry{}, why, err
+	}
+	return b, cands[i], why, nil
+}
+
+// pick makes each candidate in turn and returns the first that can run
+// here (closing the others it made when closeFailed is set).
+func pick(ctx context.Context, s Settings, cands []BackendEntry, closeFailed bool) (Backend, int, string, error) {
+	var notes []string
+	var errs []error
+	for i, e := range cands {
+		b, err := e.New(s)
+		if err == nil {
+			if err = e.Usable(ctx, b); err != nil && closeFailed {
+				Close(b)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, 0, strings.Join(notes, "; "), fmt.Errorf("sandbox: choose backend: %w", ctx.Err())
+			}
+			notes = append(notes, e.Name+": "+reason(e.Name, err))
+			errs = append(errs, err)
+			continue
+		}
+		notes = append(notes, e.Name+": usable")
+		return b, i, strings.Join(notes, "; "), nil
+	}
+	why := strings.Join(notes, "; ")
+	if len(cands) == 0 {
+		why = "no candidates"
+	}
+	return nil, 0, why, fmt.Errorf("sandbox: no usable backend (%s): %w", why, errors.Join(append([]error{ErrUnavailable}, errs...)...))
+}
+
+// localEntry and bwrapEntry are this package's backends.
+var (
+	localEntry = BackendEntry{
+		Name:      LocalName,
+		Summary:   "no isolation: the command runs on the host as gatebridge's user",
+		Isolates:  "nothing: the command runs on the host",
+		Platforms: []string{"linux"},
+		New:       func(Settings) (Backend, error) { return NewLocal(), nil },
+		Doctor: func(context.Context, Backend, Settings) []Finding {
+			return []Finding{{Check: "backend " + LocalName, Status: StatusOK,
+				Detail: "always usable; it runs commands on the host without isolation"}}
+		},
+	}
+	bwrapEntry = BackendEntry{
+		Name:      BwrapName,
+		Summary:   "bubblewrap namespaces: no network, read-only system, capabilities dropped",
+		Isolates:  "namespaces, no network, capabilities dropped",
+		Platforms: []string{"linux"},
+		Strength:  1,
+		New: func(s Settings) (Backend, error) {
+			return &Bwrap{Path: s.Bwrap.Path, ReadOnly: s.Bwrap.ReadOnly}, nil
+		},
+		Available: func(ctx context.Context, b Backend) error { return b.(*Bwrap).Check(ctx) },
+		// No Prepare: a check runs bwrap once more (~10-20 ms), and Run
+		// diagnoses a sandbox that cannot be set up the same way.
+		Doctor: bwrapDoctor,
+	}
+)
+
+func bwrapDoctor(ctx context.Context, b Backend, s Settings) []Finding {
+	if err := b.(*Bwrap).Check(ctx); err != nil {
+		return []Finding{ProblemFinding("backend "+BwrapName, err)}
+	}
+	l := s.Limits
+	mech, missing := LimitsMechanism()
+	lim := Finding{Check: "bwrap limits", Status: StatusOK,
+		Detail: fmt.Sprintf("sandbox.limits memory=%d cpus=%g pids=%d enforced with %s; tmp_size=%d with a size-limited tmpfs", l.Memory, l.CPUs, l.Pids, mech, l.TmpSize)}
+	if missing != "" && (l.Memory > 0 || l.CPUs > 0 || l.Pids > 0) {
+		lim.Status = StatusWarn
+		lim.Detail = "not enforced: " + missing + "; tmp_size is enforced (a size-limited tmpfs)"
+		lim.Hint = "run gatebridge as root, or use --sandbox docker, to have memory, cpus and pids enforced"
+	}
+	return []Finding{
+		{Check: "backend " + BwrapName, Status: StatusOK, Detail: "usable (namespaces, no network, capabilities dropped)"},
+		lim,
+	}
+}
