@@ -220,12 +220,16 @@ func pick(ctx context.Context, s Settings, cands []BackendEntry, closeFailed boo
 	var errs []error
 	for i, e := range cands {
 		b, err := e.New(s)
-		if err == nil {
-			if err = e.Usable(ctx, b); err != nil && closeFailed {
+		if err != nil {
+			// It could not even be set up: say what failed (the op too).
+			notes = append(notes, e.Name+": "+strings.TrimPrefix(err.Error(), e.Name+": "))
+			errs = append(errs, err)
+			continue
+		}
+		if err = e.Usable(ctx, b); err != nil {
+			if closeFailed {
 				Close(b)
 			}
-		}
-		if err != nil {
 			if ctx.Err() != nil {
 				return nil, 0, strings.Join(notes, "; "), fmt.Errorf("sandbox: choose backend: %w", ctx.Err())
 			}

@@ -13,15 +13,22 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
+// autoBackend is the sandbox.backend that picks a registered backend.
+const autoBackend = "auto"
+
+// backendChoices is the sandbox.backend values, for help texts and hints:
+// "auto, local, bwrap or docker".
+func backendChoices(reg *sandbox.Registry) string {
+	names := append([]string{autoBackend}, reg.Names()...)
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // chosenBackend is the backend a run uses, why, and what to release.
 type chosenBackend struct {
 	backend      sandbox.Backend
+	entry        sandbox.BackendEntry
 	reason       string
 	sessionsRoot string // persistent docker: sessions must live here
-	workspaceIn  string // where the sandbox sees the workspace ("" = same path)
-	// mapWorkspace, when set, maps the host workspace inside (persistent
-	// docker: the run may start in a subdirectory of the sandbox's).
-	mapWorkspace func(host string) (string, bool)
 	// reuseWorkspace is the host workspace a persistent sandbox was
 	// started with, symlinks resolved ("" when unknown or none).
 	reuseWorkspace string
@@ -34,15 +41,12 @@ func (c *chosenBackend) close() {
 	}
 }
 
+// insideWorkspace is where the sandbox sees the host workspace ("" when
+// it does not).
 func (c *chosenBackend) insideWorkspace(host string) string {
-	if c.mapWorkspace != nil {
-		if in, ok := c.mapWorkspace(host); ok {
-			return in
-		}
-		return ""
-	}
-	if c.workspaceIn != "" {
-		return c.workspaceIn
+	if m, ok := c.backend.(sandbox.WorkspaceMapper); ok {
+		in, _ := m.WorkspaceInside(host)
+		return in
 	}
 	return host
 }
@@ -72,116 +76,96 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 	return docker.New(dockerConfig(cfg))
 }
 
-// chooseBackend builds the configured backend; for "auto" it tries docker
-// (engine reachable and image present), then bwrap. auto fails closed: it
-// falls back to local (with a warning) only when sandbox.allow_unsandboxed
-// is set; otherwise no usable sandbox is an error saying why.
-func chooseBackend(ctx context.Context, cfg *Config, stderr io.Writer) (*chosenBackend, error) {
-	bw := &sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly}
+// backendSettings is the configuration as the backends' constructors read
+// it.
+func backendSettings(cfg *Config) sandbox.Settings {
+	return sandbox.Settings{
+		Limits: sandboxLimits(cfg),
+		Bwrap:  sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
+		Extra:  map[string]any{docker.Name: dockerConfig(cfg)},
+	}
+}
+
+// chooseBackend builds the configured backend; "auto" takes the first
+// registered backend that can run here, strongest isolation first (docker
+// with its image present, then bwrap). auto fails closed: it falls back
+// to an unsandboxed backend (with a warning) only when
+// sandbox.allow_unsandboxed is set; otherwise no usable sandbox is an
+// error saying why.
+func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry, stderr io.Writer) (*chosenBackend, error) {
 	if cfg.Sandbox.Docker.Reuse != "" {
-		if cfg.Sandbox.Backend != "auto" && cfg.Sandbox.Backend != "docker" {
-			return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
-				Hint: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
-		}
-		d, err := newDocker(cfg)
-		if err != nil {
-			return nil, err
-		}
-		sb, err := d.Open(ctx, cfg.Sandbox.Docker.Reuse)
-		if err != nil {
-			d.Close()
-			return nil, err
-		}
-		return &chosenBackend{backend: sb, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
-			sessionsRoot: sb.SessionsRoot(), mapWorkspace: sb.WorkspaceInside,
-			reuseWorkspace: persistentWorkspace(ctx, d, cfg.Sandbox.Docker.Reuse),
-			closers:        []func(){func() { d.Close() }}}, nil
+		return choosePersistent(ctx, cfg, backends)
 	}
-	switch cfg.Sandbox.Backend {
-	case "local":
-		return &chosenBackend{backend: sandbox.NewLocal(), reason: "chosen with sandbox.backend=local"}, nil
-	case "bwrap":
-		// No Check here: it runs bwrap once more (~10-20 ms), and Run
-		// diagnoses a sandbox that cannot be set up the same way.
-		return &chosenBackend{backend: bw, reason: "chosen with sandbox.backend=bwrap"}, nil
-	case "docker":
-		d, err := newDocker(cfg)
+	s := backendSettings(cfg)
+	var chosen *chosenBackend
+	if cfg.Sandbox.Backend == autoBackend {
+		b, e, why, err := chooseAuto(ctx, cfg, backends, s)
 		if err != nil {
 			return nil, err
 		}
-		if err := d.Check(ctx); err != nil {
-			d.Close()
-			return nil, imageHintCLI(err, d.Config().Image)
+		chosen = &chosenBackend{backend: b, entry: e, reason: "auto: " + why}
+		if e.Strength == 0 {
+			fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", why)
+			fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
 		}
-		reapContainers(ctx, d)
-		return &chosenBackend{backend: d, reason: "chosen with sandbox.backend=docker", workspaceIn: docker.DefaultWorkspacePath,
-			closers: []func(){func() { d.Close() }}}, nil
-	}
-	// auto
-	var candidates []sandbox.Backend
-	var closers []func()
-	dockerWhy := "" // docker could not even be set up
-	if d, err := newDocker(cfg); err == nil {
-		candidates = append(candidates, autoDocker{d})
-		closers = append(closers, func() { d.Close() })
 	} else {
-		dockerWhy = "docker: " + strings.TrimPrefix(err.Error(), "docker: ") + "; "
-	}
-	candidates = append(candidates, bw)
-	if cfg.Sandbox.AllowUnsandboxed {
-		candidates = append(candidates, sandbox.NewLocal())
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	b, why, err := sandbox.Auto(cctx, candidates)
-	if err != nil {
-		for _, f := range closers {
-			f()
+		e, err := backends.Lookup(cfg.Sandbox.Backend)
+		if err != nil {
+			return nil, err // Validate refused it already
 		}
-		if errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
-			return nil, withHint(&noSandboxError{dockerWhy + why},
-				"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
+		b, err := e.New(s)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
+		chosen = &chosenBackend{backend: b, entry: e, reason: "chosen with sandbox.backend=" + e.Name}
 	}
-	chosen := &chosenBackend{backend: b, reason: "auto: " + why, closers: closers}
-	if ad, ok := b.(autoDocker); ok {
-		reapContainers(ctx, ad.Backend)
-		chosen.backend = ad.Backend
-		chosen.workspaceIn = docker.DefaultWorkspacePath
-	}
-	if b.Name() == "local" {
-		fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", why)
-		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
+	chosen.closers = []func(){func() { sandbox.Close(chosen.backend) }}
+	if chosen.entry.Prepare != nil {
+		if err := chosen.entry.Prepare(ctx, chosen.backend); err != nil {
+			chosen.close()
+			return nil, imageHintCLI(err)
+		}
 	}
 	return chosen, nil
 }
 
-// autoDocker is docker as an auto candidate: usable only when the engine
-// answers and the image is already present (auto never pulls).
-type autoDocker struct{ *docker.Backend }
-
-func (a autoDocker) Check(ctx context.Context) error {
-	if err := a.Backend.Ping(ctx); err != nil {
-		return err
+// chooseAuto is what --sandbox auto picks (run and doctor): the first
+// registered backend that can run here, strongest isolation first; no
+// usable one is a [noSandboxError] with a hint.
+func chooseAuto(ctx context.Context, cfg *Config, backends *sandbox.Registry, s sandbox.Settings) (sandbox.Backend, sandbox.BackendEntry, string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, e, why, err := backends.Auto(cctx, s, cfg.Sandbox.AllowUnsandboxed)
+	if err != nil && errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
+		err = withHint(&noSandboxError{why},
+			"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
 	}
-	ok, err := a.Backend.ImagePresent(ctx)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return &sandbox.Error{Backend: "docker", Op: "find image", Err: fmt.Errorf("%w: image %s not present", docker.ErrImageMissing, a.Backend.Config().Image),
-			Hint: "build it with `make test-image` or set sandbox.docker.image"}
-	}
-	return nil
+	return b, e, why, err
 }
 
-// reapContainers removes per-command containers whose gatebridge died
-// (kill -9, OOM): every docker run starts by cleaning up after those.
-func reapContainers(ctx context.Context, d *docker.Backend) {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	d.Prune(rctx, docker.PruneOptions{})
+// choosePersistent is the persistent docker sandbox sandbox.docker.reuse.
+func choosePersistent(ctx context.Context, cfg *Config, backends *sandbox.Registry) (*chosenBackend, error) {
+	if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
+		return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
+			Hint: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
+	}
+	e, err := backends.Lookup(docker.Name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDocker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := d.Open(ctx, cfg.Sandbox.Docker.Reuse)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &chosenBackend{backend: sb, entry: e, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
+		sessionsRoot:   sb.SessionsRoot(),
+		reuseWorkspace: persistentWorkspace(ctx, d, cfg.Sandbox.Docker.Reuse),
+		closers:        []func(){func() { d.Close() }}}, nil
 }
 
 // noSandboxError is auto finding neither docker nor bwrap usable; it is

@@ -31,10 +31,6 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-func init() {
-	extraCommands = append(extraCommands, newBenchCmd)
-}
-
 // benchOptions are the flags of `gatebridge bench`.
 type benchOptions struct {
 	N          int // sequential calls (round trip and floor, interleaved)
@@ -128,7 +124,7 @@ type benchTarget struct {
 	Met    bool   `json:"met"`
 }
 
-func newBenchCmd() *cobra.Command {
+func newBenchCmd(a *app) *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -150,16 +146,11 @@ The bridge runs in this process; the sandboxed loops need bash.`,
   gatebridge bench --sandbox bwrap --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgPath, _ := cmd.Flags().GetString("config")
-			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err != nil {
-				return err
-			}
-			return runBench(cmd, cfg, o)
+			return runBench(cmd, a, o)
 		},
 	}
 	f := cmd.Flags()
-	f.String("sandbox", "local", "sandbox backend: local, bwrap or docker")
+	f.String("sandbox", sandbox.LocalName, "sandbox backend: "+strings.Join(a.backends.Names(), ", ")+" (auto means "+sandbox.LocalName+")")
 	f.String("image", "", "docker image (docker backend)")
 	f.IntVarP(&o.N, "calls", "n", 300, "sequential calls for the round trip and the floor")
 	f.IntVarP(&o.K, "callers", "k", 8, "parallel callers")
@@ -171,7 +162,7 @@ The bridge runs in this process; the sandboxed loops need bash.`,
 	f.IntVar(&o.MemCalls, "mem-calls", 10000, "calls before the second RSS sample (0 skips the memory row)")
 	f.IntVar(&o.MemWorkers, "mem-callers", 4, "parallel callers making the memory calls")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of a table")
-	return cmd
+	return needsConfig(cmd)
 }
 
 // benchEnv is what every measurement shares: the backend and where the
@@ -188,7 +179,8 @@ type benchEnv struct {
 
 const slowGateDelay = 200 * time.Millisecond
 
-func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) (retErr error) {
+func runBench(cmd *cobra.Command, a *app, o benchOptions) (retErr error) {
+	cfg := a.cfg
 	if o.N < 1 || o.K < 1 || o.M < 1 || o.PollN < 1 || o.SlowN < 1 || o.SessionN < 1 || o.MemWorkers < 1 || o.MemCalls < 0 {
 		return withHint(errors.New("bench: counts must be positive"), "see 'gatebridge bench --help'")
 	}
@@ -206,12 +198,12 @@ func runBench(cmd *cobra.Command, cfg *Config, o benchOptions) (retErr error) {
 			retErr = &exitError{sandbox.ExitCanceled}
 		}
 	}()
-	if cfg.Sandbox.Backend == "auto" {
-		cfg.Sandbox.Backend = "local"
+	if cfg.Sandbox.Backend == autoBackend {
+		cfg.Sandbox.Backend = sandbox.LocalName
 	}
 	// The bench makes far more calls than a default session allows.
 	cfg.Bridge.Limits.MaxCalls = max(cfg.Bridge.Limits.MaxCalls, o.MemCalls+o.K*o.M+2*o.N+1000)
-	chosen, err := chooseBackend(ctx, cfg, stderr)
+	chosen, err := chooseBackend(ctx, cfg, a.backends, stderr)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
@@ -150,7 +151,7 @@ type AuditConfig struct {
 // library (bridge.DefaultLimits, gates.Default*), so the two cannot drift. Unmarshal ignores env
 // vars for keys viper does not know, so every key must be here.
 var defaults = map[string]any{
-	"sandbox.backend":                     "auto",
+	"sandbox.backend":                     autoBackend,
 	"sandbox.timeout":                     "10m",
 	"sandbox.kill_grace":                  "2s",
 	"sandbox.max_output":                  1 << 20,
@@ -240,7 +241,9 @@ var flagKeys = map[string]string{
 // config defines host commands. A file another user could have written,
 // or one inside the workspace, the writable root or the session dir, is
 // refused (see readTrustedConfig and checkConfigPlace).
-func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
+//
+// backends are the sandbox backends sandbox.backend may name.
+func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (*Config, string, error) {
 	v := viper.New()
 	for k, d := range defaults {
 		v.SetDefault(k, d)
@@ -302,7 +305,7 @@ func loadConfig(path string, flags *pflag.FlagSet) (*Config, string, error) {
 	if err != nil {
 		return nil, used, decodeError(err, v)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(backends); err != nil {
 		return nil, used, err
 	}
 	if used != "" {
@@ -432,13 +435,12 @@ func decodeError(err error, v *viper.Viper) error {
 	return &configError{Msg: msg, Hint: "see configs/gatebridge.yaml"}
 }
 
-// Validate checks values the decoder cannot.
-func (c *Config) Validate() error {
+// Validate checks values the decoder cannot; sandbox.backend must be
+// "auto" or a name in backends.
+func (c *Config) Validate(backends *sandbox.Registry) error {
 	bad := func(key, msg, hint string) error { return &configError{Key: key, Msg: msg, Hint: hint} }
-	switch c.Sandbox.Backend {
-	case "auto", "local", "bwrap", "docker":
-	default:
-		return bad("sandbox.backend", fmt.Sprintf("unknown backend %q", c.Sandbox.Backend), "use auto, local, bwrap or docker")
+	if _, err := backends.Lookup(c.Sandbox.Backend); err != nil && c.Sandbox.Backend != autoBackend {
+		return bad("sandbox.backend", fmt.Sprintf("unknown backend %q", c.Sandbox.Backend), "use "+backendChoices(backends))
 	}
 	switch c.Bridge.Watch {
 	case "auto", "events", "poll":

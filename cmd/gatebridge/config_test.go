@@ -18,11 +18,11 @@ import (
 func TestExampleConfigMatchesDefaults(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	def, _, err := loadConfig("", nil)
+	def, _, err := loadConfig("", nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, _, err := loadConfig(filepath.Join(repoRoot(t), "configs", "gatebridge.yaml"), nil)
+	file, _, err := loadConfig(filepath.Join(repoRoot(t), "configs", "gatebridge.yaml"), nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			k, v, _ := strings.Cut(tc.env, "=")
 			t.Setenv(k, v)
 		}
-		_, _, err := loadConfig(p, nil)
+		_, _, err := loadConfig(p, nil, newBackends())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("yaml %q env %q: err %v, want %q", tc.yaml, tc.env, err, tc.want)
 		}
@@ -117,9 +117,9 @@ func TestConfigPrecedence(t *testing.T) {
 	p := filepath.Join(dir, "gatebridge.yaml")
 	os.WriteFile(p, []byte("sandbox:\n  timeout: 5s\n  kill_grace: 3s\nbridge:\n  watch: poll\n"), 0o644)
 	t.Setenv("GATEBRIDGE_SANDBOX_KILL_GRACE", "4s")
-	cmd := newRunCmd()
+	cmd := newRunCmd(&app{backends: newBackends()})
 	cmd.Flags().Set("watch", "events")
-	cfg, _, err := loadConfig(p, cmd.Flags())
+	cfg, _, err := loadConfig(p, cmd.Flags(), newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +142,19 @@ func TestConfigOwnedByOtherUserRefused(t *testing.T) {
 	if err := os.WriteFile(p, []byte("sandbox:\n  backend: local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := loadConfig(p, nil); err != nil {
+	if _, _, err := loadConfig(p, nil, newBackends()); err != nil {
 		t.Fatalf("own config refused: %v", err)
 	}
 	if err := os.Chown(p, 4242, 4242); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := loadConfig(p, nil)
+	_, _, err := loadConfig(p, nil, newBackends())
 	if err == nil || !strings.Contains(err.Error(), "owned by uid 4242, not you") {
 		t.Errorf("config owned by uid 4242: %v", err)
 	}
 	os.Chown(p, 0, 0)
 	os.Chown(dir, 4242, 4242)
-	_, _, err = loadConfig(p, nil)
+	_, _, err = loadConfig(p, nil, newBackends())
 	if err == nil || !strings.Contains(err.Error(), "directory "+dir) {
 		t.Errorf("config in a dir owned by uid 4242: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestConfigSymlinkTrust(t *testing.T) {
 	if err := os.WriteFile(good, []byte("sandbox:\n  backend: local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	load := func(p string) error { _, _, err := loadConfig(p, nil); return err }
+	load := func(p string) error { _, _, err := loadConfig(p, nil, newBackends()); return err }
 
 	// A link we own, in a directory only we can write: fine.
 	mine := filepath.Join(base, "mine.yaml")
@@ -249,13 +249,13 @@ func TestConfigDurationNumbersRefused(t *testing.T) {
 		}
 		p := filepath.Join(dir, strings.ReplaceAll(key, ".", "_")+".yaml")
 		os.WriteFile(p, []byte(b.String()), 0o600)
-		_, _, err := loadConfig(p, nil)
+		_, _, err := loadConfig(p, nil, newBackends())
 		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "write 30s") {
 			t.Errorf("%s: 30: %v", key, err)
 		}
 		// From the environment too.
 		t.Setenv("GATEBRIDGE_"+strings.ToUpper(strings.ReplaceAll(key, ".", "_")), "30")
-		_, _, err = loadConfig("", nil)
+		_, _, err = loadConfig("", nil, newBackends())
 		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "write 30s") {
 			t.Errorf("%s from the env: %v", key, err)
 		}
@@ -267,7 +267,7 @@ func TestConfigDurationNumbersRefused(t *testing.T) {
 	// 0 needs no unit (no limit).
 	p := filepath.Join(dir, "zero.yaml")
 	os.WriteFile(p, []byte("sandbox:\n  timeout: 0\n"), 0o600)
-	if cfg, _, err := loadConfig(p, nil); err != nil || cfg.Sandbox.Timeout != 0 {
+	if cfg, _, err := loadConfig(p, nil, newBackends()); err != nil || cfg.Sandbox.Timeout != 0 {
 		t.Errorf("timeout: 0: %v", err)
 	}
 }
@@ -296,7 +296,7 @@ func TestConfigOptionShorthand(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "gatebridge.yaml")
 	os.WriteFile(p, []byte("gates:\n  commands:\n    - name: git_log\n      command: [git, log]\n"+
 		"      options: [--oneline, {name: -n, value: \"[0-9]+\"}]\n"), 0o644)
-	cfg, _, err := loadConfig(p, nil)
+	cfg, _, err := loadConfig(p, nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestConfigOptionShorthand(t *testing.T) {
 func TestDefaultsEqualLibrary(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GATEBRIDGE_CONFIG", "")
-	cfg, _, err := loadConfig("", nil)
+	cfg, _, err := loadConfig("", nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 // maxConfigBytes caps what is read of a config file.
@@ -205,11 +206,11 @@ func checkConfigPlaceSandbox(cfg *Config, chosen *chosenBackend) error {
 		return &configError{Msg: fmt.Sprintf("refusing config file %s: it is inside %s (%s), which the sandboxed command can read or write", cfg.configFile, dir, what),
 			Hint: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
 	}
-	if chosen.mapWorkspace != nil {
+	if sb, ok := chosen.backend.(*docker.Sandbox); ok {
 		// The sandbox's workspace path is as given at start (symlinks
 		// not resolved): try both spellings of the config's path.
 		for _, p := range []string{cfg.configFile, cfg.configGiven} {
-			if _, ok := chosen.mapWorkspace(p); ok {
+			if _, ok := sb.WorkspaceInside(p); ok {
 				return refuse("the workspace", "of persistent sandbox "+cfg.Sandbox.Docker.Reuse)
 			}
 		}

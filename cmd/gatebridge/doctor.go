@@ -8,46 +8,35 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
-	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
-
-func init() {
-	extraCommands = append(extraCommands, newDoctorCmd)
-}
 
 // Doctor statuses.
 const (
-	statusOK      = "ok"
-	statusWarn    = "warn"    // works, with a caveat
-	statusProblem = "problem" // does not work here
+	statusOK      = sandbox.StatusOK
+	statusWarn    = sandbox.StatusWarn    // works, with a caveat
+	statusProblem = sandbox.StatusProblem // does not work here
 )
 
 // checkResult is one line of `gatebridge doctor` (and one object of --json).
-type checkResult struct {
-	Check  string `json:"check"`
-	Status string `json:"status"`
-	Detail string `json:"detail"`
-	Hint   string `json:"hint,omitempty"`
-}
+type checkResult = sandbox.Finding
 
-func newDoctorCmd() *cobra.Command {
+func newDoctorCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor [--json]",
 		Short: "Check which sandboxes can run here and how well calls will be noticed",
-		Long: `Check each sandbox backend (local, bwrap, docker and its image), the
-inotify limits, the filesystem of the session directory, the wake-up
+		Long: `Check each sandbox backend (` + strings.Join(a.backends.Names(), ", ") + `), the inotify limits, the filesystem of the session directory, the wake-up
 mechanism, and which backend --sandbox auto would choose and why.
 
 Each line is ok, warn (works with a caveat) or problem, followed by a hint
@@ -55,14 +44,9 @@ where there is something to do. The exit code is 1 when the configured
 backend (sandbox.backend) cannot run here, else 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgPath, _ := cmd.Flags().GetString("config")
-			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			checks, ok := doctor(ctx, cfg)
+			checks, ok := doctor(ctx, a.cfg, a.backends)
 			if err := printChecks(cmd.OutOrStdout(), checks, asJSON); err != nil {
 				return err
 			}
@@ -73,9 +57,9 @@ backend (sandbox.backend) cannot run here, else 0.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list of {check, status, detail, hint}")
-	cmd.Flags().String("sandbox", "", "backend to judge the exit code by (default: config sandbox.backend)")
+	cmd.Flags().String("sandbox", "", "backend to judge the exit code by: "+backendChoices(a.backends)+" (default: config sandbox.backend)")
 	cmd.Flags().String("image", "", "docker image to look for (default: config sandbox.docker.image)")
-	return cmd
+	return needsConfig(cmd)
 }
 
 func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
@@ -98,66 +82,24 @@ func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
 
 // doctor runs every check; ok is false when the configured backend cannot
 // run here.
-func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
+func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (checks []checkResult, ok bool) {
 	add := func(c checkResult) { checks = append(checks, c) }
-	usable := map[string]bool{"local": true}
+	usable := map[string]bool{}
 
 	add(configCheck(cfg))
 	if c, found := ignoredCwdConfig(cfg); found {
 		add(c)
 	}
 
-	add(checkResult{Check: "backend local", Status: statusOK,
-		Detail: "always usable; it runs commands on the host without isolation"})
-
-	bw := &sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly}
-	if err := bw.Check(ctx); err != nil {
-		add(problem("backend bwrap", err))
-	} else {
-		usable["bwrap"] = true
-		add(checkResult{Check: "backend bwrap", Status: statusOK, Detail: "usable (namespaces, no network, capabilities dropped)"})
-		l := cfg.Sandbox.Limits
-		mech, missing := sandbox.LimitsMechanism()
-		c := checkResult{Check: "bwrap limits", Status: statusOK,
-			Detail: fmt.Sprintf("sandbox.limits memory=%d cpus=%g pids=%d enforced with %s; tmp_size=%d with a size-limited tmpfs", l.Memory, l.CPUs, l.Pids, mech, l.TmpSize)}
-		if missing != "" && (l.Memory > 0 || l.CPUs > 0 || l.Pids > 0) {
-			c.Status = statusWarn
-			c.Detail = "not enforced: " + missing + "; tmp_size is enforced (a size-limited tmpfs)"
-			c.Hint = "run gatebridge as root, or use --sandbox docker, to have memory, cpus and pids enforced"
+	s := backendSettings(cfg)
+	for _, e := range backends.Entries() {
+		b, err := e.New(s)
+		found := e.Findings(ctx, b, err, s)
+		if b != nil {
+			sandbox.Close(b)
 		}
-		add(c)
-	}
-
-	dockerDesktop := false
-	if d, err := newDocker(cfg); err != nil {
-		add(problem("backend docker", err))
-	} else {
-		host := d.Client().DaemonHost()
-		if err := d.Ping(ctx); err != nil {
-			add(problem("docker engine", err))
-			add(checkResult{Check: "docker image", Status: statusProblem,
-				Detail: "image " + d.Config().Image + " not checked: the engine does not answer"})
-		} else {
-			detail := "reachable at " + host
-			if info, err := d.Client().Info(ctx, client.InfoOptions{}); err == nil {
-				detail += " (" + info.Info.OperatingSystem + ", server " + info.Info.ServerVersion + ")"
-				dockerDesktop = strings.Contains(info.Info.OperatingSystem, "Docker Desktop")
-			}
-			add(checkResult{Check: "docker engine", Status: statusOK, Detail: detail})
-			present, err := d.ImagePresent(ctx)
-			switch {
-			case err != nil:
-				add(problem("docker image", err))
-			case !present:
-				add(checkResult{Check: "docker image", Status: statusProblem,
-					Detail: "image " + d.Config().Image + " is not present locally (run would try to pull it; auto skips docker)",
-					Hint:   imageHintText(d.Config().Image)})
-			default:
-				usable["docker"] = true
-				add(checkResult{Check: "docker image", Status: statusOK, Detail: "image " + d.Config().Image + " present"})
-			}
-		}
-		d.Close()
+		usable[e.Name] = !slices.ContainsFunc(found, func(f checkResult) bool { return f.Status == statusProblem })
+		checks = append(checks, found...)
 	}
 
 	checks = append(checks, inotifyChecks(readProc)...)
@@ -170,34 +112,31 @@ func doctor(ctx context.Context, cfg *Config) (checks []checkResult, ok bool) {
 	if root := cfg.Sandbox.Docker.SessionsRoot; root != "" {
 		add(fsCheck("docker sessions root", root))
 	}
-	add(wakeCheck(sessionDir, dockerDesktop))
+	add(wakeCheck(sessionDir))
 	add(watchCheck(cfg, sessionDir))
 
 	// What auto would choose, with the same code run uses.
-	autoCfg := *cfg
-	autoCfg.Sandbox.Backend = "auto"
-	autoCfg.Sandbox.Docker.Reuse = ""
 	autoName := ""
-	if chosen, err := chooseBackend(ctx, &autoCfg, io.Discard); err != nil {
+	if b, e, why, err := chooseAuto(ctx, cfg, backends, s); err != nil {
 		add(problem("auto", err))
 	} else {
-		autoName = chosen.backend.Name()
-		c := checkResult{Check: "auto", Status: statusOK, Detail: "would choose " + autoName + " (" + strings.TrimPrefix(chosen.reason, "auto: ") + ")"}
-		if autoName == "local" {
+		sandbox.Close(b)
+		autoName = e.Name
+		c := checkResult{Check: "auto", Status: statusOK, Detail: "would choose " + autoName + " (" + why + ")"}
+		if e.Strength == 0 {
 			c.Status = statusWarn
 			c.Detail += "; commands would run UNSANDBOXED"
 			c.Hint = "install bubblewrap or start docker with the image present; sandbox.allow_unsandboxed allows this fallback"
 		}
 		add(c)
-		chosen.close()
 	}
 
 	conf := cfg.Sandbox.Backend
 	c := checkResult{Check: "configured backend"}
 	switch {
-	case conf == "auto" && autoName != "":
+	case conf == autoBackend && autoName != "":
 		c.Status, c.Detail, ok = statusOK, "sandbox.backend=auto can run here; it picks "+autoName, true
-	case conf == "auto":
+	case conf == autoBackend:
 		c.Status, c.Detail = statusProblem, "sandbox.backend=auto cannot run here: it never falls back to local unless sandbox.allow_unsandboxed is set"
 		c.Hint = "install bubblewrap or start docker with the image present, or choose --sandbox local knowingly"
 	case usable[conf]:
@@ -222,14 +161,6 @@ func problem(name string, err error) checkResult {
 		c.Hint = se.Hint
 	}
 	return c
-}
-
-func imageHintText(image string) string {
-	h := "provide image " + image + " locally: `docker load -i IMAGE.tar`, or set sandbox.docker.image / --image"
-	if image == docker.TestImage {
-		return "run `make test-image` (builds " + image + " without a registry), or " + strings.TrimPrefix(h, "provide image "+image+" locally: ")
-	}
-	return h + "; `make test-image` builds " + docker.TestImage + " without a registry"
 }
 
 // inotify limits: below warn, gatebridge still works but may lose events

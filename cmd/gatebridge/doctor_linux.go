@@ -27,10 +27,11 @@ func fsCheck(check, dir string) checkResult {
 	return fsResult(check, dir, classifyFS(int64(st.Type)))
 }
 
-// wakeCheck proves FIFO semantics under dir: mkfifo works, a non-blocking
+// wakeCheck proves FIFO semantics under dir (whether they reach into a
+// backend's sandbox is the backend's doctor finding): mkfifo works, a non-blocking
 // writer with no reader gets ENXIO (no hang), and a byte written with a
 // reader present arrives.
-func wakeCheck(dir string, dockerDesktop bool) checkResult {
+func wakeCheck(dir string) checkResult {
 	c := checkResult{Check: "wake"}
 	tmp, err := os.MkdirTemp(dir, "gb-doctor-")
 	if err != nil {
@@ -75,9 +76,5 @@ func wakeCheck(dir string, dockerDesktop bool) checkResult {
 	}
 	c.Status = statusOK
 	c.Detail = "FIFO in " + dir + ": no reader gives ENXIO (no hang), a byte wakes the reader"
-	if dockerDesktop {
-		c.Status = statusWarn
-		c.Detail += "; but FIFOs do not cross Docker Desktop's VM: docker sandboxes poll for responses"
-	}
 	return c
 }

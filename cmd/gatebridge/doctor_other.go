@@ -9,7 +9,7 @@ func fsCheck(check, dir string) checkResult {
 		Detail: "filesystem type of " + dir + " not checked on " + runtime.GOOS + "; the rescan covers lost events"}
 }
 
-func wakeCheck(dir string, dockerDesktop bool) checkResult {
+func wakeCheck(dir string) checkResult {
 	return checkResult{Check: "wake", Status: statusWarn,
 		Detail: "FIFO wake-ups not checked on " + runtime.GOOS + "; wrappers fall back to polling where FIFOs fail"}
 }

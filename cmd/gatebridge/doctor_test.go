@@ -106,15 +106,11 @@ func TestInotifyChecksReadsAllThree(t *testing.T) {
 }
 
 func TestWakeCheck(t *testing.T) {
-	c := wakeCheck(t.TempDir(), false)
+	c := wakeCheck(t.TempDir())
 	if c.Status != statusOK || !strings.Contains(c.Detail, "ENXIO") {
 		t.Errorf("%+v", c)
 	}
-	c = wakeCheck(t.TempDir(), true)
-	if c.Status != statusWarn || !strings.Contains(c.Detail, "Docker Desktop") {
-		t.Errorf("docker desktop: %+v", c)
-	}
-	c = wakeCheck("/nonexistent/dir", false)
+	c = wakeCheck("/nonexistent/dir")
 	if c.Status != statusProblem {
 		t.Errorf("missing dir: %+v", c)
 	}
@@ -192,7 +188,7 @@ func TestDoctorConfigChecks(t *testing.T) {
 	t.Chdir(dir)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GATEBRIDGE_CONFIG", "")
-	cfg, _, err := loadConfig("", nil)
+	cfg, _, err := loadConfig("", nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +199,7 @@ func TestDoctorConfigChecks(t *testing.T) {
 		t.Error("warned without a ./gatebridge.yaml")
 	}
 	os.WriteFile(filepath.Join(dir, "gatebridge.yaml"), []byte("sandbox:\n  backend: local\n"), 0o600)
-	if cfg, _, err = loadConfig("", nil); err != nil || cfg.Sandbox.Backend != "auto" {
+	if cfg, _, err = loadConfig("", nil, newBackends()); err != nil || cfg.Sandbox.Backend != "auto" {
 		t.Fatalf("./gatebridge.yaml was read: %v %+v", err, cfg)
 	}
 	if c, found := ignoredCwdConfig(cfg); !found || c.Status != statusWarn || !strings.Contains(c.Detail, "never read") || c.Hint == "" {
@@ -211,7 +207,7 @@ func TestDoctorConfigChecks(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte("sandbox:\n  backend: local\n"), 0o600)
-	cfg, _, err = loadConfig(p, nil)
+	cfg, _, err = loadConfig(p, nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
 	}

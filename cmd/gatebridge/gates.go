@@ -21,18 +21,14 @@ type gateDoc struct {
 	Stdin   string        `json:"stdin"`
 }
 
-func newGatesCmd() *cobra.Command {
+func newGatesCmd(a *app) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "gates",
 		Short: "List the gates a sandboxed command can call, with usage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgPath, _ := cmd.Flags().GetString("config")
-			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
@@ -73,5 +69,5 @@ func newGatesCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
-	return cmd
+	return needsConfig(cmd)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 // ExitInternal is gatebridge's own failure (bad config, sandbox unusable,
@@ -137,12 +138,53 @@ func printError(w io.Writer, err error) {
 	}
 }
 
+// app is what the commands of one invocation share: the sandbox
+// backends this program offers and the configuration, which the root
+// command loads once for every command that asks for it ([needsConfig]).
+type app struct {
+	backends *sandbox.Registry
+	cfg      *Config
+}
+
+// annConfig marks a command that needs the configuration.
+const annConfig = "gatebridge.config"
+
+// needsConfig marks cmd so that the root command loads the configuration
+// (with cmd's flags bound) before cmd runs.
+func needsConfig(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[annConfig] = "yes"
+	return cmd
+}
+
+// newBackends is the sandbox backends gatebridge offers: package sandbox's
+// (local, bwrap), then docker, registered here and nowhere else.
+func newBackends() *sandbox.Registry {
+	reg := sandbox.NewRegistry()
+	if err := docker.Register(reg); err != nil {
+		panic(err) // a fresh registry has no docker yet
+	}
+	return reg
+}
+
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	a := &app{backends: newBackends()}
 	root := &cobra.Command{
 		Use:           "gatebridge",
 		Short:         "Let sandboxed shell commands call host-side tools through a filesystem mailbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Annotations[annConfig] == "" {
+				return nil
+			}
+			path, _ := cmd.Flags().GetString("config")
+			cfg, _, err := loadConfig(path, cmd.Flags(), a.backends)
+			a.cfg = cfg
+			return err
+		},
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -151,15 +193,17 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{withHint(err, "see '"+c.CommandPath()+" --help'")}
 	})
-	root.AddCommand(newRunCmd(), newGatesCmd(), newVersionCmd())
-	for _, extra := range extraCommands {
-		root.AddCommand(extra())
-	}
+	root.AddCommand(
+		newRunCmd(a),
+		newGatesCmd(a),
+		newDoctorCmd(a),
+		newSandboxCmd(a),
+		newPruneCmd(a),
+		newBenchCmd(a),
+		newVersionCmd(),
+	)
 	return root
 }
-
-// extraCommands are added by other files (doctor, sandbox, bench).
-var extraCommands []func() *cobra.Command
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

@@ -14,12 +14,8 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-func init() {
-	extraCommands = append(extraCommands, newPruneCmd)
-}
-
-func newPruneCmd() *cobra.Command {
-	return &cobra.Command{
+func newPruneCmd(a *app) *cobra.Command {
+	return needsConfig(&cobra.Command{
 		Use:   "prune",
 		Short: "Remove what gatebridge processes that died left behind",
 		Long: `Remove session directories whose gatebridge process is gone (their lock
@@ -30,11 +26,7 @@ gatebridge start does the same for its own session parent (and, with
 docker, for containers).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgPath, _ := cmd.Flags().GetString("config")
-			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			parents := []string{mailbox.DefaultParent()}
 			if cfg.Bridge.SessionDir != "" {
@@ -86,5 +78,5 @@ docker, for containers).`,
 			fmt.Fprintf(errw, "gatebridge: removed %d container(s)\n", len(removed))
 			return err
 		},
-	}
+	})
 }

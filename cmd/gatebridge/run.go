@@ -20,7 +20,7 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
@@ -38,16 +38,11 @@ itself failed (bad config, sandbox unavailable).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfgPath, _ := cmd.Flags().GetString("config")
-			cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-			if err == nil {
-				err = runCommand(cmd, cfg, args, asJSON)
-			}
-			return err // with --json, main prints the error object
+			return a.runCommand(cmd, args, asJSON) // with --json, main prints the error object
 		},
 	}
 	f := cmd.Flags()
-	f.String("sandbox", "auto", "sandbox backend: auto, local, bwrap or docker")
+	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
 	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
 	f.String("workspace", "", "directory the command starts in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
@@ -60,7 +55,7 @@ itself failed (bad config, sandbox unavailable).`,
 	cmd.Flags().SetInterspersed(false)
 	// Flags without an explicit value must not override config: viper
 	// only takes a bound flag's value when it was Changed.
-	return cmd
+	return needsConfig(cmd)
 }
 
 // jsonError is the "error" of run --json when gatebridge itself failed
@@ -124,7 +119,9 @@ type jsonResult struct {
 	Error *jsonError `json:"error,omitempty"`
 }
 
-func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) error {
+// runCommand runs args in the configured sandbox (run, sandbox exec).
+func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
+	cfg := a.cfg
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
@@ -136,7 +133,7 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 
-	chosen, err := chooseBackend(ctx, cfg, stderr)
+	chosen, err := chooseBackend(ctx, cfg, a.backends, stderr)
 	if err != nil {
 		if ctx.Err() != nil { // interrupted while checking backends
 			return &exitError{signalCode(sig)}
@@ -198,10 +195,11 @@ func runCommand(cmd *cobra.Command, cfg *Config, args []string, asJSON bool) err
 		AllowRoot:         cfg.Sandbox.AllowRoot,
 	}
 	spec.UID, spec.GID = runAs(cfg, workspace)
-	// The command runs as spec.UID under bwrap and docker: let that uid
-	// (alone) into the session. local runs it as gatebridge itself, so
-	// letting another uid in would only widen who can read the session.
-	if spec.UID != os.Geteuid() && chosen.backend.Name() != "local" {
+	// The command runs as spec.UID in an isolating backend: let that uid
+	// (alone) into the session. An unsandboxed backend (local) runs it as
+	// gatebridge itself, so letting another uid in would only widen who
+	// can read the session.
+	if spec.UID != os.Geteuid() && chosen.entry.Strength > 0 {
 		if err := sess.Allow(spec.UID, spec.GID); err != nil {
 			sess.Close()
 			return withHint(&bridgeError{err}, "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners")

@@ -21,10 +21,6 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-func init() {
-	extraCommands = append(extraCommands, newSandboxCmd)
-}
-
 // sandboxName mirrors the names sandbox/docker accepts, so a bad name is a
 // usage error before the engine is contacted.
 var sandboxName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
@@ -48,7 +44,7 @@ func oneName(verb string) cobra.PositionalArgs {
 	}
 }
 
-func newSandboxCmd() *cobra.Command {
+func newSandboxCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Manage persistent docker sandboxes (start, exec, stop, ls, prune)",
@@ -69,15 +65,8 @@ sandbox, bad arguments).`,
 			return withHint(errors.New("sandbox: missing subcommand"), "see 'gatebridge sandbox --help'")
 		},
 	}
-	cmd.AddCommand(newSandboxStartCmd(), newSandboxExecCmd(), newSandboxStopCmd(), newSandboxLsCmd(), newSandboxPruneCmd())
+	cmd.AddCommand(newSandboxStartCmd(a), newSandboxExecCmd(a), newSandboxStopCmd(a), newSandboxLsCmd(a), newSandboxPruneCmd(a))
 	return cmd
-}
-
-// sandboxConfig loads the config with cmd's flags bound.
-func sandboxConfig(cmd *cobra.Command) (*Config, error) {
-	cfgPath, _ := cmd.Flags().GetString("config")
-	cfg, _, err := loadConfig(cfgPath, cmd.Flags())
-	return cfg, err
 }
 
 // engine returns a docker backend whose engine answers.
@@ -147,7 +136,7 @@ func prepareSessionsRoot(root string) (string, error) {
 	return abs, nil
 }
 
-func newSandboxStartCmd() *cobra.Command {
+func newSandboxStartCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start [flags] NAME",
 		Short: "Start the persistent docker sandbox NAME",
@@ -159,10 +148,7 @@ with 'gatebridge sandbox exec NAME -- CMD' or 'gatebridge run --reuse NAME'
 from the workspace or a directory under it.`,
 		Args: oneName("start"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := sandboxConfig(cmd)
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
@@ -183,7 +169,7 @@ from the workspace or a directory under it.`,
 			}
 			defer d.Close()
 			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
-				return imageHintCLI(err, d.Config().Image)
+				return imageHintCLI(err)
 			}
 			uid, gid := runAs(cfg, workspace)
 			sb, err := d.Start(ctx, docker.StartOptions{
@@ -206,10 +192,10 @@ from the workspace or a directory under it.`,
 	f.String("workspace", "", "directory mounted at /workspace (default: current directory)")
 	f.Bool("writable-workspace", false, "let commands write the workspace")
 	f.String("image", "", "docker image (default: config sandbox.docker.image)")
-	return cmd
+	return needsConfig(cmd)
 }
 
-func newSandboxExecCmd() *cobra.Command {
+func newSandboxExecCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "exec [flags] NAME -- COMMAND [ARG...]",
@@ -223,17 +209,14 @@ itself failed.`,
 		Example: `  gatebridge sandbox exec work -- sh -c 'read_file README.md | head -3'`,
 		Args:    execArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := sandboxConfig(cmd)
-			if err != nil {
-				return err
-			}
-			if cfg.Sandbox.Backend != "auto" && cfg.Sandbox.Backend != "docker" {
+			cfg := a.cfg
+			if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
 				// sandbox.backend from a config file or env: a persistent
 				// sandbox is docker whatever the default backend is.
-				cfg.Sandbox.Backend = "docker"
+				cfg.Sandbox.Backend = docker.Name
 			}
 			cfg.Sandbox.Docker.Reuse = args[0]
-			return runCommand(cmd, cfg, args[1:], asJSON)
+			return a.runCommand(cmd, args[1:], asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -243,7 +226,7 @@ itself failed.`,
 	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object with the result instead of streaming output")
-	return cmd
+	return needsConfig(cmd)
 }
 
 // execArgs wants NAME, "--", then the command (flags go anywhere before
@@ -268,16 +251,13 @@ func execArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func newSandboxStopCmd() *cobra.Command {
+func newSandboxStopCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop NAME",
 		Short: "Remove the persistent sandbox NAME (its container; sessions are already gone)",
 		Args:  oneName("stop"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := sandboxConfig(cmd)
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			d, err := engine(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -301,7 +281,7 @@ func newSandboxStopCmd() *cobra.Command {
 			return nil
 		},
 	}
-	return cmd
+	return needsConfig(cmd)
 }
 
 // sandboxInfo is one line of `sandbox ls --json`.
@@ -316,7 +296,7 @@ type sandboxInfo struct {
 	Created      time.Time `json:"created"`
 }
 
-func newSandboxLsCmd() *cobra.Command {
+func newSandboxLsCmd(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "ls",
@@ -324,10 +304,7 @@ func newSandboxLsCmd() *cobra.Command {
 		Short:   "List the persistent sandboxes",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := sandboxConfig(cmd)
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			d, err := engine(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -346,7 +323,7 @@ func newSandboxLsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list")
-	return cmd
+	return needsConfig(cmd)
 }
 
 func printSandboxes(w io.Writer, list []sandboxInfo, asJSON bool) error {
@@ -371,7 +348,7 @@ func printSandboxes(w io.Writer, list []sandboxInfo, asJSON bool) error {
 	return tw.Flush()
 }
 
-func newSandboxPruneCmd() *cobra.Command {
+func newSandboxPruneCmd(a *app) *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "prune [--all]",
@@ -382,10 +359,7 @@ not running (except one created in the last minute, which may be starting).
 Running persistent sandboxes are kept: stop them by name.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := sandboxConfig(cmd)
-			if err != nil {
-				return err
-			}
+			cfg := a.cfg
 			d, err := engine(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -400,12 +374,12 @@ Running persistent sandboxes are kept: stop them by name.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also remove persistent sandboxes that are not running")
-	return cmd
+	return needsConfig(cmd)
 }
 
 // imageHintCLI adds how to build the test image to an image error whose
 // hint does not say it yet.
-func imageHintCLI(err error, image string) error {
+func imageHintCLI(err error) error {
 	var se *sandbox.Error
 	if !errors.As(err, &se) || !strings.Contains(se.Op, "image") || strings.Contains(se.Hint, "make test-image") {
 		return err
