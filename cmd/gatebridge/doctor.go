@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -102,6 +101,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (check
 		checks = append(checks, found...)
 	}
 
+	add(gatesCheck(cfg))
 	checks = append(checks, inotifyChecks(readProc)...)
 
 	sessionDir := cfg.Bridge.SessionDir
@@ -151,16 +151,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (check
 
 // problem turns a backend error into a problem line with its hint.
 func problem(name string, err error) checkResult {
-	c := checkResult{Check: name, Status: statusProblem, Detail: err.Error()}
-	var se *sandbox.Error
-	var he *hintError
-	switch {
-	case errors.As(err, &he):
-		c.Hint = he.hint
-	case errors.As(err, &se):
-		c.Hint = se.Hint
-	}
-	return c
+	return checkResult{Check: name, Status: statusProblem, Detail: err.Error(), Hint: errorHint(err)}
 }
 
 // inotify limits: below warn, gatebridge still works but may lose events
@@ -344,4 +335,33 @@ func ignoredCwdConfig(cfg *Config) (checkResult, bool) {
 	return checkResult{Check: "config in the current directory", Status: statusWarn,
 		Detail: p + " is never read: the sandbox can write the current directory (the default workspace), and a config defines host commands",
 		Hint:   "if you wrote it and trust it, move it to " + dest + " (or pass --config with a path outside the workspace)"}, true
+}
+
+// gatesCheck builds the configured gates (for the current workspace) and
+// counts them by kind.
+func gatesCheck(cfg *Config) checkResult {
+	ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	var kinds map[string]string
+	if err == nil {
+		_, kinds, err = buildRegistry(cfg, ws, ws)
+	}
+	if err != nil {
+		return problem("gates", err)
+	}
+	var parts []string
+	for _, k := range gates.Kinds() {
+		var names []string
+		for name, kind := range kinds {
+			if kind == k.Name {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		p := fmt.Sprintf("%d %s", len(names), k.Name)
+		if len(names) > 0 {
+			p += " (" + strings.Join(names, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return checkResult{Check: "gates", Status: statusOK, Detail: strings.Join(parts, "; ")}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 )
 
@@ -19,6 +20,7 @@ type gateDoc struct {
 	Usage   string        `json:"usage"`
 	Params  []gates.Param `json:"params"`
 	Stdin   string        `json:"stdin"`
+	Kind    string        `json:"kind"` // builtin, command (gates.Kinds)
 }
 
 func newGatesCmd(a *app) *cobra.Command {
@@ -33,7 +35,7 @@ func newGatesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := buildRegistry(cfg, ws, ws)
+			reg, kinds, err := buildRegistry(cfg, ws, ws)
 			if err != nil {
 				return err
 			}
@@ -47,7 +49,7 @@ func newGatesCmd(a *app) *cobra.Command {
 					if p == nil {
 						p = []gates.Param{}
 					}
-					docs[i] = gateDoc{s.Name, s.Summary, s.Usage, p, s.Stdin.String()}
+					docs[i] = gateDoc{s.Name, s.Summary, s.Usage, p, s.Stdin.String(), kinds[s.Name]}
 				}
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -70,4 +72,89 @@ func newGatesCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	return needsConfig(cmd)
+}
+
+// buildRegistry makes the gates the config declares, kind by kind (see
+// gates.Kinds), and says which kind each gate is (by name). inside is
+// where the sandbox sees the workspace (for absolute paths in gate
+// arguments).
+func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, map[string]string, error) {
+	reg := gates.NewRegistry()
+	kinds := map[string]string{}
+	add := func(kind string, settings any, key, hint string) error {
+		k, err := gates.LookupKind(kind)
+		if err != nil {
+			return err
+		}
+		gs, err := k.New(settings)
+		if err != nil {
+			return &configError{Key: key, Msg: err.Error(), Hint: hint}
+		}
+		for _, g := range gs {
+			if err := reg.Register(g); err != nil {
+				return &configError{Key: key + ".name", Msg: err.Error(), Hint: "pick another name"}
+			}
+			kinds[g.Spec().Name] = kind
+		}
+		return nil
+	}
+	if cfg.Gates.Builtins {
+		if err := add(gates.KindBuiltin, builtinOptions(cfg, workspace, inside), "gates", "check gates.root and gates.writable_root"); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Where the sandbox can write: a command gate's program must not be there.
+	sessions := cfg.Bridge.SessionDir
+	if sessions == "" {
+		sessions = mailbox.DefaultDir()
+	}
+	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
+	for i, c := range cfg.Gates.Commands {
+		err := add(gates.KindCommand, commandSpec(c, untrusted), fmt.Sprintf("gates.commands[%d]", i),
+			"see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml")
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return reg, kinds, nil
+}
+
+// builtinOptions are the built-in gates' settings.
+func builtinOptions(cfg *Config, workspace, inside string) gates.Options {
+	root, insideRoot := cfg.Gates.Root, inside
+	if root == "" {
+		root = workspace
+	} else {
+		insideRoot = ""
+	}
+	o := gates.Options{
+		Root: root, SandboxRoot: insideRoot,
+		WritableRoot:       cfg.Gates.WritableRoot,
+		MaxFileBytes:       cfg.Gates.MaxFileBytes,
+		MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
+		MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
+		MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
+		ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
+	}
+	if o.WritableRoot != "" && o.WritableRoot == root {
+		o.SandboxWritableRoot = insideRoot
+	}
+	return o
+}
+
+// commandSpec is one command gate's settings.
+func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
+	spec := gates.CommandSpec{
+		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
+		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
+		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
+		Env: c.Env, Stdin: c.Stdin, Untrusted: untrusted,
+	}
+	for _, a := range c.Args {
+		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
+	}
+	for _, o := range c.Options {
+		spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
+	}
+	return spec
 }

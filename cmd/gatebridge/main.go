@@ -125,16 +125,8 @@ func errorHint(err error) string {
 
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "gatebridge: %v\n", err)
-	var he *hintError
-	var se *sandbox.Error
-	var ce *configError
-	switch {
-	case errors.As(err, &he) && he.hint != "":
-		fmt.Fprintf(w, "gatebridge: hint: %s\n", he.hint)
-	case errors.As(err, &se) && se.Hint != "":
-		fmt.Fprintf(w, "gatebridge: hint: %s\n", se.Hint)
-	case errors.As(err, &ce) && ce.Hint != "":
-		fmt.Fprintf(w, "gatebridge: hint: %s\n", ce.Hint)
+	if h := errorHint(err); h != "" {
+		fmt.Fprintf(w, "gatebridge: hint: %s\n", h)
 	}
 }
 

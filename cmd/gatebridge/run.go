@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
-	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -145,7 +143,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return err
 	}
 
-	reg, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace))
+	reg, _, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace))
 	if err != nil {
 		return err
 	}
@@ -295,64 +293,6 @@ func limitsOf(cfg *Config) bridge.Limits {
 		GateTimeout: l.GateTimeout, MaxScanEntries: l.MaxScanEntries,
 		MaxSessionBytes: l.MaxSessionBytes, MaxRecords: l.MaxRecords, MaxRecordBytes: l.MaxRecordBytes,
 	}
-}
-
-// buildRegistry makes the gates the config asks for. inside is where the
-// sandbox sees the workspace (for absolute paths in gate arguments).
-func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, error) {
-	reg := gates.NewRegistry()
-	if cfg.Gates.Builtins {
-		root := cfg.Gates.Root
-		insideRoot := inside
-		if root == "" {
-			root = workspace
-		} else {
-			insideRoot = ""
-		}
-		o := gates.Options{
-			Root: root, SandboxRoot: insideRoot,
-			WritableRoot:       cfg.Gates.WritableRoot,
-			MaxFileBytes:       cfg.Gates.MaxFileBytes,
-			MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
-			MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
-			MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
-			ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
-		}
-		if o.WritableRoot != "" && o.WritableRoot == root {
-			o.SandboxWritableRoot = insideRoot
-		}
-		if err := gates.RegisterBuiltins(reg, o); err != nil {
-			return nil, &configError{Key: "gates", Msg: err.Error(), Hint: "check gates.root and gates.writable_root"}
-		}
-	}
-	// Where the sandbox can write: a command gate's program must not be there.
-	sessions := cfg.Bridge.SessionDir
-	if sessions == "" {
-		sessions = mailbox.DefaultDir()
-	}
-	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
-	for i, c := range cfg.Gates.Commands {
-		spec := gates.CommandSpec{
-			Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
-			AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
-			Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-			Env: c.Env, Stdin: c.Stdin, Untrusted: untrusted,
-		}
-		for _, a := range c.Args {
-			spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
-		}
-		for _, o := range c.Options {
-			spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
-		}
-		g, err := gates.NewCommand(spec)
-		if err != nil {
-			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d]", i), Msg: err.Error(), Hint: "see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml"}
-		}
-		if err := reg.Register(g); err != nil {
-			return nil, &configError{Key: fmt.Sprintf("gates.commands[%d].name", i), Msg: err.Error(), Hint: "pick another name"}
-		}
-	}
-	return reg, nil
 }
 
 // signalCode is 128+N for the signal that stopped the run (130 when it is
