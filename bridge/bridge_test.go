@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -393,5 +394,82 @@ func TestWatchCallDirByPath(t *testing.T) {
 	res := run(t, Config{RescanInterval: time.Hour}, `t_echo a; t_echo b; sleep 0.2; t_echo c`)
 	if res.Stdout != "a\nb\nc\n" {
 		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
+
+// After the first call of a run, calls claim slots the host prepared: with
+// a PATH holding nothing but the gates (no mkdir, mkfifo, cat or sleep), a
+// text-output call still works, so it starts no process besides the
+// wrapper itself.
+func TestSlotCallsStartNoProcess(t *testing.T) {
+	res := run(t, Config{}, `t_echo first
+PATH=$GATEBRIDGE_SESSION_DIR/bin
+i=0; while [ $i -lt 30 ]; do t_echo "n$i" > /dev/null || { echo "call $i failed"; exit 1; }; i=$((i+1)); done
+t_echo last`)
+	if res.Stdout != "first\nlast\n" || res.ExitCode != 0 {
+		t.Fatalf("stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	slots := 0
+	for _, c := range res.Calls {
+		if strings.HasPrefix(c.ID, mailbox.SlotPrefix) {
+			slots++
+		}
+	}
+	if slots != 31 {
+		t.Errorf("%d of %d calls used a slot, want all but the first", slots, len(res.Calls))
+	}
+}
+
+// Parallel callers race for slots: each slot is claimed once (O_EXCL), the
+// losers take the next one or make a directory, and every answer reaches
+// its own caller.
+func TestSlotsUnderParallelCallers(t *testing.T) {
+	res := run(t, Config{}, `t_echo warm > /dev/null
+for k in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	( i=0; while [ $i -lt 15 ]; do o=$(t_echo "c$k-$i") && [ "$o" = "c$k-$i" ] || echo "bad c$k-$i: $o"; i=$((i+1)); done ) &
+done
+wait; echo done`)
+	if res.Stdout != "done\n" {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	ids := map[string]bool{}
+	slots := 0
+	for _, c := range res.Calls {
+		if ids[c.ID] {
+			t.Errorf("id %s answered twice", c.ID)
+		}
+		ids[c.ID] = true
+		if strings.HasPrefix(c.ID, mailbox.SlotPrefix) {
+			slots++
+		}
+	}
+	t.Logf("%d of %d calls used a slot", slots, len(res.Calls))
+	if len(res.Calls) != 181 || slots == 0 {
+		t.Errorf("%d calls, %d in slots", len(res.Calls), slots)
+	}
+}
+
+// A sandbox that squats on slot names, or claims slots without ever
+// publishing a call, only slows its own calls: the host skips taken names
+// and makes at most max_calls slots in a session.
+func TestSlotsHostile(t *testing.T) {
+	const maxCalls = 12
+	res := run(t, Config{Limits: Limits{MaxCalls: maxCalls}}, `c=$GATEBRIDGE_CALLS_DIR
+for n in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do mkdir "$c/_$n"; done
+t_echo a
+r=0; while [ $r -lt 8 ]; do
+	for s in "$c"/_*; do { printf "" > "$s/argv"; } 2>/dev/null; done
+	t_echo "r$r" > /dev/null || echo "r$r failed"
+	r=$((r+1))
+done
+t_echo b
+echo "slots=$(ls -d "$c"/_* | wc -l)"`)
+	if !strings.HasPrefix(res.Stdout, "a\nb\nslots=") {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	var n int
+	fmt.Sscanf(strings.TrimPrefix(res.Stdout, "a\nb\nslots="), "%d", &n)
+	if n > 16+maxCalls {
+		t.Errorf("%d slot entries: the host made more than max_calls (%d) slots", n, maxCalls)
 	}
 }

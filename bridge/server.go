@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,7 +60,18 @@ type server struct {
 	heldBytes int64            // their sum (bridge.limits.max_session_bytes)
 	peakHeld  int64
 	closed    bool
+
+	// Call slots (see mailbox.MakeSlot): prepared lazily, once a call
+	// has shown that the sandbox is running with its grant in place.
+	slotFree  map[string]bool // made and not yet seen claimed
+	slotNext  int
+	slotsMade int
+	slotsOff  bool // unsupported here, or failed: wrappers mkdir
 }
+
+// slotTarget is how many prepared call slots the server keeps free: enough
+// for the parallel callers of a typical agent command.
+const slotTarget = 8
 
 const (
 	stateWatched uint8 = 1
@@ -94,6 +106,7 @@ func newServer(cfg *Config, box *mailbox.Box, d *Dispatcher) (*server, error) {
 		state:     map[string]uint8{},
 		watches:   map[string]fdWatch{},
 		respBytes: map[string]int64{},
+		slotFree:  map[string]bool{},
 		queue:     make(chan *claimed, cfg.Limits.MaxConcurrent),
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -124,6 +137,50 @@ func newServer(cfg *Config, box *mailbox.Box, d *Dispatcher) (*server, error) {
 func (s *server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf(format, args...)
+	}
+}
+
+// fillSlots prepares call slots until slotTarget are free, at most
+// max_calls in a session (a sandbox that claims slots without publishing
+// calls cannot make the host fill calls/ without end). A slot that cannot
+// be made turns slots off for the session: wrappers make their own call
+// directories, as they do whenever no free slot is left.
+func (s *server) fillSlots() {
+	for {
+		s.mu.Lock()
+		if s.slotsOff || s.closed || len(s.slotFree) >= slotTarget || s.slotsMade >= s.cfg.Limits.MaxCalls {
+			s.mu.Unlock()
+			return
+		}
+		s.slotNext++
+		s.slotsMade++
+		name := mailbox.SlotPrefix + strconv.Itoa(s.slotNext)
+		s.mu.Unlock()
+		err := s.box.MakeSlot(name)
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			s.slotFree[name] = true
+		case errors.Is(err, unix.EEXIST): // the sandbox took the name: next
+		default:
+			s.slotsOff = true
+			if !errors.Is(err, mailbox.ErrSlotsUnsupported) {
+				s.logf("gatebridge: cannot prepare call slots (%v); wrappers make their own call directories", err)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// dropSlots removes the free slots before a run: the next command may run
+// as another uid, which slots made for the last one would not admit.
+func (s *server) dropSlots() {
+	s.mu.Lock()
+	names := s.slotFree
+	s.slotFree = map[string]bool{}
+	s.mu.Unlock()
+	for name := range names {
+		s.box.Remove(name, 8)
 	}
 }
 
@@ -327,7 +384,12 @@ func (s *server) consider(id string) {
 	s.mu.Lock()
 	s.claimedN++
 	over := s.claimedN > s.cfg.Limits.MaxCalls
+	delete(s.slotFree, id)
+	refill := len(s.slotFree) < slotTarget && !s.slotsOff
 	s.mu.Unlock()
+	if refill {
+		defer s.fillSlots()
+	}
 	cl := &claimed{dir: c, start: start}
 	if rerr != nil || over {
 		if rerr == nil {

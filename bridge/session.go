@@ -236,6 +236,7 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	// Result.Calls is this run's: forget the records of earlier runs. Its
 	// gates get a fresh parent context, cancelled if the run times out.
 	s.d.resetRecords()
+	s.srv.dropSlots()
 	cancelRun := s.srv.newRun()
 	start := time.Now()
 	br, err := backend.Run(ctx, &spec)

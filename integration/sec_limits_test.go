@@ -68,8 +68,8 @@ mkdir "$T/args"; a=$(head -c 256 /dev/zero | tr '\0' a)
 i=0; while [ $i -lt 64 ]; do printf '%%s' "$a" > "$T/args/$i"; i=$((i+1)); done
 cd "$C"
 i=0; while [ $i -lt %d ]; do i=$((i+1)); mkdir f$i; cp -r "$T/args" f$i/args; printf gb_echo > f$i/gate; : > f$i/ready; done
-k=0; while [ "$(ls "$C" | wc -l)" -gt 0 ] && [ $k -lt 3000 ]; do k=$((k+1)); sleep 0.1; done
-echo "left|$(ls "$C" | wc -l)"
+k=0; while [ "$(ls "$C" | grep -cv "^_[0-9]*$")" -gt 0 ] && [ $k -lt 3000 ]; do k=$((k+1)); sleep 0.1; done
+echo "left|$(ls "$C" | grep -cv "^_[0-9]*$")"
 `, n)
 	start := time.Now()
 	out, peakKB := gbPeak(t, "local", Run{Args: []string{"--json"}, Command: []string{"sh", "-c", script}, Timeout: 10 * time.Minute})

@@ -145,7 +145,7 @@ var templates = sync.OnceValue(func() scriptParts {
 		"@CALLS@", mailbox.DirCalls, "@RESPONSES@", mailbox.DirResponses,
 		"@ARGV@", mailbox.FileArgv, "@STDIN@", mailbox.FileStdin, "@WAKE@", mailbox.FileWake, "@READY@", mailbox.FileReady, "@CANCEL@", mailbox.FileCancel,
 		"@EXIT@", mailbox.ExtExit, "@STDOUT@", mailbox.ExtStdout, "@STDERR@", mailbox.ExtStderr, "@ACK@", mailbox.AckSuffix,
-		"@FIFO@", mailbox.WakeFIFO, "@INLINE@", mailbox.ModeInline,
+		"@FIFO@", mailbox.WakeFIFO, "@SLOT@", mailbox.SlotPrefix, "@INLINE@", mailbox.ModeInline,
 		"@O@", string(rune(mailbox.LineStdout)), "@OP@", string(rune(mailbox.LineStdoutPartial)),
 		"@E@", string(rune(mailbox.LineStderr)), "@EP@", string(rune(mailbox.LineStderrPartial)),
 	)
@@ -158,17 +158,31 @@ var templates = sync.OnceValue(func() scriptParts {
 const scriptHead = `c=${@CALLS_ENV@:-${0%/*}/../@CALLS@}
 r=${@RESP_ENV@:-${0%/*}/../@RESPONSES@}
 gb_fail() { printf 'gatebridge: %s: %s\n' "$g" "$2" >&2; exit "$1"; }
-if ! { read -r i < /proc/sys/kernel/random/uuid; } 2>/dev/null || [ -z "$i" ]; then
-	i=p$$-${PPID:-0}-$#
-fi
-n=0
-until mkdir "$c/$i" 2>/dev/null; do
-	[ -d "$c" ] || gb_fail 1 "calls dir $c does not exist (is the session mounted? set @CALLS_ENV@)"
-	n=$((n+1)); [ "$n" -lt 20 ] || gb_fail 1 "cannot create a call in $c"
-	i=$i-$n
+# Claim a call slot the host prepared (with its wake FIFO) by creating its
+# argv exclusively (set -C: O_EXCL), with no process start; when none is
+# free, make a call directory.
+d=
+set -C
+for d in "$c"/@SLOT@*; do
+	{ printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@"; } 2>/dev/null && break
+	d=
 done
-d=$c/$i
-printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@" || gb_fail 1 "cannot write the arguments"
+set +C
+if [ -n "$d" ]; then
+	i=${d##*/}
+else
+	if ! { read -r i < /proc/sys/kernel/random/uuid; } 2>/dev/null || [ -z "$i" ]; then
+		i=p$$-${PPID:-0}-$#
+	fi
+	n=0
+	until mkdir "$c/$i" 2>/dev/null; do
+		[ -d "$c" ] || gb_fail 1 "calls dir $c does not exist (is the session mounted? set @CALLS_ENV@)"
+		n=$((n+1)); [ "$n" -lt 20 ] || gb_fail 1 "cannot create a call in $c"
+		i=$i-$n
+	done
+	d=$c/$i
+	printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@" || gb_fail 1 "cannot write the arguments"
+fi
 `
 
 const stdinAlways = `if [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi

@@ -512,3 +512,55 @@ func TestSignalLeavesCancelMarker(t *testing.T) {
 		}
 	}
 }
+
+// Every shell claims a slot the host prepared (set -C: an exclusive create
+// of argv) and then needs no program at all (mksh and posh: printf, not a
+// builtin there): PATH holds nothing else here, so a wrapper that ran
+// mkdir, mkfifo or cat would fail. A second call takes
+// the next slot; with none left the wrapper makes its own directory.
+func TestSlotClaimWithoutPrograms(t *testing.T) {
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t)
+			box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
+			for _, n := range []string{"_1", "_2"} {
+				if err := box.MakeSlot(n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			script := h.install(t, Spec{Name: "probe"})
+			args := []string{"a b", "", "$x", "-n"}
+			path := "/nonexistent"
+			if name == "mksh" || name == "posh" {
+				// printf is not a builtin there: it is the one program
+				// such a call runs.
+				path = t.TempDir()
+				p, err := exec.LookPath("printf")
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.Symlink(p, filepath.Join(path, "printf"))
+			}
+			for i := range 2 {
+				out, errOut, code := runWrapper(t, sh, script, []string{"PATH=" + path}, nil, args...)
+				if code != 0 || out != expected("probe", args, nil) {
+					t.Fatalf("call %d: exit %d, stdout %q, stderr %q", i, code, out, errOut)
+				}
+			}
+			for _, n := range []string{"_1", "_2"} {
+				if _, err := os.Stat(filepath.Join(h.dir, "calls", n, mailbox.FileReady)); err != nil {
+					t.Errorf("slot %s not used: %v", n, err)
+				}
+			}
+			// No slot left: the wrapper runs mkdir.
+			out, errOut, code := runWrapper(t, sh, script, nil, nil, "x")
+			if code != 0 || out != expected("probe", []string{"x"}, nil) {
+				t.Fatalf("fallback: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
+	}
+}

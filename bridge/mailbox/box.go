@@ -61,7 +61,21 @@ func (b *Box) OpenCall(id string) (*CallDir, error) {
 
 // Remove removes calls/<name> and what is below it, at most budget entries
 // (a hostile call cannot make the host walk forever).
-func (b *Box) Remove(name string, budget int) error { return removeAllAt(b.callsFd, name, &budget) }
+//
+// The entry is first moved out of calls/ (into responses/, where the
+// sandbox cannot write) and removed there, so its name is gone at once: a
+// wrapper that listed a call slot before it was answered cannot claim the
+// name again while the host empties the directory (its exclusive create
+// of argv would succeed once the old argv was unlinked, and it would wait
+// for an answer that never comes). What the budget leaves stays in
+// responses/ until the session is removed.
+func (b *Box) Remove(name string, budget int) error {
+	gone := ".gone-" + strconv.FormatUint(b.serial.Add(1), 10)
+	if renameNoReplace(b.callsFd, name, b.respFd, gone) == nil {
+		return removeAllAt(b.respFd, gone, &budget)
+	}
+	return removeAllAt(b.callsFd, name, &budget)
+}
 
 // RemoveAnswer removes the response files of call id.
 func (b *Box) RemoveAnswer(id string) {
@@ -299,6 +313,9 @@ func (c *CallDir) readArgv(call *Call, lim Limits) error {
 func (c *CallDir) readV1(call *Call, lim Limits) error {
 	g, err := readFileAt(c.fd, FileGate, MaxNameLen)
 	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("call has neither %s (v2) nor %s (v1)", FileArgv, FileGate)
+		}
 		if errors.Is(err, ErrTooLarge) {
 			return fmt.Errorf("gate name longer than %d bytes", MaxNameLen)
 		}

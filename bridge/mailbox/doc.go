@@ -29,8 +29,15 @@
 //	                              ASCII without NUL)
 //	                              "f": the output is in <id>.stdout and
 //	                              <id>.stderr (large, or holding NUL bytes)
+//	calls/<id>/cancel   optional: the wrapper was stopped by a signal while
+//	                    it waited (the host cancels the gate, answers nothing)
 //	calls/<id>.done     the wrapper's acknowledgement: the host removes the
 //	                    response
+//
+// A call directory is either made by the wrapper (mkdir calls/<id>) or a
+// slot the host prepared (calls/_N, see [Box.MakeSlot]), which the wrapper
+// claims by creating argv with O_EXCL (set -C): then a call starts no
+// process besides the wrapper.
 //
 // A small answer thus crosses four files (argv, ready, .exit, .done) and one
 // wake byte.

@@ -17,3 +17,11 @@ func isTmpfs(*unix.Statfs_t) bool { return false }
 func chmodDirAt(dirfd int, name string) error {
 	return unix.Fchmodat(dirfd, name, 0o700, unix.AT_SYMLINK_NOFOLLOW)
 }
+
+// slotsSupported: no mkfifoat here, so no prepared call slots; wrappers
+// make their own call directories.
+const slotsSupported = false
+
+func copyDefaultACL(int, int) (bool, error) { return false, unix.ENOTSUP }
+
+func renameNoReplace(int, string, int, string) error { return unix.ENOTSUP }

@@ -5,9 +5,9 @@
 // # Mounts
 //
 // The session directory is mounted at [Config.SessionPath]
-// (/gatebridge/session): the root read-only, calls/ and tmp/ read-write,
-// bin/ and responses/ read-only, so the container can neither write nor
-// replace them. The workspace is mounted at /workspace, read-only unless
+// (/gatebridge/session): the root read-only, calls/ read-write, bin/ and
+// responses/ read-only, so the container can neither write nor replace
+// them; the session's tmp/ is not used (TMPDIR is the container's /tmp). The workspace is mounted at /workspace, read-only unless
 // [sandbox.Spec.WorkspaceWritable]; it is the working directory. /tmp is a
 // tmpfs, the root filesystem is read-only, all capabilities are dropped.
 //
