@@ -1,131 +1,23 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"text/tabwriter"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/bench"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// benchOptions are the flags of `gatebridge bench`.
-type benchOptions struct {
-	N          int // sequential calls (round trip and floor, interleaved)
-	K, M       int // parallel callers × calls each
-	PollN      int // sequential calls in poll mode
-	SlowN      int // calls to the 200 ms gate
-	SessionN   int // runs of `run -- true` and `sh -c true`
-	MemFirst   int // calls before the first RSS sample
-	MemCalls   int // calls before the second RSS sample
-	MemWorkers int // callers making the memory calls
-	JSON       bool
-}
-
-// benchReport is what `gatebridge bench --json` prints.
-type benchReport struct {
-	Machine   benchMachine  `json:"machine"`
-	Sandbox   string        `json:"sandbox"`
-	Command   string        `json:"command"`
-	RoundTrip *latencyRow   `json:"round_trip"`
-	Floor     *latencyRow   `json:"floor"`
-	Poll      *latencyRow   `json:"poll"`
-	Parallel  *parallelRow  `json:"parallel"`
-	Slow      *slowRow      `json:"slow_gate"`
-	Session   *sessionRow   `json:"session"`
-	Memory    *memoryRow    `json:"memory"`
-	Targets   []benchTarget `json:"targets"`
-}
-
-type benchMachine struct {
-	CPUs   int    `json:"cpus"`
-	Model  string `json:"cpu_model"`
-	Kernel string `json:"kernel"`
-	Go     string `json:"go"`
-}
-
-// latencyRow is N sequential calls from one sandboxed bash loop, each timed
-// inside the sandbox with $EPOCHREALTIME around the command (so it includes
-// bash's fork+exec of the wrapper, not the loop's own bookkeeping).
-type latencyRow struct {
-	Calls       int     `json:"calls"`
-	P50MS       float64 `json:"p50_ms"`
-	P99MS       float64 `json:"p99_ms"`
-	MeanMS      float64 `json:"mean_ms"`
-	CallsPerSec float64 `json:"calls_per_sec"` // 1 / mean latency
-	Failed      int     `json:"failed"`
-}
-
-type parallelRow struct {
-	Callers     int     `json:"callers"`
-	CallsEach   int     `json:"calls_each"`
-	WallMS      float64 `json:"wall_ms"`
-	CallsPerSec float64 `json:"calls_per_sec"`
-	OK          int     `json:"ok"`
-	FailedLost  int     `json:"failed_or_lost"`
-}
-
-type slowRow struct {
-	Calls         int     `json:"calls"`
-	GateMS        float64 `json:"gate_ms"`
-	WallPerCallMS float64 `json:"wall_per_call_ms"`
-	// SandboxCPUPerCallMS is user+sys of the sandboxed shell and all its
-	// children (wrappers and what they start), from bash's `times`.
-	SandboxCPUPerCallMS float64 `json:"sandbox_cpu_per_call_ms"`
-	// HostCPUPerCallMS is user+sys of the gatebridge process (the bridge
-	// runs in-process) over the same interval, from getrusage(RUSAGE_SELF).
-	HostCPUPerCallMS float64 `json:"host_cpu_per_call_ms"`
-	Failed           int     `json:"failed"`
-}
-
-type sessionRow struct {
-	Runs       int     `json:"runs"`
-	GBMedianMS float64 `json:"run_true_median_ms"`
-	ShMedianMS float64 `json:"sh_true_median_ms"`
-	Ratio      float64 `json:"ratio"`
-}
-
-type memoryRow struct {
-	FirstCalls  int     `json:"first_calls"`
-	Calls       int     `json:"calls"`
-	RSSFirstMB  float64 `json:"rss_first_mb"`
-	RSSLastMB   float64 `json:"rss_last_mb"`
-	HeapFirstMB float64 `json:"heap_first_mb"` // live heap after a GC
-	HeapLastMB  float64 `json:"heap_last_mb"`
-	Failed      int     `json:"failed"`
-}
-
-type benchTarget struct {
-	Name   string `json:"name"`
-	Target string `json:"target"`
-	Value  string `json:"value"`
-	Met    bool   `json:"met"`
-}
-
 func newBenchCmd(a *app) *cobra.Command {
-	var o benchOptions
+	var o bench.Options
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "Measure the round trip, throughput, CPU and memory of gate calls",
@@ -146,7 +38,7 @@ The bridge runs in this process; the sandboxed loops need bash.`,
   gatebridge bench --sandbox bwrap --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBench(cmd, a, o)
+			return runBench(cmd, a, o, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -161,35 +53,20 @@ The bridge runs in this process; the sandboxed loops need bash.`,
 	f.IntVar(&o.MemFirst, "mem-first", 1000, "calls before the first RSS sample")
 	f.IntVar(&o.MemCalls, "mem-calls", 10000, "calls before the second RSS sample (0 skips the memory row)")
 	f.IntVar(&o.MemWorkers, "mem-callers", 4, "parallel callers making the memory calls")
-	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of a table")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return needsConfig(cmd)
 }
 
-// benchEnv is what every measurement shares: the backend and where the
-// sandbox sees things.
-type benchEnv struct {
-	cfg       *Config
-	backend   sandbox.Backend
-	chosen    *chosenBackend
-	workspace string
-	reg       *gates.Registry
-	marks     *rssMarks
-	stderr    io.Writer
-}
-
-const slowGateDelay = 200 * time.Millisecond
-
-func runBench(cmd *cobra.Command, a *app, o benchOptions) (retErr error) {
+// runBench measures with the configured backend (auto means local) and
+// prints the report.
+func runBench(cmd *cobra.Command, a *app, o bench.Options, asJSON bool) (retErr error) {
+	if err := o.Validate(); err != nil {
+		return withHint(err, "see 'gatebridge bench --help'")
+	}
 	cfg := a.cfg
-	if o.N < 1 || o.K < 1 || o.M < 1 || o.PollN < 1 || o.SlowN < 1 || o.SessionN < 1 || o.MemWorkers < 1 || o.MemCalls < 0 {
-		return withHint(errors.New("bench: counts must be positive"), "see 'gatebridge bench --help'")
-	}
-	if o.MemCalls > 0 && o.MemFirst >= o.MemCalls {
-		return withHint(errors.New("bench: --mem-first must be below --mem-calls"), "e.g. --mem-first 1000 --mem-calls 10000")
-	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	// SIGINT/SIGTERM stop the sandboxed loops and still run the cleanup
-	// below (workspace, sessions, containers) instead of killing us.
+	// (workspace, sessions, containers) instead of killing us.
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	defer func() {
@@ -201,593 +78,43 @@ func runBench(cmd *cobra.Command, a *app, o benchOptions) (retErr error) {
 	if cfg.Sandbox.Backend == autoBackend {
 		cfg.Sandbox.Backend = sandbox.LocalName
 	}
-	// The bench makes far more calls than a default session allows.
-	cfg.Bridge.Limits.MaxCalls = max(cfg.Bridge.Limits.MaxCalls, o.MemCalls+o.K*o.M+2*o.N+1000)
 	chosen, err := chooseBackend(ctx, cfg, a.backends, stderr)
 	if err != nil {
 		return err
 	}
 	defer chosen.close()
-	ws, err := os.MkdirTemp("", "gb-bench-ws-")
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(ws)
-	os.Chmod(ws, 0o755)
-	env := &benchEnv{cfg: cfg, backend: chosen.backend, chosen: chosen, workspace: ws, marks: &rssMarks{}, stderr: stderr}
-	if env.reg, err = benchRegistry(ws, chosen.insideWorkspace(ws), env.marks); err != nil {
-		return err
+	runCmd := []string{self, "run", "--sandbox", chosen.backend.Name()}
+	if img := cfg.Sandbox.Docker.Image; img != "" && chosen.entry.Name == docker.Name {
+		runCmd = append(runCmd, "--image", img)
 	}
-	rep := &benchReport{Machine: machineInfo(), Sandbox: chosen.backend.Name(), Command: benchCommandLine()}
-	progress := func(what string) {
-		if !o.JSON {
-			fmt.Fprintf(stderr, "gatebridge: bench: %s…\n", what)
-		}
+	env := bench.Env{
+		Backend:         chosen.backend,
+		InsideWorkspace: chosen.insideWorkspace,
+		SessionDir:      cfg.Bridge.SessionDir,
+		Limits:          limitsOf(cfg),
+		RescanInterval:  cfg.Bridge.RescanInterval,
+		RunCommand:      runCmd,
 	}
-
-	progress(fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N))
-	if rep.RoundTrip, rep.Floor, err = env.roundTrip(ctx, o.N); err != nil {
-		return err
+	if chosen.sessionsRoot != "" {
+		env.SessionDir = chosen.sessionsRoot
 	}
-	progress(fmt.Sprintf("parallel, %d x %d calls", o.K, o.M))
-	if rep.Parallel, err = env.parallel(ctx, o.K, o.M); err != nil {
-		return err
+	if !asJSON {
+		env.Progress = func(what string) { fmt.Fprintf(stderr, "gatebridge: bench: %s…\n", what) }
 	}
-	progress(fmt.Sprintf("poll mode, %d calls", o.PollN))
-	if rep.Poll, err = env.pollRoundTrip(ctx, o.PollN); err != nil {
-		return err
+	rep, err := bench.Run(ctx, env, o)
+	if err != nil {
+		return err // after an interrupt, the deferred check reports it
 	}
-	progress(fmt.Sprintf("slow gate, %d calls", o.SlowN))
-	if rep.Slow, err = env.slow(ctx, o.SlowN); err != nil {
-		return err
-	}
-	progress(fmt.Sprintf("session, %d runs each", o.SessionN))
-	if rep.Session, err = env.session(ctx, o.SessionN); err != nil {
-		return err
-	}
-	if o.MemCalls > 0 {
-		progress(fmt.Sprintf("memory, %d calls", o.MemCalls))
-		if rep.Memory, err = env.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers); err != nil {
-			return err
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err() // the deferred check reports it
-	}
-	rep.Targets = rep.targets()
-	if o.JSON {
+	rep.Command = "gatebridge " + strings.Join(os.Args[1:], " ")
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	rep.print(stdout)
+	rep.Print(stdout)
 	return nil
-}
-
-func benchCommandLine() string {
-	return "gatebridge " + strings.Join(os.Args[1:], " ")
-}
-
-// benchRegistry holds the built-in gates (gb_echo among them), gb_slow (sleeps
-// 200ms) and gb_mark (samples this process's memory).
-func benchRegistry(ws, inside string, marks *rssMarks) (*gates.Registry, error) {
-	reg := gates.NewRegistry()
-	if err := gates.RegisterBuiltins(reg, gates.Options{Root: ws, SandboxRoot: inside}); err != nil {
-		return nil, err
-	}
-	err := reg.Register(gates.Func(gates.Spec{Name: "gb_slow", Summary: "Sleep 200ms, print ok (bench)"},
-		func(ctx context.Context, c *gates.Call) (int, error) {
-			select {
-			case <-time.After(slowGateDelay):
-			case <-ctx.Done():
-				return gates.ExitFailure, ctx.Err()
-			}
-			_, err := io.WriteString(c.Stdout, "ok\n")
-			return 0, err
-		}))
-	if err != nil {
-		return nil, err
-	}
-	err = reg.Register(gates.Func(gates.Spec{Name: "gb_mark", Summary: "Sample host memory (bench)"},
-		func(_ context.Context, c *gates.Call) (int, error) {
-			marks.sample()
-			_, err := io.WriteString(c.Stdout, "ok\n")
-			return 0, err
-		}))
-	return reg, err
-}
-
-// rssMarks are memory samples taken by the gb_mark gate.
-type rssMarks struct {
-	mu   sync.Mutex
-	rss  []int64 // VmRSS bytes, as the kernel reports it (no GC forced first)
-	heap []int64 // live heap bytes after runtime.GC
-}
-
-func (m *rssMarks) sample() {
-	rss := vmRSS()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	m.mu.Lock()
-	m.rss = append(m.rss, rss)
-	m.heap = append(m.heap, int64(ms.HeapAlloc))
-	m.mu.Unlock()
-}
-
-func vmRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
-
-// run opens a session (watch mode as given), runs bash -c script in the
-// sandbox and returns its stdout. floor, when set, is written to the
-// session's tmp/ as an executable script named floor.
-func (e *benchEnv) run(ctx context.Context, watch bridge.WatchMode, script string, floor bool, args ...string) (string, *bridge.Session, error) {
-	bcfg := bridge.Config{
-		Gates:          e.reg,
-		Dir:            e.cfg.Bridge.SessionDir,
-		Limits:         limitsOf(e.cfg),
-		Watch:          watch,
-		PollInterval:   10 * time.Millisecond,
-		RescanInterval: e.cfg.Bridge.RescanInterval,
-	}
-	if e.chosen.sessionsRoot != "" {
-		bcfg.Dir = e.chosen.sessionsRoot
-	}
-	s, err := bridge.Open(bcfg)
-	if err != nil {
-		return "", nil, err
-	}
-	defer s.Close()
-	if floor {
-		if err := writeFloor(s.Dirs().Tmp); err != nil {
-			return "", nil, err
-		}
-	}
-	res, err := s.Run(ctx, e.backend, sandbox.Spec{
-		Command:   append([]string{"bash", "-c", script, "bench"}, args...),
-		Workspace: e.workspace,
-		Timeout:   5 * time.Minute,
-		MaxOutput: 16 << 20,
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	if res.ExitCode != 0 {
-		return "", nil, fmt.Errorf("bench: sandboxed loop exited %d: %s", res.ExitCode, tail(res.Stderr, 500))
-	}
-	return res.Stdout, s, nil
-}
-
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		s = "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// floorScript pays what any mailbox wrapper pays, without IPC: a shell,
-// one directory (mkdir), the args written with builtins, a file printed
-// with cat.
-const floorScript = `#!/bin/sh
-read -r i < /proc/sys/kernel/random/uuid
-d=${TMPDIR:-/tmp}/floor-calls/$i
-mkdir "$d"
-n=0
-for a do printf '%s' "$a" > "$d/$n"; n=$((n+1)); done
-cat "${0%/*}/floor.out"
-`
-
-func writeFloor(tmp string) error {
-	if err := os.Mkdir(filepath.Join(tmp, "floor-calls"), 0o777); err != nil {
-		return err
-	}
-	os.Chmod(filepath.Join(tmp, "floor-calls"), 0o777)
-	if err := os.WriteFile(filepath.Join(tmp, "floor.out"), []byte("hello\n"), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(tmp, "floor"), []byte(floorScript), 0o755)
-}
-
-// seqScript calls each command given after N in turn, N times, timing each
-// call with $EPOCHREALTIME and checking its output; it prints one line per
-// call (T cmd start_us end_us, or F cmd exit output) and then `times`.
-const seqScript = `n=$1; shift
-o=${TMPDIR:-/tmp}/bench-out.$$
-log=
-for ((i=0; i<n; i++)); do
-	for c in "$@"; do
-		a=$EPOCHREALTIME
-		"$c" hello > "$o"; x=$?
-		b=$EPOCHREALTIME
-		r=; read -r r < "$o"
-		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
-			log+="T ${c##*/} ${a/[.,]/} ${b/[.,]/}"$'\n'
-		else
-			log+="F ${c##*/} $x ${r:0:40}"$'\n'
-		fi
-	done
-done
-printf '%s' "$log"
-echo TIMES
-times
-`
-
-// latencies parses seqScript output into a row per command name.
-func latencies(out string) (map[string]*latencyRow, [4]float64, error) {
-	durs := map[string][]float64{}
-	rows := map[string]*latencyRow{}
-	var cpu [4]float64
-	sc := bufio.NewScanner(strings.NewReader(out))
-	inTimes := 0
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if inTimes > 0 {
-			if len(f) == 2 && inTimes <= 2 {
-				cpu[2*(inTimes-1)] = parseTimes(f[0])
-				cpu[2*(inTimes-1)+1] = parseTimes(f[1])
-			}
-			inTimes++
-			continue
-		}
-		if len(f) == 1 && f[0] == "TIMES" {
-			inTimes = 1
-			continue
-		}
-		if len(f) < 3 {
-			continue
-		}
-		r := rows[f[1]]
-		if r == nil {
-			r = &latencyRow{}
-			rows[f[1]] = r
-		}
-		r.Calls++
-		if f[0] == "F" || len(f) != 4 {
-			r.Failed++
-			continue
-		}
-		a, err1 := strconv.ParseInt(f[2], 10, 64)
-		b, err2 := strconv.ParseInt(f[3], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, cpu, fmt.Errorf("bench: bad timing line %q", sc.Text())
-		}
-		durs[f[1]] = append(durs[f[1]], float64(b-a)/1000)
-	}
-	for name, d := range durs {
-		r := rows[name]
-		slices.Sort(d)
-		r.P50MS = round2(pct(d, 0.50))
-		r.P99MS = round2(pct(d, 0.99))
-		var sum float64
-		for _, v := range d {
-			sum += v
-		}
-		r.MeanMS = round2(sum / float64(len(d)))
-		r.CallsPerSec = round2(1000 * float64(len(d)) / sum)
-	}
-	return rows, cpu, nil
-}
-
-// parseTimes reads one field of bash's `times` ("0m0.012s") in ms.
-func parseTimes(s string) float64 {
-	m, rest, ok := strings.Cut(strings.TrimSuffix(s, "s"), "m")
-	if !ok {
-		return 0
-	}
-	mi, _ := strconv.ParseFloat(m, 64)
-	sec, _ := strconv.ParseFloat(strings.ReplaceAll(rest, ",", "."), 64)
-	return (mi*60 + sec) * 1000
-}
-
-func pct(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted))*p+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
-
-func (e *benchEnv) roundTrip(ctx context.Context, n int) (rt, floor *latencyRow, err error) {
-	// The floor script is in the session's tmp/ (read-only inside bwrap
-	// and docker); the directories it makes go to the sandbox's own TMPDIR.
-	script := `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$1" gb_echo "$GATEBRIDGE_SESSION_DIR/tmp/floor"; ` + seqScript
-	out, _, err := e.run(ctx, bridge.WatchAuto, script, true, strconv.Itoa(n))
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, _, err := latencies(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	rt, floor = rows["gb_echo"], rows["floor"]
-	if rt == nil || floor == nil {
-		return nil, nil, fmt.Errorf("bench: round trip printed nothing: %s", tail(out, 300))
-	}
-	return rt, floor, nil
-}
-
-func (e *benchEnv) pollRoundTrip(ctx context.Context, n int) (*latencyRow, error) {
-	out, _, err := e.run(ctx, bridge.WatchPoll, seqScript, false, strconv.Itoa(n), "gb_echo")
-	if err != nil {
-		return nil, err
-	}
-	rows, _, err := latencies(out)
-	if err != nil {
-		return nil, err
-	}
-	if rows["gb_echo"] == nil {
-		return nil, fmt.Errorf("bench: poll round trip printed nothing: %s", tail(out, 300))
-	}
-	return rows["gb_echo"], nil
-}
-
-// parScript starts K callers making M calls each, checks every output and
-// prints "P ok wall_us".
-const parScript = `k=$1 m=$2 t=${TMPDIR:-/tmp}
-t0=$EPOCHREALTIME
-for ((j=0; j<k; j++)); do
-	(
-		ok=0 o=$t/par.$j
-		for ((i=0; i<m; i++)); do
-			gb_echo "c$j-$i" > "$o" && read -r r < "$o" && [ "$r" = "c$j-$i" ] && ok=$((ok+1))
-		done
-		echo "$ok" > "$t/par.$j.ok"
-	) &
-done
-wait
-t1=$EPOCHREALTIME
-ok=0
-for ((j=0; j<k; j++)); do read -r x < "$t/par.$j.ok" && ok=$((ok+x)); done
-echo "P $ok $(( ${t1/[.,]/} - ${t0/[.,]/} ))"
-`
-
-func (e *benchEnv) parallel(ctx context.Context, k, m int) (*parallelRow, error) {
-	out, _, err := e.run(ctx, bridge.WatchAuto, parScript, false, strconv.Itoa(k), strconv.Itoa(m))
-	if err != nil {
-		return nil, err
-	}
-	var ok, wallUS int64
-	if _, err := fmt.Sscanf(strings.TrimSpace(out), "P %d %d", &ok, &wallUS); err != nil {
-		return nil, fmt.Errorf("bench: parallel printed %q", tail(out, 300))
-	}
-	total := k * m
-	return &parallelRow{Callers: k, CallsEach: m, WallMS: round2(float64(wallUS) / 1000),
-		CallsPerSec: round2(float64(total) / (float64(wallUS) / 1e6)), OK: int(ok), FailedLost: total - int(ok)}, nil
-}
-
-// slowScript calls gb_slow N times, then prints `times`: user and sys of
-// the shell and of all its (waited-for) children, i.e. every wrapper.
-const slowScript = `n=$1 o=${TMPDIR:-/tmp}/slow.out f=0
-t0=$EPOCHREALTIME
-for ((i=0; i<n; i++)); do
-	gb_slow > "$o" && read -r r < "$o" && [ "$r" = ok ] || f=$((f+1))
-done
-t1=$EPOCHREALTIME
-echo "S $f $(( ${t1/[.,]/} - ${t0/[.,]/} ))"
-echo TIMES
-times
-`
-
-func (e *benchEnv) slow(ctx context.Context, n int) (*slowRow, error) {
-	before := cpuSelf()
-	out, _, err := e.run(ctx, bridge.WatchAuto, slowScript, false, strconv.Itoa(n))
-	if err != nil {
-		return nil, err
-	}
-	host := cpuSelf() - before
-	var failed, wallUS int64
-	if _, err := fmt.Sscanf(out, "S %d %d", &failed, &wallUS); err != nil {
-		return nil, fmt.Errorf("bench: slow gate printed %q", tail(out, 300))
-	}
-	_, cpu, err := latencies(out)
-	if err != nil {
-		return nil, err
-	}
-	sandboxCPU := cpu[0] + cpu[1] + cpu[2] + cpu[3]
-	return &slowRow{Calls: n, GateMS: float64(slowGateDelay.Milliseconds()),
-		WallPerCallMS:       round2(float64(wallUS) / 1000 / float64(n)),
-		SandboxCPUPerCallMS: round2(sandboxCPU / float64(n)),
-		HostCPUPerCallMS:    round2(host.Seconds() * 1000 / float64(n)),
-		Failed:              int(failed)}, nil
-}
-
-func cpuSelf() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// session times the real binary: `gatebridge run --sandbox B -- true`
-// against `sh -c true`, alternating, as subprocesses.
-func (e *benchEnv) session(ctx context.Context, runs int) (*sessionRow, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	gbArgs := []string{"run", "--sandbox", e.backend.Name(), "--workspace", e.workspace}
-	if e.cfg.Sandbox.Docker.Image != "" && e.backend.Name() == "docker" {
-		gbArgs = append(gbArgs, "--image", e.cfg.Sandbox.Docker.Image)
-	}
-	gbArgs = append(gbArgs, "--", "true")
-	var gb, sh []float64
-	for range runs {
-		d, err := timeCmd(ctx, self, gbArgs...)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %s %s: %w", self, strings.Join(gbArgs, " "), err)
-		}
-		gb = append(gb, d)
-		if d, err = timeCmd(ctx, "sh", "-c", "true"); err != nil {
-			return nil, err
-		}
-		sh = append(sh, d)
-	}
-	slices.Sort(gb)
-	slices.Sort(sh)
-	g, s := pct(gb, 0.5), pct(sh, 0.5)
-	return &sessionRow{Runs: runs, GBMedianMS: round2(g), ShMedianMS: round2(s), Ratio: round2(g / s)}, nil
-}
-
-func timeCmd(ctx context.Context, name string, args ...string) (float64, error) {
-	c := exec.CommandContext(ctx, name, args...)
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	start := time.Now()
-	if err := c.Run(); err != nil {
-		return 0, fmt.Errorf("%w: %s", err, tail(errb.String(), 300))
-	}
-	return float64(time.Since(start).Microseconds()) / 1000, nil
-}
-
-// memScript makes FIRST calls, asks gb_mark to sample host memory, makes
-// the rest up to TOTAL, and samples again; W callers share the work.
-const memScript = `first=$1 total=$2 w=$3 t=${TMPDIR:-/tmp}
-batch() {
-	local n=$1 j
-	for ((j=0; j<w; j++)); do
-		(
-			f=0 o=$t/mem.$j
-			for ((i=j; i<n; i+=w)); do
-				gb_echo hello > "$o" && read -r r < "$o" && [ "$r" = hello ] || f=$((f+1))
-			done
-			echo "$f" > "$t/mem.$j.f"
-		) &
-	done
-	wait
-	for ((j=0; j<w; j++)); do read -r x < "$t/mem.$j.f" && fail=$((fail+x)); done
-}
-fail=0
-batch "$first"
-gb_mark > /dev/null || fail=$((fail+1))
-batch "$((total-first))"
-gb_mark > /dev/null || fail=$((fail+1))
-echo "M $fail"
-`
-
-func (e *benchEnv) memory(ctx context.Context, first, total, workers int) (*memoryRow, error) {
-	e.marks.mu.Lock()
-	e.marks.rss, e.marks.heap = nil, nil
-	e.marks.mu.Unlock()
-	debug.FreeOSMemory()
-	out, _, err := e.run(ctx, bridge.WatchAuto, memScript, false, strconv.Itoa(first), strconv.Itoa(total), strconv.Itoa(workers))
-	if err != nil {
-		return nil, err
-	}
-	var failed int
-	if _, err := fmt.Sscanf(out, "M %d", &failed); err != nil {
-		return nil, fmt.Errorf("bench: memory printed %q", tail(out, 300))
-	}
-	e.marks.mu.Lock()
-	defer e.marks.mu.Unlock()
-	if len(e.marks.rss) != 2 {
-		return nil, fmt.Errorf("bench: memory: %d samples, want 2", len(e.marks.rss))
-	}
-	mb := func(b int64) float64 { return round2(float64(b) / (1 << 20)) }
-	return &memoryRow{FirstCalls: first, Calls: total, Failed: failed,
-		RSSFirstMB: mb(e.marks.rss[0]), RSSLastMB: mb(e.marks.rss[1]),
-		HeapFirstMB: mb(e.marks.heap[0]), HeapLastMB: mb(e.marks.heap[1])}, nil
-}
-
-func machineInfo() benchMachine {
-	m := benchMachine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.Model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = unix.ByteSliceToString(u.Release[:])
-	}
-	return m
-}
-
-func (r *benchReport) targets() []benchTarget {
-	var t []benchTarget
-	add := func(name, target, value string, met bool) {
-		t = append(t, benchTarget{name, target, value, met})
-	}
-	if r.RoundTrip != nil && r.Floor != nil && r.Floor.P50MS > 0 {
-		x := r.RoundTrip.P50MS / r.Floor.P50MS
-		add("round trip vs floor", "p50 <= 1.4x floor", fmt.Sprintf("%.2fx", x), x <= 1.4 && r.RoundTrip.Failed == 0)
-	}
-	if r.RoundTrip != nil && r.Poll != nil && r.RoundTrip.P50MS > 0 {
-		x := r.Poll.P50MS / r.RoundTrip.P50MS
-		add("events vs poll", ">= 2x faster than poll at 10ms", fmt.Sprintf("%.2fx", x), x >= 2)
-	}
-	if r.Parallel != nil && r.RoundTrip != nil {
-		add("parallel", fmt.Sprintf("%dx%d: 0 lost, calls/s >= sequential", r.Parallel.Callers, r.Parallel.CallsEach),
-			fmt.Sprintf("%d lost, %.0f vs %.0f calls/s", r.Parallel.FailedLost, r.Parallel.CallsPerSec, r.RoundTrip.CallsPerSec),
-			r.Parallel.FailedLost == 0 && r.Parallel.CallsPerSec >= r.RoundTrip.CallsPerSec)
-	}
-	if r.Slow != nil {
-		add("slow gate CPU", "<= 10 ms per call (sandbox tree)", fmt.Sprintf("%.2f ms", r.Slow.SandboxCPUPerCallMS),
-			r.Slow.SandboxCPUPerCallMS <= 10 && r.Slow.Failed == 0)
-	}
-	if r.Session != nil {
-		add("session overhead", "run -- true <= 3x sh -c true", fmt.Sprintf("%.2fx", r.Session.Ratio), r.Session.Ratio <= 3)
-	}
-	if r.Memory != nil {
-		d := r.Memory.RSSLastMB - r.Memory.RSSFirstMB
-		add("memory", fmt.Sprintf("RSS after %d within 10 MB of after %d", r.Memory.Calls, r.Memory.FirstCalls),
-			fmt.Sprintf("%+.1f MB", d), d <= 10 && r.Memory.Failed == 0)
-	}
-	return t
-}
-
-func (r *benchReport) print(w io.Writer) {
-	fmt.Fprintf(w, "gatebridge bench: sandbox %s; %d CPUs, %s, kernel %s, %s\n\n", r.Sandbox, r.Machine.CPUs, r.Machine.Model, r.Machine.Kernel, r.Machine.Go)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "row\tcalls\tp50 ms\tp99 ms\tcalls/s\tfailed\tnotes")
-	lat := func(name string, l *latencyRow, note string) {
-		if l != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.0f\t%d\t%s\n", name, l.Calls, l.P50MS, l.P99MS, l.CallsPerSec, l.Failed, note)
-		}
-	}
-	lat("round trip", r.RoundTrip, "gb_echo hello, events + FIFO wake")
-	lat("floor", r.Floor, "sh + mkdir + cat, no IPC")
-	lat("poll mode", r.Poll, "bridge.watch=poll, 10ms")
-	if p := r.Parallel; p != nil {
-		fmt.Fprintf(tw, "parallel\t%dx%d\t\t\t%.0f\t%d\t%.0f ms wall\n", p.Callers, p.CallsEach, p.CallsPerSec, p.FailedLost, p.WallMS)
-	}
-	if s := r.Slow; s != nil {
-		fmt.Fprintf(tw, "slow gate\t%d\t%.1f\t\t\t%d\twall/call; CPU/call: sandbox %.2f ms, host %.2f ms\n", s.Calls, s.WallPerCallMS, s.Failed, s.SandboxCPUPerCallMS, s.HostCPUPerCallMS)
-	}
-	if s := r.Session; s != nil {
-		fmt.Fprintf(tw, "session\t%d\t%.2f\t\t\t\trun -- true (median); sh -c true %.2f ms; %.2fx\n", s.Runs, s.GBMedianMS, s.ShMedianMS, s.Ratio)
-	}
-	if m := r.Memory; m != nil {
-		fmt.Fprintf(tw, "memory\t%d\t\t\t\t%d\tRSS %.1f MB after %d, %.1f MB after %d (heap %.1f → %.1f MB)\n",
-			m.Calls, m.Failed, m.RSSFirstMB, m.FirstCalls, m.RSSLastMB, m.Calls, m.HeapFirstMB, m.HeapLastMB)
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\twant\tgot\tmet")
-	for _, t := range r.Targets {
-		met := "no"
-		if t.Met {
-			met = "yes"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Target, t.Value, met)
-	}
-	tw.Flush()
 }
