@@ -18,42 +18,6 @@ import (
 	"time"
 )
 
-// procsWithArgs lists pids whose command line contains all of words.
-func procsWithArgs(words ...string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		cl := strings.ReplaceAll(string(b), "\x00", " ")
-		ok := len(cl) > 0
-		for _, w := range words {
-			ok = ok && strings.Contains(cl, w)
-		}
-		if ok {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func advWait(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
-}
-
 // TestAdversarialFaults: a gate past its timeout (124, process gone), a
 // gate flooding output (capped, marked), a wrapper killed while waiting,
 // and the command killed with a call in flight.
@@ -129,7 +93,7 @@ kill -9 $$
 		if d := strings.Join(decisions["slowgate"], ","); d != "canceled,canceled" {
 			t.Errorf("slowgate decisions %q (the killed wrapper's call and the one in flight at the kill)", d)
 		}
-		if p := procsWithArgs("sleep", marker); len(p) > 0 {
+		if p := sleepPids(marker); len(p) > 0 {
 			t.Errorf("timed-out gate process still running: %v", p)
 		}
 		assertEmptyDir(t, sessions)
@@ -169,7 +133,7 @@ gates:
 				var so, se bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &so, &se
 				must(t, cmd.Start())
-				if !advWait(20*time.Second, func() bool { return len(procsWithArgs("sleep", marker)) > 0 }) {
+				if !waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 					cmd.Process.Kill()
 					cmd.Wait()
 					t.Fatalf("the gate never started; stderr %s", se.String())
@@ -187,8 +151,8 @@ gates:
 				if strings.Contains(so.String(), "after-hang") {
 					t.Errorf("the command went on after the signal: %q", so.String())
 				}
-				if !advWait(3*time.Second, func() bool { return len(procsWithArgs("sleep", marker)) == 0 }) {
-					t.Errorf("gate process still running after gatebridge exited: %v", procsWithArgs("sleep", marker))
+				if !waitFor(3*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+					t.Errorf("gate process still running after gatebridge exited: %v", sleepPids(marker))
 				}
 				assertEmptyDir(t, sessions)
 			})

@@ -38,12 +38,12 @@ gates:
 						"GATEBRIDGE_WAKE=" + mode + " timeout -s TERM 1 slowtree; echo rc=$?; sleep 4; echo end"}})
 					ended = time.Now()
 				}()
-				if !advWait(30*time.Second, func() bool { return len(procsWithArgs("sleep", marker)) > 0 }) {
+				if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 					wg.Wait()
 					t.Fatalf("the gate never started: %+v %q", res, out.Stderr)
 				}
 				started := time.Now()
-				gone := advWait(20*time.Second, func() bool { return len(procsWithArgs("sleep", marker)) == 0 })
+				gone := waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) == 0 })
 				goneAt := time.Now()
 				wg.Wait()
 				if !gone {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,7 +57,7 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 	go func() { done <- cmd.Wait() }()
 	started := waitFor(30*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(sessions, "*", "calls"))
-		return len(m) > 0 && sleepRunning(marker)
+		return len(m) > 0 && len(sleepPids(marker)) > 0
 	})
 	if !started {
 		cmd.Process.Kill()
@@ -82,7 +81,7 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 		t.Errorf("stdout %q", so.String())
 	}
 	assertEmptyDir(t, sessions)
-	if sleepRunning(marker) {
+	if len(sleepPids(marker)) > 0 {
 		t.Errorf("the command (sleep %s) still runs after gatebridge exited", marker)
 	}
 	if backend == "docker" {
@@ -95,20 +94,4 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 			t.Errorf("containers left after %v: %s", sig, ps)
 		}
 	}
-}
-
-// sleepRunning reports whether a process `sleep N` runs, in any namespace.
-func sleepRunning(n string) bool {
-	m, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range m {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(argv) == 2 && filepath.Base(argv[0]) == "sleep" && argv[1] == n {
-			return true
-		}
-	}
-	return false
 }

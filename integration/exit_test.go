@@ -134,7 +134,7 @@ func TestExitCommandTimeout(t *testing.T) {
 			t.Errorf("stdout %q", res.Stdout)
 		}
 		assertEmptyDir(t, sessions)
-		if sleepRunning(marker) {
+		if len(sleepPids(marker)) > 0 {
 			t.Errorf("sleep %s still runs after the timeout", marker)
 		}
 	})
