@@ -72,10 +72,7 @@ docker, for containers).`,
 				return nil
 			}
 			removed, err := d.Prune(ctx, docker.PruneOptions{})
-			for _, name := range removed {
-				fmt.Fprintln(out, name)
-			}
-			fmt.Fprintf(errw, "gatebridge: removed %d container(s)\n", len(removed))
+			printRemoved(cmd, removed)
 			return err
 		},
 	})

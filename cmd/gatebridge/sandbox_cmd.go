@@ -82,6 +82,28 @@ func engine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 	return d, nil
 }
 
+// withEngine is a RunE that hands run a docker backend whose engine
+// answers, and closes it after.
+func (a *app) withEngine(run func(cmd *cobra.Command, args []string, d *docker.Backend) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		d, err := engine(cmd.Context(), a.cfg)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return run(cmd, args, d)
+	}
+}
+
+// printRemoved lists the containers a prune removed (stdout) and counts
+// them (stderr).
+func printRemoved(cmd *cobra.Command, removed []string) {
+	for _, name := range removed {
+		fmt.Fprintln(cmd.OutOrStdout(), name)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: removed %d container(s)\n", len(removed))
+}
+
 // defaultSessionsRoot is where persistent sandbox name keeps its sessions
 // when sandbox.docker.sessions_root is empty: its own directory,
 // sandbox-<name> in [bridge.DefaultSessionParent] (private to this user).
@@ -256,14 +278,8 @@ func newSandboxStopCmd(a *app) *cobra.Command {
 		Use:   "stop NAME",
 		Short: "Remove the persistent sandbox NAME (its container; sessions are already gone)",
 		Args:  oneName("stop"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := a.cfg
-			d, err := engine(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			err = d.Stop(cmd.Context(), args[0])
+		RunE: a.withEngine(func(cmd *cobra.Command, args []string, d *docker.Backend) error {
+			err := d.Stop(cmd.Context(), args[0])
 			switch {
 			case errors.Is(err, docker.ErrNotFound):
 				// Stopping a sandbox that is already gone is not an error:
@@ -279,7 +295,7 @@ func newSandboxStopCmd(a *app) *cobra.Command {
 				os.RemoveAll(root)
 			}
 			return nil
-		},
+		}),
 	}
 	return needsConfig(cmd)
 }
@@ -303,13 +319,7 @@ func newSandboxLsCmd(a *app) *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List the persistent sandboxes",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := a.cfg
-			d, err := engine(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
+		RunE: a.withEngine(func(cmd *cobra.Command, _ []string, d *docker.Backend) error {
 			list, err := d.List(cmd.Context())
 			if err != nil {
 				return err
@@ -320,7 +330,7 @@ func newSandboxLsCmd(a *app) *cobra.Command {
 					SessionsRoot: i.SessionsRoot, Workspace: i.Workspace, Created: i.Created})
 			}
 			return printSandboxes(cmd.OutOrStdout(), out, asJSON)
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list")
 	return needsConfig(cmd)
@@ -358,20 +368,11 @@ the io.gatebridge.* labels); with --all also persistent sandboxes that are
 not running (except one created in the last minute, which may be starting).
 Running persistent sandboxes are kept: stop them by name.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := a.cfg
-			d, err := engine(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
+		RunE: a.withEngine(func(cmd *cobra.Command, _ []string, d *docker.Backend) error {
 			removed, err := d.Prune(cmd.Context(), docker.PruneOptions{Persistent: all})
-			for _, name := range removed {
-				fmt.Fprintln(cmd.OutOrStdout(), name)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: removed %d container(s)\n", len(removed))
+			printRemoved(cmd, removed)
 			return err
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also remove persistent sandboxes that are not running")
 	return needsConfig(cmd)
