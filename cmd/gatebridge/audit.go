@@ -54,44 +54,37 @@ func (a *auditLog) open() error {
 	return nil
 }
 
-// Write appends one record (a whole line).
+// Write appends one record (a whole line). Under the file's lock it
+// checks that the file is still the one at the path (another process may
+// have rotated it) and that the record fits; otherwise it rotates or
+// reopens and checks again, so no file grows past maxBytes.
 func (a *auditLog) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.f == nil {
-		if err := a.open(); err != nil {
-			return 0, err
+	for {
+		if a.f == nil {
+			if err := a.open(); err != nil {
+				return 0, err
+			}
 		}
-	}
-	fd := int(a.f.Fd())
-	unix.Flock(fd, unix.LOCK_EX)
-	// Another process rotated the file: write to the new one.
-	var cur, onDisk unix.Stat_t
-	if unix.Fstat(fd, &cur) == nil && (unix.Lstat(a.path, &onDisk) != nil || onDisk.Ino != cur.Ino || onDisk.Dev != cur.Dev) {
-		unix.Flock(fd, unix.LOCK_UN)
-		a.f.Close()
-		if err := a.open(); err != nil {
-			a.f = nil
-			return 0, err
-		}
-		fd = int(a.f.Fd())
+		fd := int(a.f.Fd())
 		unix.Flock(fd, unix.LOCK_EX)
-		unix.Fstat(fd, &cur)
-	}
-	if a.maxBytes > 0 && cur.Size > 0 && cur.Size+int64(len(p)) > a.maxBytes {
-		a.rotate()
-		unix.Flock(fd, unix.LOCK_UN)
-		a.f.Close()
-		if err := a.open(); err != nil {
-			a.f = nil
-			return 0, err
+		var cur, onDisk unix.Stat_t
+		rotated := unix.Fstat(fd, &cur) == nil && (unix.Lstat(a.path, &onDisk) != nil || onDisk.Ino != cur.Ino || onDisk.Dev != cur.Dev)
+		full := !rotated && a.maxBytes > 0 && cur.Size > 0 && cur.Size+int64(len(p)) > a.maxBytes
+		if full {
+			a.rotate()
 		}
-		fd = int(a.f.Fd())
-		unix.Flock(fd, unix.LOCK_EX)
+		if rotated || full {
+			unix.Flock(fd, unix.LOCK_UN)
+			a.f.Close()
+			a.f = nil
+			continue
+		}
+		n, err := a.f.Write(p)
+		unix.Flock(fd, unix.LOCK_UN)
+		return n, err
 	}
-	n, err := a.f.Write(p)
-	unix.Flock(fd, unix.LOCK_UN)
-	return n, err
 }
 
 // rotate shifts path.N-1 → path.N … path → path.1, dropping the oldest.
