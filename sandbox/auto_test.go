@@ -9,59 +9,31 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-type fakeBackend struct {
-	name string
-	err  error
-}
+type fakeBackend struct{ name string }
 
 func (f *fakeBackend) Name() string { return f.name }
 func (f *fakeBackend) Run(context.Context, *sandbox.Spec) (*sandbox.Result, error) {
 	return &sandbox.Result{}, nil
 }
 
-type fakeChecker struct{ fakeBackend }
-
-func (f *fakeChecker) Check(context.Context) error { return f.err }
-
-func TestAuto(t *testing.T) {
-	ctx := context.Background()
-	docker := &fakeChecker{fakeBackend{name: "docker", err: &sandbox.Error{Backend: "docker", Op: "ping",
-		Err: errors.New("engine unreachable at unix:///var/run/docker.sock")}}}
-	bwrapOK := &fakeChecker{fakeBackend{name: "bwrap"}}
-	bwrapBad := &fakeChecker{fakeBackend{name: "bwrap", err: errors.New("bwrap: no userns")}}
-	local := &fakeBackend{name: "local"}
-
-	b, why, err := sandbox.Auto(ctx, []sandbox.Backend{docker, bwrapOK, local})
-	if err != nil || b != bwrapOK {
-		t.Fatalf("Auto = %v, %q, %v", b, why, err)
-	}
-	if want := "docker: engine unreachable at unix:///var/run/docker.sock; bwrap: usable"; why != want {
-		t.Errorf("why = %q, want %q", why, want)
-	}
-
-	// A backend without Check counts as usable.
-	b, why, err = sandbox.Auto(ctx, []sandbox.Backend{docker, bwrapBad, local})
-	if err != nil || b != local || why != "docker: engine unreachable at unix:///var/run/docker.sock; bwrap: no userns; local: usable" {
-		t.Fatalf("Auto = %v, %q, %v", b, why, err)
-	}
-
-	b, why, err = sandbox.Auto(ctx, []sandbox.Backend{docker, bwrapBad})
-	if b != nil || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "no userns") {
+// With bwrap missing, auto over package sandbox's own backends fails
+// closed, and falls back to local only when that is allowed.
+func TestAutoRealBackends(t *testing.T) {
+	reg := sandbox.NewRegistry()
+	s := sandbox.Settings{Bwrap: sandbox.Bwrap{Path: "/nonexistent/bwrap"}}
+	b, _, why, err := reg.Auto(context.Background(), s, false)
+	if b != nil || !errors.Is(err, sandbox.ErrUnavailable) || !strings.HasPrefix(why, "bwrap: ") {
 		t.Fatalf("Auto = %v, %q, %v", b, why, err)
 	}
 	var se *sandbox.Error
-	if !errors.As(err, &se) || se.Backend != "docker" {
-		t.Errorf("the candidates' errors are not wrapped: %v", err)
+	if !errors.As(err, &se) || se.Backend != sandbox.BwrapName || se.Hint == "" {
+		t.Errorf("bwrap's error (with its hint) is not wrapped: %v", err)
 	}
-
-	if _, _, err := sandbox.Auto(ctx, nil); !errors.Is(err, sandbox.ErrUnavailable) {
-		t.Errorf("Auto(nil) = %v", err)
-	}
-}
-
-func TestAutoRealBackends(t *testing.T) {
-	b, why, err := sandbox.Auto(context.Background(), []sandbox.Backend{&sandbox.Bwrap{Path: "/nonexistent/bwrap"}, sandbox.NewLocal()})
-	if err != nil || b.Name() != "local" || !strings.HasPrefix(why, "bwrap: ") || !strings.HasSuffix(why, "; local: usable") {
+	b, e, why, err := reg.Auto(context.Background(), s, true)
+	if err != nil || b.Name() != sandbox.LocalName || e.Strength != 0 || !strings.HasPrefix(why, "bwrap: ") || !strings.HasSuffix(why, "; local: usable") {
 		t.Fatalf("Auto = %v, %q, %v", b, why, err)
+	}
+	if _, _, why, err := (&sandbox.Registry{}).Auto(context.Background(), s, true); !errors.Is(err, sandbox.ErrUnavailable) || why != "no candidates" {
+		t.Errorf("empty registry: %q, %v", why, err)
 	}
 }

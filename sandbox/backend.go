@@ -1,7 +1,14 @@
 // Package sandbox runs a command with a gatebridge session mounted, in one
 // of several isolation backends: [Local] (no isolation), [Bwrap] (bubblewrap
-// namespaces) and docker (a container, package sandbox/docker). [Auto]
-// picks the first that can run here.
+// namespaces) and docker (a container, package sandbox/docker).
+//
+// # Registry
+//
+// A [Registry] lists the backends a program offers, each as a
+// [BackendEntry]: name, what it isolates, platforms, constructor from
+// [Settings], availability check and doctor findings. [NewRegistry] has
+// local and bwrap; a program adds docker with docker.Register.
+// [Registry.Auto] picks the strongest isolation that can run here.
 //
 // # Contract
 //

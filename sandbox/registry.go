@@ -196,8 +196,13 @@ func Close(b Backend) {
 // Auto makes and checks the registered backends, strongest isolation
 // first (see [BackendEntry.Strength]), and returns the first that can run
 // here, with its entry; those that cannot are closed. Unsandboxed
-// backends are tried only when allowUnsandboxed is set. why and err are
-// as for [Auto].
+// backends are tried only when allowUnsandboxed is set. why tells what
+// was tried, for a log line or `gatebridge doctor`, e.g.
+//
+//	docker: engine unreachable at unix:///var/run/docker.sock; bwrap: usable
+//
+// When none can run, err wraps [ErrUnavailable] and every candidate's
+// error.
 func (r *Registry) Auto(ctx context.Context, s Settings, allowUnsandboxed bool) (Backend, BackendEntry, string, error) {
 	var cands []BackendEntry
 	for _, e := range r.Entries() {
@@ -206,7 +211,7 @@ func (r *Registry) Auto(ctx context.Context, s Settings, allowUnsandboxed bool) 
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b BackendEntry) int { return b.Strength - a.Strength })
-	b, i, why, err := pick(ctx, s, cands, true)
+	b, i, why, err := pick(ctx, s, cands)
 	if err != nil {
 		return nil, BackendEntry{}, why, err
 	}
@@ -214,8 +219,8 @@ func (r *Registry) Auto(ctx context.Context, s Settings, allowUnsandboxed bool) 
 }
 
 // pick makes each candidate in turn and returns the first that can run
-// here (closing the others it made when closeFailed is set).
-func pick(ctx context.Context, s Settings, cands []BackendEntry, closeFailed bool) (Backend, int, string, error) {
+// here, closing the others it made.
+func pick(ctx context.Context, s Settings, cands []BackendEntry) (Backend, int, string, error) {
 	var notes []string
 	var errs []error
 	for i, e := range cands {
@@ -227,9 +232,7 @@ func pick(ctx context.Context, s Settings, cands []BackendEntry, closeFailed boo
 			continue
 		}
 		if err = e.Usable(ctx, b); err != nil {
-			if closeFailed {
-				Close(b)
-			}
+			Close(b)
 			if ctx.Err() != nil {
 				return nil, 0, strings.Join(notes, "; "), fmt.Errorf("sandbox: choose backend: %w", ctx.Err())
 			}
@@ -293,4 +296,13 @@ func bwrapDoctor(ctx context.Context, b Backend, s Settings) []Finding {
 		{Check: "backend " + BwrapName, Status: StatusOK, Detail: "usable (namespaces, no network, capabilities dropped)"},
 		lim,
 	}
+}
+
+// reason is err without the "name: " prefix an [*Error] carries.
+func reason(name string, err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Err != nil {
+		return strings.TrimPrefix(e.Err.Error(), ErrUnavailable.Error()+": ")
+	}
+	return strings.TrimPrefix(err.Error(), name+": ")
 }
