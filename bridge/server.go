@@ -419,6 +419,12 @@ func (s *server) consider(id string) {
 // answered only removes the entry.
 func (s *server) acknowledge(name, base string) {
 	s.box.Remove(name, 8)
+	s.release(base)
+}
+
+// release removes the response files of call id and frees the bytes they
+// held against max_session_bytes.
+func (s *server) release(base string) {
 	s.mu.Lock()
 	n, ok := s.respBytes[base]
 	if ok {
@@ -453,7 +459,7 @@ func (s *server) refuseUntracked(id string) {
 		return // not published yet: seen again by a later scan
 	}
 	resp := s.d.Reject(id, start, gates.ExitDenied, s.errCallLimit())
-	s.deliver(&claimed{dir: c, start: start}, id, 1, resp)
+	s.deliver(&claimed{dir: c, start: start}, id, 1, resp, 0)
 	s.countIgnored(resp.Record)
 }
 
@@ -534,15 +540,26 @@ func (s *server) handle(c *claimed) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	stop := s.watchCaller(c.dir, cancel)
-	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.Gate, Args: call.Args, Stdin: call.Stdin, Cwd: call.Cwd, Start: c.start})
+	st := newStreamer(s, c.dir, id, call.Version)
+	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.Gate, Args: call.Args, Stdin: call.Stdin, Cwd: call.Cwd, Start: c.start,
+		Stdout: st.stdout(), Stderr: st.stderr()})
 	stop()
+	out, errOut, streamed := st.finish()
 	if errors.Is(context.Cause(ctx), errCallerGone) {
 		// No one will read the answer: record it and drop the call.
 		s.box.Remove(id, lim.MaxArgs+64)
+		s.release(id)
 		s.d.Record(resp.Record)
 		return
 	}
-	s.deliverVersion(c, id, call.Version, resp)
+	// What was not streamed, then gatebridge's own messages.
+	resp.Stdout = append(out, resp.Stdout...)
+	resp.Stderr = append(errOut, resp.Stderr...)
+	if st.errText != "" {
+		resp.Record.Error = strings.TrimSpace(resp.Record.Error + " (stream: " + st.errText + ")")
+	}
+	s.deliver(c, id, call.Version, resp, streamed)
+	s.d.Record(resp.Record)
 }
 
 // watchCaller cancels the call's context with errCallerGone when its
@@ -591,24 +608,26 @@ func (s *server) answer(c *claimed, id string, resp *Response) {
 }
 
 func (s *server) deliverVersion(c *claimed, id string, version int, resp *Response) {
-	s.deliver(c, id, version, resp)
+	s.deliver(c, id, version, resp, 0)
 	s.d.Record(resp.Record)
 }
 
 // deliver writes the answer (exit file last), wakes the wrapper, removes
 // the call directory, and completes resp.Record with what delivery did.
-func (s *server) deliver(c *claimed, id string, version int, resp *Response) {
+//
+// streamed is what the call's stream file already holds (see streamer).
+func (s *server) deliver(c *claimed, id string, version int, resp *Response, streamed int64) {
 	rec := &resp.Record
 	ans := mailbox.Answer{Code: resp.ExitCode, Stdout: resp.Stdout, Stderr: resp.Stderr}
-	if !s.reserve(id, ans.Size()) {
+	if !s.reserve(id, streamed+ans.Size()) {
 		msg := fmt.Sprintf("response of %d bytes refused: the session already holds %d bytes of unread responses (limit set by bridge.limits.max_session_bytes=%d)",
 			ans.Size(), s.held(), s.cfg.Limits.MaxSessionBytes)
 		rec.ExitCode, rec.Decision = gates.ExitDenied, DecisionRejected
 		rec.Error = strings.TrimSpace(rec.Error + "; " + msg)
 		ans = mailbox.Answer{Code: gates.ExitDenied, Stderr: []byte("gatebridge: " + msg + "\n")}
-		s.reserveAnyway(id, ans.Size())
+		s.reserveAnyway(id, streamed+ans.Size())
 	}
-	rec.BytesOut = ans.Size()
+	rec.BytesOut = streamed + ans.Size()
 	werr := s.box.Respond(id, version, ans)
 	if werr != nil {
 		rec.Error = strings.TrimSpace(rec.Error + "; " + werr.Error())
@@ -617,9 +636,14 @@ func (s *server) deliver(c *claimed, id string, version int, resp *Response) {
 		// waits for an exit file that never comes.
 		rec.ExitCode = gates.ExitFailure
 		ans = mailbox.Answer{Code: gates.ExitFailure, Stderr: []byte("gatebridge: cannot write the response: " + werr.Error() + "\n")}
-		rec.BytesOut = ans.Size()
+		rec.BytesOut = streamed + ans.Size()
 		if err := s.box.Respond(id, version, ans); err != nil {
-			rec.Error += "; error response: " + err.Error()
+			// Still no room: what this call streamed goes, so that its
+			// caller gets the error instead of waiting forever.
+			s.box.RemoveAnswer(id)
+			if err := s.box.Respond(id, version, ans); err != nil {
+				rec.Error += "; error response: " + err.Error()
+			}
 		}
 	}
 	if c.dir != nil {

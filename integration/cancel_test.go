@@ -62,3 +62,58 @@ gates:
 		}
 	})
 }
+
+// TestStreamingCommandGate: a command gate's first line reaches the caller
+// while the gate still runs (it sleeps 3 s before the second), on every
+// backend; the output is complete and in order.
+func TestStreamingCommandGate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		cfg := `
+gates:
+  commands:
+    - name: slowlines
+      command: [sh, -c, "echo one; sleep 3; echo two"]
+      timeout: 30s
+`
+		res, out := gbJSON(t, backend, Run{Config: cfg, Command: []string{"sh", "-c",
+			// /proc/uptime in centiseconds: every image has it, not every date has %N.
+			`cs() { read -r u _ < /proc/uptime; echo "${u%.*}${u#*.}"; }
+s=$(cs); slowlines 2>&1 | { IFS= read -r l; e=$(cs); echo "first=$l ms=$(( (e-s)*10 ))"; cat; }`}})
+		var first string
+		var ms int
+		if _, err := fmt.Sscanf(res.Stdout, "first=%s ms=%d\n", &first, &ms); err != nil || first != "one" {
+			t.Fatalf("stdout %q (%v), stderr %q %q", res.Stdout, err, res.Stderr, out.Stderr)
+		}
+		t.Logf("first line after %d ms (the gate sleeps 3 s before the second)", ms)
+		if ms > 1500 {
+			t.Errorf("first line reached the caller after %d ms: not streamed", ms)
+		}
+		if want := fmt.Sprintf("first=one ms=%d\ntwo\n", ms); res.Stdout != want {
+			t.Errorf("stdout %q, want %q", res.Stdout, want)
+		}
+	})
+}
+
+// TestPipeClosedCancelsGate: `gate | head -1` stops the gate once head has
+// gone: the wrapper's next write of streamed output meets a closed pipe
+// (SIGPIPE), and the host cancels the gate instead of letting it run 30 s.
+func TestPipeClosedCancelsGate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		cfg := `
+gates:
+  commands:
+    - name: chatty
+      command: [sh, -c, "echo one; sleep 1; echo two; sleep 30; echo three"]
+      timeout: 60s
+`
+		res, out := gbJSON(t, backend, Run{Config: cfg, Command: []string{"sh", "-c", `chatty | head -1`}})
+		if res.Stdout != "one\n" || len(res.Calls) != 1 {
+			t.Fatalf("stdout %q calls %+v stderr %q %q", res.Stdout, res.Calls, res.Stderr, out.Stderr)
+		}
+		c := res.Calls[0]
+		t.Logf("gate ran %.0f ms, decision %s", c.DurationMS, c.Decision)
+		if c.Decision != "canceled" || c.DurationMS > 15000 {
+			t.Errorf("call %+v: want canceled soon after the second line", c)
+		}
+	})
+}

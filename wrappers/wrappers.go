@@ -144,7 +144,7 @@ var templates = sync.OnceValue(func() scriptParts {
 		"@WAKE_ENV@", mailbox.EnvWake, "@WAIT_ENV@", mailbox.EnvWaitTimeout, "@CHECK_ENV@", mailbox.EnvWakeCheck,
 		"@CALLS@", mailbox.DirCalls, "@RESPONSES@", mailbox.DirResponses,
 		"@ARGV@", mailbox.FileArgv, "@STDIN@", mailbox.FileStdin, "@WAKE@", mailbox.FileWake, "@READY@", mailbox.FileReady, "@CANCEL@", mailbox.FileCancel,
-		"@EXIT@", mailbox.ExtExit, "@STDOUT@", mailbox.ExtStdout, "@STDERR@", mailbox.ExtStderr, "@ACK@", mailbox.AckSuffix,
+		"@EXIT@", mailbox.ExtExit, "@STREAM@", mailbox.ExtStream, "@STDOUT@", mailbox.ExtStdout, "@STDERR@", mailbox.ExtStderr, "@ACK@", mailbox.AckSuffix,
 		"@FIFO@", mailbox.WakeFIFO, "@SLOT@", mailbox.SlotPrefix, "@INLINE@", mailbox.ModeInline,
 		"@O@", string(rune(mailbox.LineStdout)), "@OP@", string(rune(mailbox.LineStdoutPartial)),
 		"@E@", string(rune(mailbox.LineStderr)), "@EP@", string(rune(mailbox.LineStderrPartial)),
@@ -161,15 +161,17 @@ gb_fail() { printf 'gatebridge: %s: %s\n' "$g" "$2" >&2; exit "$1"; }
 # Claim a call slot the host prepared (with its wake FIFO) by creating its
 # argv exclusively (set -C: O_EXCL), with no process start; when none is
 # free, make a call directory.
-d=
-set -C
-for d in "$c"/@SLOT@*; do
-	{ printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@"; } 2>/dev/null && break
-	d=
-done
-set +C
+d= sl= si=
+if [ -z "${GATEBRIDGE_NO_SLOT:-}" ]; then
+	set -C
+	for d in "$c"/@SLOT@*; do
+		{ printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@"; } 2>/dev/null && break
+		d=
+	done
+	set +C
+fi
 if [ -n "$d" ]; then
-	i=${d##*/}
+	i=${d##*/} sl=1
 else
 	if ! { read -r i < /proc/sys/kernel/random/uuid; } 2>/dev/null || [ -z "$i" ]; then
 		i=p$$-${PPID:-0}-$#
@@ -185,10 +187,10 @@ else
 fi
 `
 
-const stdinAlways = `if [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
+const stdinAlways = `if [ ! -t 0 ]; then si=1; cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
 `
 
-const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
+const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then si=1; cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
 `
 
 const scriptTail = `w=
@@ -205,9 +207,36 @@ if [ -z "$w" ]; then
 	gb_sig() { : > "$d/@CANCEL@" 2>/dev/null; trap - "$1"; kill -s "$1" $$; exit "$2"; }
 	trap 'gb_sig INT 130' INT; trap 'gb_sig TERM 143' TERM; trap 'gb_sig HUP 129' HUP; trap 'gb_sig PIPE 141' PIPE
 fi
-: > "$d/@READY@" || gb_fail 1 "cannot publish call"
+if ! { command : > "$d/@READY@"; } 2>/dev/null; then
+	# A slot that cannot be published (the host dropped it meanwhile)
+	# is given up: start over in a directory of our own, unless stdin
+	# was already read into it.
+	[ -z "$sl" ] || [ -n "$si" ] || GATEBRIDGE_NO_SLOT=1 exec "$0" "$@"
+	gb_fail 1 "cannot publish call"
+fi
 x=$r/$i
 t=${@WAIT_ENV@:-0}; t=$((t*1000)); e=0
+gb_line() {
+	case $1 in
+	@O@*) printf '%s\n' "${1#?}";;
+	@E@*) printf '%s\n' "${1#?}" >&2;;
+	@OP@*) printf '%s' "${1#?}";;
+	@EP@*) printf '%s' "${1#?}" >&2;;
+	esac
+}
+# A gate that runs long streams its output to $x@STREAM@ (the answer's
+# line format): print what is there, keeping a line the host is still
+# writing for the next turn.
+so=; p=
+gb_follow() {
+	if [ -z "$so" ]; then
+		[ -f "$x@STREAM@" ] || return 0
+		{ command exec 4< "$x@STREAM@"; } 2>/dev/null || return 0
+		so=1
+	fi
+	while IFS= read -r l <&4; do gb_line "$p$l"; p=; done
+	p=$p$l
+}
 if [ -n "$w" ]; then
 	# read -t is not POSIX: probed on a here-document, quietly, no fork.
 	k=
@@ -216,6 +245,7 @@ x
 GBEOF
 	then k=${@CHECK_ENV@:-1}; fi
 	while [ ! -f "$x@EXIT@" ]; do
+		gb_follow
 		if [ -n "$k" ]; then
 			# A byte without the exit file is the host's heartbeat: it is
 			# alive, so the wait timeout starts again.
@@ -229,25 +259,20 @@ GBEOF
 else
 	s=1
 	while [ ! -f "$x@EXIT@" ]; do
+		gb_follow
 		[ "$t" -eq 0 ] || [ "$e" -lt "$t" ] || gb_fail 124 "timed out waiting for the host"
 		case $s in 1) sleep 0.001;; 2) sleep 0.002;; 5) sleep 0.005;; 10) sleep 0.01;; 20) sleep 0.02;; 50) sleep 0.05;; *) sleep 0.1;; esac
 		e=$((e+s))
 		case $s in 1) s=2;; 2) s=5;; 5) s=10;; 10) s=20;; 20) s=50;; *) s=100;; esac
 	done
 fi
+gb_follow
 {
 	read -r q || q=
 	case $q in ''|*[!0-9]*) gb_fail 1 "malformed exit code from the host";; esac
 	read -r m || m=
 	if [ "$m" = @INLINE@ ]; then
-		while IFS= read -r l; do
-			case $l in
-			@O@*) printf '%s\n' "${l#?}";;
-			@E@*) printf '%s\n' "${l#?}" >&2;;
-			@OP@*) printf '%s' "${l#?}";;
-			@EP@*) printf '%s' "${l#?}" >&2;;
-			esac
-		done
+		while IFS= read -r l; do gb_line "$l"; done
 	else
 		[ ! -s "$x@STDOUT@" ] || cat "$x@STDOUT@"
 		[ ! -s "$x@STDERR@" ] || cat "$x@STDERR@" >&2

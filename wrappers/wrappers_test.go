@@ -54,8 +54,11 @@ type fakeHost struct {
 	exit int
 	big  bool // force the cat path (output past mailbox.InlineMax)
 	wake bool
-	done chan struct{}
-	wg   sync.WaitGroup
+	// stream: send stdout through <id>.stream (split in two writes, a
+	// wake between them) before the answer, which holds only stderr
+	stream bool
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -135,6 +138,23 @@ func (h *fakeHost) answer(id, cd string, exit int) {
 	if big {
 		out.WriteString(strings.Repeat("#", mailbox.InlineMax)) // past the inline limit: cat prints it
 	}
+	h.mu.Lock()
+	stream := h.stream
+	h.mu.Unlock()
+	if stream && mailbox.Streamable(out.Bytes()) {
+		st, err := box.OpenStream(id)
+		if err != nil {
+			return
+		}
+		b := out.Bytes()
+		half := len(b) / 2
+		st.Write(mailbox.StreamLines(false, b[:half]))
+		c.Wake()
+		time.Sleep(50 * time.Millisecond)
+		st.Write(mailbox.StreamLines(false, b[half:]))
+		st.Close()
+		out.Reset()
+	}
 	box.Respond(id, version, mailbox.Answer{Code: exit, Stdout: out.Bytes(), Stderr: []byte("err-" + gate)})
 	if wake {
 		c.Wake()
@@ -192,15 +212,18 @@ func expected(gate string, args []string, stdin *string) string {
 func TestArgsRoundTripByteExact(t *testing.T) {
 	for name, sh := range shells(t) {
 		for _, mode := range []struct {
-			name string
-			env  []string
-			big  bool
-		}{{"fifo-text", nil, false}, {"fifo-cat", nil, true}, {"poll", []string{"GATEBRIDGE_WAKE=poll"}, false}} {
+			name   string
+			env    []string
+			big    bool
+			stream bool
+		}{{"fifo-text", nil, false, false}, {"fifo-cat", nil, true, false}, {"poll", []string{"GATEBRIDGE_WAKE=poll"}, false, false},
+			{"fifo-stream", nil, false, true}, {"poll-stream", []string{"GATEBRIDGE_WAKE=poll"}, false, true}} {
 			t.Run(name+"/"+mode.name, func(t *testing.T) {
 				h := newFakeHost(t)
 				h.mu.Lock()
 				h.big = mode.big
 				h.wake = mode.env == nil
+				h.stream = mode.stream
 				h.mu.Unlock()
 				script := h.install(t, Spec{Name: "probe"})
 				args := hostileArgs
@@ -560,6 +583,34 @@ func TestSlotClaimWithoutPrograms(t *testing.T) {
 			out, errOut, code := runWrapper(t, sh, script, nil, nil, "x")
 			if code != 0 || out != expected("probe", []string{"x"}, nil) {
 				t.Fatalf("fallback: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
+	}
+}
+
+// A slot that cannot be published (here its ready is a directory; in life
+// the host dropped it between the claim and the publication) is given up:
+// the wrapper starts over in a directory of its own, in every shell.
+func TestSlotLostStartsOver(t *testing.T) {
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t)
+			box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
+			if err := box.MakeSlot("_1"); err != nil {
+				t.Fatal(err)
+			}
+			os.Mkdir(filepath.Join(h.dir, "calls", "_1", mailbox.FileReady), 0o755)
+			script := h.install(t, Spec{Name: "probe"})
+			out, errOut, code := runWrapper(t, sh, script, nil, nil, "a b")
+			if code != 0 || out != expected("probe", []string{"a b"}, nil) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "calls", "_1", mailbox.FileArgv)); err != nil {
+				t.Errorf("the slot was not claimed first: %v", err)
 			}
 		})
 	}

@@ -79,7 +79,7 @@ func (b *Box) Remove(name string, budget int) error {
 
 // RemoveAnswer removes the response files of call id.
 func (b *Box) RemoveAnswer(id string) {
-	for _, ext := range []string{ExtStdout, ExtStderr, ExtExit} {
+	for _, ext := range []string{ExtStdout, ExtStderr, ExtExit, ExtStream} {
 		unix.Unlinkat(b.respFd, id+ext, 0)
 	}
 }

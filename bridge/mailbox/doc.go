@@ -29,6 +29,9 @@
 //	                              ASCII without NUL)
 //	                              "f": the output is in <id>.stdout and
 //	                              <id>.stderr (large, or holding NUL bytes)
+//	responses/<id>.stream  a gate still running after 50 ms: its output so far,
+//	                    in the inline line format, appended as it is written
+//	                    (the exit file then holds only what was not streamed)
 //	calls/<id>/cancel   optional: the wrapper was stopped by a signal while
 //	                    it waited (the host cancels the gate, answers nothing)
 //	calls/<id>.done     the wrapper's acknowledgement: the host removes the

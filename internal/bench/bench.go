@@ -64,6 +64,7 @@ type Report struct {
 	Command   string       `json:"command"`
 	RoundTrip *LatencyRow  `json:"round_trip"`
 	Floor     *LatencyRow  `json:"floor"`
+	Process   *LatencyRow  `json:"process_start"` // /bin/echo hello: one process start
 	Poll      *LatencyRow  `json:"poll"`
 	Parallel  *ParallelRow `json:"parallel"`
 	Slow      *SlowRow     `json:"slow_gate"`
@@ -195,7 +196,7 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 	progress := e.Progress
 
 	progress(fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N))
-	if rep.RoundTrip, rep.Floor, err = e.roundTrip(ctx, o.N); err != nil {
+	if rep.RoundTrip, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N); err != nil {
 		return nil, err
 	}
 	progress(fmt.Sprintf("parallel, %d x %d calls", o.K, o.M))
@@ -456,23 +457,25 @@ func pct(sorted []float64, p float64) float64 {
 
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
-func (e *env) roundTrip(ctx context.Context, n int) (rt, floor *LatencyRow, err error) {
+func (e *env) roundTrip(ctx context.Context, n int) (rt, floor, proc *LatencyRow, err error) {
 	// The floor script is in the session's tmp/ (read-only inside bwrap
 	// and docker); the directories it makes go to the sandbox's own TMPDIR.
-	script := `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$1" gb_echo "$GATEBRIDGE_SESSION_DIR/tmp/floor"; ` + seqScript
+	// /bin/echo is one process start in the same sandbox, the yardstick of
+	// a call that starts no process besides its wrapper.
+	script := `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$1" gb_echo "$GATEBRIDGE_SESSION_DIR/tmp/floor" /bin/echo; ` + seqScript
 	out, _, err := e.run(ctx, bridge.WatchAuto, script, true, strconv.Itoa(n))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	rows, _, err := latencies(out)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	rt, floor = rows["gb_echo"], rows["floor"]
-	if rt == nil || floor == nil {
-		return nil, nil, fmt.Errorf("bench: round trip printed nothing: %s", tail(out, 300))
+	rt, floor, proc = rows["gb_echo"], rows["floor"], rows["echo"]
+	if rt == nil || floor == nil || proc == nil {
+		return nil, nil, nil, fmt.Errorf("bench: round trip printed nothing: %s", tail(out, 300))
 	}
-	return rt, floor, nil
+	return rt, floor, proc, nil
 }
 
 func (e *env) pollRoundTrip(ctx context.Context, n int) (*LatencyRow, error) {
@@ -679,6 +682,10 @@ func (r *Report) targets() []Target {
 		x := r.RoundTrip.P50MS / r.Floor.P50MS
 		add("round trip vs floor", "p50 <= 1.4x floor", fmt.Sprintf("%.2fx", x), x <= 1.4 && r.RoundTrip.Failed == 0)
 	}
+	if r.RoundTrip != nil && r.Process != nil && r.Process.P50MS > 0 {
+		x := r.RoundTrip.P50MS / r.Process.P50MS
+		add("round trip vs process start", "p50 <= 1.5x /bin/echo", fmt.Sprintf("%.2fx", x), x <= 1.5 && r.RoundTrip.Failed == 0)
+	}
 	if r.RoundTrip != nil && r.Poll != nil && r.RoundTrip.P50MS > 0 {
 		x := r.Poll.P50MS / r.RoundTrip.P50MS
 		add("events vs poll", ">= 2x faster than poll at 10ms", fmt.Sprintf("%.2fx", x), x >= 2)
@@ -715,6 +722,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	lat("round trip", r.RoundTrip, "gb_echo hello, events + FIFO wake")
 	lat("floor", r.Floor, "sh + mkdir + cat, no IPC")
+	lat("process start", r.Process, "/bin/echo hello: one process start")
 	lat("poll mode", r.Poll, "bridge.watch=poll, 10ms")
 	if p := r.Parallel; p != nil {
 		fmt.Fprintf(tw, "parallel\t%dx%d\t\t\t%.0f\t%d\t%.0f ms wall\n", p.Callers, p.CallsEach, p.CallsPerSec, p.FailedLost, p.WallMS)
