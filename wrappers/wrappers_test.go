@@ -161,6 +161,24 @@ func (h *fakeHost) answer(id, cd string, exit int) {
 	}
 }
 
+// newFakeHostWithSlots is a fake host with call slots prepared as the
+// bridge prepares them.
+func newFakeHostWithSlots(t *testing.T, names ...string) *fakeHost {
+	t.Helper()
+	h := newFakeHost(t)
+	box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	for _, n := range names {
+		if err := box.MakeSlot(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
 func (h *fakeHost) install(t *testing.T, s Spec) string {
 	t.Helper()
 	if err := WriteDir(filepath.Join(h.dir, "bin"), []Spec{s}); err != nil {
@@ -544,17 +562,7 @@ func TestSignalLeavesCancelMarker(t *testing.T) {
 func TestSlotClaimWithoutPrograms(t *testing.T) {
 	for name, sh := range shells(t) {
 		t.Run(name, func(t *testing.T) {
-			h := newFakeHost(t)
-			box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer box.Close()
-			for _, n := range []string{"_1", "_2"} {
-				if err := box.MakeSlot(n); err != nil {
-					t.Fatal(err)
-				}
-			}
+			h := newFakeHostWithSlots(t, "_1", "_2")
 			script := h.install(t, Spec{Name: "probe"})
 			args := []string{"a b", "", "$x", "-n"}
 			path := "/nonexistent"
@@ -594,15 +602,7 @@ func TestSlotClaimWithoutPrograms(t *testing.T) {
 func TestSlotLostStartsOver(t *testing.T) {
 	for name, sh := range shells(t) {
 		t.Run(name, func(t *testing.T) {
-			h := newFakeHost(t)
-			box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer box.Close()
-			if err := box.MakeSlot("_1"); err != nil {
-				t.Fatal(err)
-			}
+			h := newFakeHostWithSlots(t, "_1")
 			os.Mkdir(filepath.Join(h.dir, "calls", "_1", mailbox.FileReady), 0o755)
 			script := h.install(t, Spec{Name: "probe"})
 			out, errOut, code := runWrapper(t, sh, script, nil, nil, "a b")
