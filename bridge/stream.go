@@ -12,11 +12,18 @@ import (
 // slower one's output reaches its caller as it is written.
 const streamAfter = 50 * time.Millisecond
 
+// streamMax bounds what one call streams. The wrappers follow a stream
+// with the shell's read, which in dash takes a system call per byte (1 MiB
+// took about a quarter of a second): streaming is for the first lines of
+// a slow gate; bulk output past this goes with the answer, which the
+// wrapper prints with cat.
+const streamMax = 64 << 10
+
 // streamer takes a gate's output for the mailbox server. It buffers it
 // until streamAfter has passed, then (for a v2 caller) writes what it
 // holds and everything after to responses/<id>.stream, waking the caller
-// after each write. Output a stream cannot carry (not ASCII text, or past
-// max_session_bytes) ends streaming: it and all that follows is held for
+// after each write. Output a stream cannot carry (not ASCII text, past
+// streamMax, or past max_session_bytes) ends streaming: it and all that follows is held for
 // the answer, after what was streamed, so the caller still gets every byte
 // in order per stream.
 type streamer struct {
@@ -104,7 +111,7 @@ func (st *streamer) append(stderr bool, p []byte) bool {
 		return false
 	}
 	lines := mailbox.StreamLines(stderr, p)
-	if !st.s.reserve(st.id, st.st.Size()+int64(len(lines))) {
+	if st.st.Size()+int64(len(lines)) > streamMax || !st.s.reserve(st.id, st.st.Size()+int64(len(lines))) {
 		st.held = true
 		return false
 	}

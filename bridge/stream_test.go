@@ -1,8 +1,13 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +72,33 @@ t_slow bin 2>>err.txt | base64 -w0; echo; cat err.txt`)
 		if c.Gate == "t_slow" && (c.ExitCode != 3 || c.Decision != DecisionRan) {
 			t.Errorf("call %+v", c)
 		}
+	}
+}
+
+// Past streamMax a call's output stops streaming and the rest comes with
+// the answer (printed with cat): still every byte, in order.
+func TestStreamCapHoldsTheRest(t *testing.T) {
+	var want bytes.Buffer
+	for i := 0; want.Len() < 3*streamMax; i++ {
+		fmt.Fprintf(&want, "line %d of a slow gate's bulk output\n", i)
+	}
+	reg := gates.NewRegistry()
+	reg.MustRegister(gates.Func(gates.Spec{Name: "t_bulk"}, func(ctx context.Context, c *gates.Call) (int, error) {
+		time.Sleep(2 * streamAfter)
+		b := want.Bytes()
+		for len(b) > 0 {
+			n := min(len(b), 4096)
+			c.Stdout.Write(b[:n])
+			b = b[n:]
+		}
+		return 0, nil
+	}))
+	res := run(t, Config{Gates: reg}, `t_bulk | sha256sum`)
+	sum := sha256.Sum256(want.Bytes())
+	if got := strings.Fields(res.Stdout); len(got) == 0 || got[0] != hex.EncodeToString(sum[:]) {
+		t.Errorf("stdout %q: want sha256 %x of %d bytes", res.Stdout, sum, want.Len())
+	}
+	if res.Calls[0].BytesOut < int64(want.Len()) {
+		t.Errorf("record: %d bytes out, want at least %d", res.Calls[0].BytesOut, want.Len())
 	}
 }
