@@ -261,7 +261,10 @@ else
 	while [ ! -f "$x@EXIT@" ]; do
 		gb_follow
 		[ "$t" -eq 0 ] || [ "$e" -lt "$t" ] || gb_fail 124 "timed out waiting for the host"
-		case $s in 1) sleep 0.001;; 2) sleep 0.002;; 5) sleep 0.005;; 10) sleep 0.01;; 20) sleep 0.02;; 50) sleep 0.05;; *) sleep 0.1;; esac
+		case $s in 1) z=0.001;; 2) z=0.002;; 5) z=0.005;; 10) z=0.01;; 20) z=0.02;; 50) z=0.05;; *) z=0.1;; esac
+		# wait, unlike a foreground sleep, returns at once for a trapped
+		# signal; the sleep must not hold the caller's stdout open.
+		sleep "$z" </dev/null >/dev/null 2>&1 & wait $!
 		e=$((e+s))
 		case $s in 1) s=2;; 2) s=5;; 5) s=10;; 10) s=20;; 20) s=50;; *) s=100;; esac
 	done
