@@ -473,3 +473,28 @@ echo "slots=$(ls -d "$c"/_* | wc -l)"`)
 		t.Errorf("%d slot entries: the host made more than max_calls (%d) slots", n, maxCalls)
 	}
 }
+
+// Slot names planted as symlinks to a host directory are skipped: the host
+// builds a slot where the sandbox cannot write and moves it in without
+// replacing anything, so it never writes through the link.
+func TestSlotNamesPlantedAsLinks(t *testing.T) {
+	target := t.TempDir()
+	res := run(t, Config{}, `c=$GATEBRIDGE_CALLS_DIR
+for n in 1 2 3 4 5 6 7 8 9 10; do ln -s `+target+` "$c/_$n"; done
+t_echo a; t_echo b; t_echo c`)
+	if res.Stdout != "a\nb\nc\n" {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Errorf("the host wrote into the linked directory: %v", ents)
+	}
+	slots := 0
+	for _, c := range res.Calls {
+		if strings.HasPrefix(c.ID, mailbox.SlotPrefix) {
+			slots++
+		}
+	}
+	if slots == 0 {
+		t.Errorf("no call used a slot past the planted names: %+v", res.Calls)
+	}
+}

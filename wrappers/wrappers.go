@@ -165,7 +165,11 @@ d= sl= si=
 if [ -z "${GATEBRIDGE_NO_SLOT:-}" ]; then
 	set -C
 	for d in "$c"/@SLOT@*; do
-		{ printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@"; } 2>/dev/null && break
+		# A slot is a real directory holding the host's FIFO: skip links
+		# and anything else a command left under a slot-like name.
+		if [ ! -L "$d" ] && [ -p "$d/@WAKE@" ]; then
+			{ printf '%s\0' "${PWD:-}" "$g" "$@" > "$d/@ARGV@"; } 2>/dev/null && break
+		fi
 		d=
 	done
 	set +C

@@ -28,6 +28,9 @@ func (b *Box) MakeSlot(name string) error {
 	if !ValidID(name) {
 		return errors.New("mailbox: invalid slot name")
 	}
+	if _, err := statAt(b.respFd, name+ExtExit); err == nil {
+		return unix.EEXIST // answered before: a caller could read that answer
+	}
 	tmp := ".slot-" + name
 	if err := unix.Mkdirat(b.respFd, tmp, 0o770); err != nil {
 		return err
