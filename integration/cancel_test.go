@@ -2,6 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +119,30 @@ gates:
 			t.Errorf("call %+v: want canceled soon after the second line", c)
 		}
 	})
+}
+
+// TestSignalCancelsBuiltinGate: a built-in gate (search with a slow
+// pattern over 20 MB, seconds of work) stops soon after its caller is
+// killed, recorded as canceled, instead of running to its end.
+func TestSignalCancelsBuiltinGate(t *testing.T) {
+	needBackend(t, "local")
+	ws := workspace(t)
+	line := strings.Repeat("abcdefghij", 7) + "\n"
+	data := strings.Repeat(line, (4<<20)/len(line))
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%d.txt", i)), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, out := gbJSON(t, "local", Run{Dir: ws, Command: []string{"sh", "-c",
+		`search '\w{20,40}zzz' & p=$!; sleep 0.3; kill -TERM $p; wait $p; echo "rc=$?"; sleep 3`}})
+	if res.Stdout != "rc=143\n" || len(res.Calls) != 1 {
+		t.Fatalf("stdout %q calls %+v stderr %q %q", res.Stdout, res.Calls, res.Stderr, out.Stderr)
+	}
+	c := res.Calls[0]
+	t.Logf("search ran %.0f ms before it stopped (decision %s)", c.DurationMS, c.Decision)
+	// Not the end of the run (3 s later) but the caller going away.
+	if c.Decision != "canceled" || !strings.Contains(c.Error, "caller went away") || c.DurationMS > 2500 {
+		t.Errorf("call %+v: want canceled within a few hundred ms of the kill", c)
+	}
 }
