@@ -187,12 +187,17 @@ func (h *fakeHost) install(t *testing.T, s Spec) string {
 	return filepath.Join(h.dir, "bin", s.Name)
 }
 
+// wrapperDir is the working directory runWrapper runs wrappers in ("":
+// the test's).
+var wrapperDir string
+
 func runWrapper(t *testing.T, shell []string, script string, env []string, stdin []byte, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, shell[0], append(append(shell[1:], script), args...)...)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Dir = wrapperDir
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -611,6 +616,25 @@ func TestSlotLostStartsOver(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(h.dir, "calls", "_1", mailbox.FileArgv)); err != nil {
 				t.Errorf("the slot was not claimed first: %v", err)
+			}
+		})
+	}
+}
+
+// A wrapper run by a relative path, as `./bin/gate` or from a relative
+// PATH entry, finds its session from $0, and one whose slot is lost runs
+// itself again from the caller's directory (it works from inside calls/).
+func TestRelativeInvocation(t *testing.T) {
+	for name, sh := range shells(t) {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHostWithSlots(t, "_1")
+			os.Mkdir(filepath.Join(h.dir, "calls", "_1", mailbox.FileReady), 0o755) // lost slot
+			h.install(t, Spec{Name: "probe"})
+			wrapperDir = h.dir
+			defer func() { wrapperDir = "" }()
+			out, errOut, code := runWrapper(t, sh, "bin/probe", nil, nil, "x")
+			if code != 0 || out != expected("probe", []string{"x"}, nil) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
 		})
 	}
