@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
@@ -114,6 +115,12 @@ type Spec struct {
 	// unless AllowRoot is set.
 	UID, GID  int
 	AllowRoot bool
+	// Signals, when set, delivers signals to the command while it runs:
+	// each one received is sent to every process of the command (its
+	// process group, every process of its sandbox), as a terminal's Ctrl-C
+	// reaches a foreground job. Run stops reading it when the command has
+	// exited.
+	Signals <-chan syscall.Signal
 }
 
 // Limits bound a sandboxed command's resources. Zero means no limit.

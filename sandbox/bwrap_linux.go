@@ -63,6 +63,22 @@ func (t *nsTree) terminate() {
 	}
 }
 
+// signal sends sig to every process of the namespace but its init (which
+// ignores signals from outside; it ends when the command's process does).
+func (t *nsTree) signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		t.kill()
+		return
+	}
+	initPid, _ := t.st.ns()
+	pids, _ := t.members()
+	for _, pid := range pids {
+		if pid != initPid {
+			syscall.Kill(pid, sig)
+		}
+	}
+}
+
 func (t *nsTree) kill() {
 	pids, _ := t.members()
 	// Killing init takes the namespace down; kill the rest too so they do

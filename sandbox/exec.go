@@ -23,6 +23,8 @@ type procTree interface {
 	terminate()
 	// kill sends SIGKILL to every process of the command.
 	kill()
+	// signal sends sig to every process of the command (Spec.Signals).
+	signal(sig syscall.Signal)
 	// alive reports whether a process of the command other than the main
 	// one (already reaped) still runs. Zombies do not count.
 	alive() bool

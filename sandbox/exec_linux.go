@@ -164,12 +164,20 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case <-waited:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-		res.Canceled = true
+wait:
+	for {
+		select {
+		case <-waited:
+			break wait
+		case <-timeout:
+			res.TimedOut = true
+			break wait
+		case <-ctx.Done():
+			res.Canceled = true
+			break wait
+		case sig := <-spec.Signals:
+			tree.signal(sig)
+		}
 	}
 	if res.TimedOut || res.Canceled {
 		tree.terminate()
@@ -270,6 +278,9 @@ func newGroupTree(p *os.Process) procTree { return groupTree{pgid: p.Pid} }
 
 func (g groupTree) terminate() { syscall.Kill(-g.pgid, syscall.SIGTERM) }
 func (g groupTree) kill()      { syscall.Kill(-g.pgid, syscall.SIGKILL) }
+func (g groupTree) signal(sig syscall.Signal) {
+	syscall.Kill(-g.pgid, sig)
+}
 
 func (g groupTree) alive() bool {
 	if err := syscall.Kill(-g.pgid, 0); errors.Is(err, syscall.ESRCH) {

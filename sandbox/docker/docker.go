@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"path"
@@ -45,7 +44,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
@@ -648,6 +650,8 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 			st.OnDone()
 		case <-st.GraceC:
 			st.OnGrace()
+		case sig := <-spec.Signals:
+			b.signalAll(ctx, id, sig)
 		}
 	}
 	// The container has exited: its output ends promptly.
@@ -658,6 +662,30 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 		<-copied
 	}
 	return out.result(code, st), nil
+}
+
+// signalAll sends sig to every process of container id (sandbox.Spec.Signals):
+// `kill -SIG -1` run inside as the container's user reaches every process
+// but the caller and pid 1; pid 1 is docker-init, which passes the signal it
+// gets on to the command, or, with NoInit, the command itself: it gets the
+// signal from the engine.
+func (b *Backend) signalAll(ctx context.Context, id string, sig syscall.Signal) {
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	if name == "" {
+		return
+	}
+	kctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if b.cfg.NoInit {
+		_, _ = b.cli.ContainerKill(kctx, id, client.ContainerKillOptions{Signal: name})
+	}
+	k, err := b.cli.ExecCreate(kctx, id, client.ExecCreateOptions{
+		Env: []string{"PATH=" + DefaultPath}, WorkingDir: "/",
+		Cmd: []string{"/bin/sh", "-c", `kill -"$1" -1 2>/dev/null; :`, "gatebridge-signal", name},
+	})
+	if err == nil {
+		_, _ = b.cli.ExecStart(kctx, k.ID, client.ExecStartOptions{Detach: true})
+	}
 }
 
 // isNotFound reports a start failure because Command[0] does not exist.

@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 // Persistent sandbox labels, read back by [Backend.Open].
@@ -522,6 +523,10 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		case <-st.GraceC:
 			st.OnGrace()
 			hard = time.After(5 * time.Second)
+		case sig := <-spec.Signals:
+			if name := strings.TrimPrefix(unix.SignalName(sig), "SIG"); name != "" {
+				go signal(name)
+			}
 		case <-hard:
 			// KILL did not end the exec: stop listening.
 			att.Close()

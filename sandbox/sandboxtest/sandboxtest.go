@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,6 +218,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"Timeout", s.timeout, false},
 		{"KillGrace", s.killGrace, false},
 		{"Cancel", s.cancel, false},
+		{"Signals", s.signals, false},
 		{"OutputCap", s.outputCap, false},
 		{"BackgroundHoldsStdout", s.background, false},
 		{"ReadOnlySession", s.readOnlySession, true},
@@ -538,6 +540,55 @@ func (s *suite) cancel(t *testing.T) {
 	if res.Duration > safety/2 {
 		t.Errorf("Duration %v: cancellation was not prompt", res.Duration)
 	}
+	s.opt.NoLeftovers(t, m)
+}
+
+// signals: a signal sent through Spec.Signals reaches every process of the
+// command, not only the main one: the shell's trap runs and the background
+// sleep, in the same group, dies (the marker must not survive). A second
+// command killed by SIGTERM exits 143. (Not SIGINT: a test run from a
+// background job inherits SIGINT ignored, and so would the command.)
+func (s *suite) signals(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	spec := f.Spec("trap 'echo trapped; exit 7' HUP; sleep " + m + " & echo started; wait")
+	w := newStartedWriter()
+	spec.Stdout = w
+	sigs := make(chan syscall.Signal, 1)
+	spec.Signals = sigs
+	go func() {
+		select {
+		case <-w.started:
+			sigs <- syscall.SIGHUP
+		case <-time.After(safety / 2):
+		}
+	}()
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 7)
+	if !strings.Contains(string(res.Stdout), "trapped") {
+		t.Errorf("stdout %q: the trap did not run", res.Stdout)
+	}
+	if res.Canceled || res.TimedOut {
+		t.Errorf("Canceled %v TimedOut %v: a signal is neither", res.Canceled, res.TimedOut)
+	}
+	s.opt.NoLeftovers(t, m)
+
+	// exec: the signal reaches either the shell or sleep, never a child
+	// between fork and exec (which keeps running, as under any terminal).
+	spec = f.Spec("echo started; exec sleep " + m)
+	w = newStartedWriter()
+	spec.Stdout = w
+	sigs = make(chan syscall.Signal, 1)
+	spec.Signals = sigs
+	go func() {
+		select {
+		case <-w.started:
+			sigs <- syscall.SIGTERM
+		case <-time.After(safety / 2):
+		}
+	}()
+	res = s.run(t, context.Background(), spec)
+	wantExit(t, res, 128+int(syscall.SIGTERM))
 	s.opt.NoLeftovers(t, m)
 }
 
