@@ -33,6 +33,9 @@ const (
 	// container ("fifo") or wrappers must poll ("poll"), so each exec need
 	// not ask the engine (GET /info) again.
 	LabelWake = "io.gatebridge.wake"
+	// LabelOwned marks a persistent sandbox that lives only as long as the
+	// process that started it (StartOptions.Owned): "true".
+	LabelOwned = "io.gatebridge.owned"
 )
 
 // DefaultSessionsPath is where [StartOptions.SessionsRoot] is mounted.
@@ -68,6 +71,12 @@ type StartOptions struct {
 	// ProtectedPaths stay read-only in a writable workspace
 	// ([sandbox.Spec.ProtectedPaths]).
 	ProtectedPaths []string
+	// Owned ties the sandbox to this process: Backend.Open refuses it, and
+	// Backend.Prune removes it, as it removes per-command
+	// containers, once the process that started it is gone (a protocol
+	// server that crashed). Without it a persistent sandbox lives until
+	// stopped.
+	Owned bool
 	// Sleeper is the long-running init command; default
 	// ["sleep", "2147483647"] (busybox and coreutils both accept it).
 	Sleeper []string
@@ -184,6 +193,9 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		LabelWake:              wakeLabel(b.usePoll(ctx)),
 		LabelUser:              user,
 	})
+	if opts.Owned {
+		labels[LabelOwned] = "true"
+	}
 	workdir := "/"
 	if ws != "" {
 		workdir = b.cfg.WorkspacePath
@@ -233,6 +245,10 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	c := res.Container
 	if c.Config == nil || c.Config.Labels[LabelPersistent] != name || c.Config.Labels[LabelOwner] != OwnerValue {
 		return nil, fmt.Errorf("docker: container %s is not a gatebridge sandbox", ContainerPrefix+name)
+	}
+	if c.Config.Labels[LabelOwned] == "true" {
+		return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("sandbox %s belongs to the gatebridge process %s (a protocol connection)", name, c.Config.Labels[LabelPID]),
+			Hint: "run commands in it through that connection, or start your own with `gatebridge sandbox start`"}
 	}
 	if c.State == nil || !c.State.Running {
 		return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("persistent sandbox %s is not running", name),
@@ -325,7 +341,7 @@ func (b *Backend) Prune(ctx context.Context, opts PruneOptions) (removed []strin
 	host, _ := os.Hostname()
 	var errs []error
 	for _, c := range res.Items {
-		if _, ok := c.Labels[LabelPersistent]; ok {
+		if _, ok := c.Labels[LabelPersistent]; ok && c.Labels[LabelOwned] != "true" {
 			if !opts.Persistent || c.State == container.StateRunning {
 				continue
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // startSandbox starts a persistent sandbox removed at cleanup.
@@ -258,4 +260,59 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// An owned sandbox (a protocol connection's) is refused by Open and kept
+// by Prune while its owner lives; once the owner is gone (a crashed
+// server), Prune removes it even though it still runs.
+func TestOwnedSandboxPrunedWithOwner(t *testing.T) {
+	b, tag := newBackend(t, Config{})
+	ctx := context.Background()
+	name := fmt.Sprintf("test-owned-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	root := t.TempDir()
+	live, err := b.Start(ctx, StartOptions{Name: name, SessionsRoot: root, Owned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
+	if _, err := b.Open(ctx, name); err == nil || !strings.Contains(err.Error(), "belongs to the gatebridge process") {
+		t.Fatalf("Open of an owned sandbox: %v", err)
+	}
+
+	// The same labels with a dead owner pid, running.
+	l := b.labels(nil, map[string]string{"io.gatebridge.test": tag, LabelPersistent: name + "-dead", LabelOwned: "true"})
+	l[LabelPID] = "999999999"
+	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: b.cfg.Image, Entrypoint: []string{"sleep"}, Cmd: []string{"600"}, Labels: l},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.remove(context.Background(), res.ID) })
+	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := b.Prune(ctx, PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contains(removed, ContainerPrefix+name) {
+		t.Fatalf("prune removed the live owner's sandbox: %v", removed)
+	}
+	if _, err := b.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{}); err == nil {
+		t.Fatalf("the dead owner's running sandbox survived prune (removed %v)", removed)
+	}
+	if _, err := live.Run(ctx, &sandbox.Spec{Command: []string{"true"}, Session: newSession(t, mustMkdirTemp(t, root))}); err != nil {
+		t.Fatalf("the live owned sandbox stopped working after prune: %v", err)
+	}
+}
+
+func mustMkdirTemp(t *testing.T, root string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(root, "s-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
