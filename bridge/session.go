@@ -147,6 +147,10 @@ func (s *Session) Allow(uid, gid int) error {
 	return nil
 }
 
+// ID returns the session's id: GATEBRIDGE_SESSION_ID inside, and
+// [gates.Call].SessionID of the calls it answers.
+func (s *Session) ID() string { return s.id }
+
 // Dirs returns the host paths of the session directory.
 func (s *Session) Dirs() mailbox.Layout { return s.layout }
 

@@ -39,7 +39,9 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -85,6 +87,9 @@ type Spec struct {
 	Session SessionDirs
 	// Workspace is the host directory the command starts in.
 	Workspace string
+	// Dir is the working directory, relative to the workspace ("": the
+	// workspace itself); see [Spec.WorkDir].
+	Dir string
 	// WorkspaceWritable allows writes to the workspace where the backend can
 	// enforce read-only mounts.
 	WorkspaceWritable bool
@@ -181,3 +186,20 @@ const (
 	DefaultKillGrace = 2 * time.Second
 	DefaultMaxOutput = 1 << 20
 )
+
+// WorkDir is where the command starts, as seen at root (the workspace as
+// the sandbox sees it): root joined with Dir. Dir must be a relative path
+// that stays inside (no ".." out of it); the sandbox resolves it, so a
+// symlink in the workspace leads only where the sandbox itself could go.
+func (s *Spec) WorkDir(root string) (string, error) {
+	if s.Dir == "" || s.Dir == "." {
+		return root, nil
+	}
+	if filepath.IsAbs(s.Dir) || !filepath.IsLocal(s.Dir) {
+		return "", fmt.Errorf("working directory %q must be relative to the workspace and stay inside it", s.Dir)
+	}
+	if root == "" {
+		return "", fmt.Errorf("working directory %q needs a workspace", s.Dir)
+	}
+	return filepath.Join(root, s.Dir), nil
+}

@@ -125,6 +125,9 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if err != nil {
 		return nil, &Error{Backend: "bwrap", Op: "resolve paths", Err: err}
 	}
+	if _, err := spec.WorkDir(workspace); err != nil && workspace != "" {
+		return nil, &Error{Backend: "bwrap", Op: "run", Err: err}
+	}
 	basePath, ok := envValue(spec.Env, "PATH")
 	if !ok {
 		basePath = bwrapBasePath
@@ -354,7 +357,7 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 			a = append(a, "--ro-bind", dst, dst)
 		}
 	}
-	dir := workspace
+	dir, _ := spec.WorkDir(workspace) // checked by Run
 	if dir == "" {
 		dir = "/tmp"
 	}

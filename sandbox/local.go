@@ -49,12 +49,16 @@ func (l *Local) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if !ok {
 		return notFound(spec, spec.Command[0]), nil
 	}
+	dir, err := spec.WorkDir(spec.Workspace)
+	if err != nil {
+		return nil, &Error{Backend: "local", Op: "run", Err: err}
+	}
 	p := &process{
 		backend: "local",
 		path:    path,
 		args:    spec.Command,
 		env:     env,
-		dir:     spec.Workspace,
+		dir:     dir,
 		tree:    newGroupTree,
 	}
 	if _, err := os.Stat(localSupervisorShell); err == nil {

@@ -505,6 +505,9 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
 		workdir = b.cfg.WorkspacePath
 	}
+	if workdir, err = spec.WorkDir(workdir); err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: err}
+	}
 	cfg := &container.Config{
 		Image:        b.cfg.Image,
 		User:         user,

@@ -467,6 +467,10 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		}
 		workdir = in
 	}
+	workdir, err := spec.WorkDir(workdir)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: err}
+	}
 	if spec.WorkspaceWritable && !s.wsWritable {
 		return nil, &sandbox.Error{Backend: "docker", Op: "map workspace", Err: errors.New("the sandbox's workspace is read-only"),
 			Hint: "start the sandbox with --writable-workspace"}

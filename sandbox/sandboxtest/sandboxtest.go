@@ -212,6 +212,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"Env", s.env, false},
 		{"BinOnPath", s.binOnPath, false},
 		{"Cwd", s.cwd, false},
+		{"Dir", s.dir, false},
 		{"Mailbox", s.mailbox, false},
 		{"Tmpdir", s.tmpdir, false},
 		{"WorkspaceWritable", s.workspaceWritable, false},
@@ -393,6 +394,32 @@ func (s *suite) cwd(t *testing.T) {
 	wantExit(t, res, 0)
 	if got := string(res.Stdout); got != "workspace-here\n" {
 		t.Errorf("stdout %q", got)
+	}
+}
+
+// dir: Spec.Dir starts the command in a subdirectory of the workspace
+// (the whole workspace still visible), and a Dir that leaves the
+// workspace is refused before anything runs.
+func (s *suite) dir(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	if err := os.Mkdir(filepath.Join(f.Workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.Workspace, "sub", "inner"), "inner-here\n", 0o644)
+	spec := f.Spec("cat inner ../ws-marker")
+	spec.Dir = "sub"
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := string(res.Stdout); got != "inner-here\nworkspace-here\n" {
+		t.Errorf("stdout %q", got)
+	}
+	for _, bad := range []string{"../..", "/etc", "sub/../../x"} {
+		spec := f.Spec("echo ran")
+		spec.Dir = bad
+		res, err := s.newBackend(t).Run(context.Background(), spec)
+		if err == nil {
+			t.Errorf("Dir %q: no error (exit %d, stdout %q)", bad, res.ExitCode, res.Stdout)
+		}
 	}
 }
 
