@@ -126,6 +126,10 @@ type CommandConfig struct {
 	MaxOutputBytes int64          `mapstructure:"max_output_bytes"`
 	Env            []string       `mapstructure:"env"`
 	Stdin          bool           `mapstructure:"stdin"`
+	// Approval is "never" (default) or "ask": serve asks the protocol
+	// client (approval/request) before each call. `gatebridge run` has no
+	// one to ask and refuses such a gate.
+	Approval string `mapstructure:"approval"`
 }
 
 type ArgConfig struct {
@@ -504,6 +508,9 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		}
 		if len(cmd.Command) == 0 {
 			return bad(key+".command", "missing", "give the fixed argv prefix, e.g. [git, log]")
+		}
+		if cmd.Approval != "" && cmd.Approval != "never" && cmd.Approval != "ask" {
+			return bad(key+".approval", fmt.Sprintf("%q is not never or ask", cmd.Approval), "ask: `gatebridge serve` asks its client before each call")
 		}
 	}
 	return nil

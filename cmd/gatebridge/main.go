@@ -192,6 +192,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newSandboxCmd(a),
 		newPruneCmd(a),
 		newBenchCmd(a),
+		newServeCmd(a),
 		newVersionCmd(),
 	)
 	return root

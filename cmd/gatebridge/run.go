@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -169,6 +171,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		Keep:           cfg.Bridge.KeepSession,
 		Audit:          audit,
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
+		Approve:        refuseApprovalGates(cfg),
 	}
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
@@ -180,18 +183,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if cfg.Bridge.KeepSession {
 		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
 	}
-	spec := sandbox.Spec{
-		Command:           args,
-		Workspace:         workspace,
-		WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
-		Stdin:             cmd.InOrStdin(),
-		Timeout:           cfg.Sandbox.Timeout,
-		KillGrace:         cfg.Sandbox.KillGrace,
-		MaxOutput:         cfg.Sandbox.MaxOutput,
-		Limits:            sandboxLimits(cfg),
-		ProtectedPaths:    cfg.Sandbox.ProtectedPaths,
-		AllowRoot:         cfg.Sandbox.AllowRoot,
-	}
+	spec := sandboxSpecTemplate(cfg)
+	spec.Command, spec.Workspace, spec.Stdin = args, workspace, cmd.InOrStdin()
+	spec.WorkspaceWritable = cfg.Sandbox.WritableWorkspace
 	spec.UID, spec.GID = runAs(cfg, workspace)
 	// The command runs as spec.UID in an isolating backend: let that uid
 	// (alone) into the session. An unsandboxed backend (local) runs it as
@@ -239,6 +233,26 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	return nil
 }
 
+// refuseApprovalGates refuses the gates configured with approval: ask: a
+// run has no client to ask (gatebridge serve has).
+func refuseApprovalGates(cfg *Config) bridge.ApproveFunc {
+	ask := map[string]bool{}
+	for _, c := range cfg.Gates.Commands {
+		if c.Approval == "ask" {
+			ask[c.Name] = true
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	return func(_ context.Context, spec gates.Spec, _ *bridge.Request) error {
+		if ask[spec.Name] {
+			return errors.New("needs approval (gates.commands approval: ask), and gatebridge run has no one to ask; run it through gatebridge serve")
+		}
+		return nil
+	}
+}
+
 func resolveWorkspace(ws string) (string, error) {
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -257,6 +271,18 @@ func resolveWorkspace(ws string) (string, error) {
 			Hint: "pass an existing directory to --workspace"}
 	}
 	return abs, nil
+}
+
+// sandboxSpecTemplate is what every command's Spec takes from the config.
+func sandboxSpecTemplate(cfg *Config) sandbox.Spec {
+	return sandbox.Spec{
+		Timeout:        cfg.Sandbox.Timeout,
+		KillGrace:      cfg.Sandbox.KillGrace,
+		MaxOutput:      cfg.Sandbox.MaxOutput,
+		Limits:         sandboxLimits(cfg),
+		ProtectedPaths: cfg.Sandbox.ProtectedPaths,
+		AllowRoot:      cfg.Sandbox.AllowRoot,
+	}
 }
 
 func sandboxLimits(cfg *Config) sandbox.Limits {

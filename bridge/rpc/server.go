@@ -1,0 +1,588 @@
+// Package rpc serves the gatebridge JSON-RPC protocol (docs/jsonrpc.md):
+// a runtime in any language opens sandboxes, runs processes in them with
+// streamed output, stdin and signals, and answers gates itself.
+//
+// One [Server] serves any number of connections; each connection (Serve)
+// owns its sandboxes, processes and registered gates, and removes all of
+// them when it ends. Every call a sandboxed command makes goes through the
+// same [bridge.Dispatcher] as `gatebridge run`'s; gates registered over the
+// connection are gates like any other, whose Call asks the client.
+//
+// Everything the client sends is bounded: message size, sandboxes,
+// processes, pending gate calls, queued stdin, retained output. A client that
+// stops reading blocks the processes whose output it does not read (back
+// pressure), never the server's memory.
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// Defaults of Options fields left zero.
+const (
+	DefaultMaxMessageBytes  = 16 << 20
+	DefaultMaxSandboxes     = 16
+	DefaultMaxProcesses     = 64
+	DefaultMaxPendingCalls  = 64
+	DefaultMaxRetainedBytes = 1 << 20 // per stream (snapshot: head + tail)
+	DefaultMaxReplayBytes   = 4 << 20 // per process (process/read)
+	DefaultMaxStdinQueued   = 4 << 20 // per process: written but not yet read by it
+	DefaultKeepExited       = 256     // exited processes kept for wait/read/snapshot
+	DefaultGateTimeout      = 60 * time.Second
+	DefaultApprovalTimeout  = 5 * time.Minute
+)
+
+// Options configure a Server.
+type Options struct {
+	// Backends are the sandbox backends offered; Settings are what their
+	// constructors read. AllowUnsandboxed lets "auto" fall back to local.
+	Backends         *sandbox.Registry
+	Settings         sandbox.Settings
+	AllowUnsandboxed bool
+	// Gates makes the gates every sandbox offers besides the ones the
+	// connection registers (built-in and configured ones) for a workspace
+	// the sandbox sees at inside, and names each one's kind. nil: none.
+	Gates func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error)
+	// DefaultWorkspace is the workspace gate/list describes the gates for
+	// (before any sandbox is open); "" means the current directory.
+	DefaultWorkspace string
+	// ApprovalGates are configured gates that need the client's approval
+	// (approval: ask), by name.
+	ApprovalGates map[string]bool
+	// Bridge is the template of every process's session: Dir, Limits,
+	// Watch, Audit, Logf. Gates and Approve are set per process.
+	Bridge bridge.Config
+	// Process is the template of every process's sandbox.Spec: Timeout
+	// (when process/start gives none), KillGrace, Limits, ProtectedPaths,
+	// AllowRoot.
+	Process sandbox.Spec
+	// RunAs is the host identity commands of a sandbox with this workspace
+	// run as when gatebridge is root; nil means gatebridge's own.
+	RunAs func(workspace string) (uid, gid int)
+	// Caps; zero fields take the defaults above.
+	MaxMessageBytes  int
+	MaxSandboxes     int
+	MaxProcesses     int // running at once per connection
+	MaxPendingCalls  int // gate/call and approval/request awaiting the client
+	MaxRetainedBytes int64
+	MaxReplayBytes   int64
+	MaxStdinQueued   int64
+	GateTimeout      time.Duration // gate/call deadline without timeoutMs
+	ApprovalTimeout  time.Duration
+	// Version is serverVersion in initialize's result.
+	Version string
+	// Logf receives the server's log lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Server serves the protocol.
+type Server struct {
+	opts Options
+}
+
+// NewServer returns a server with opts (zero caps take the defaults).
+func NewServer(opts Options) *Server {
+	o := &opts
+	setDefault(&o.MaxMessageBytes, DefaultMaxMessageBytes)
+	setDefault(&o.MaxSandboxes, DefaultMaxSandboxes)
+	setDefault(&o.MaxProcesses, DefaultMaxProcesses)
+	setDefault(&o.MaxPendingCalls, DefaultMaxPendingCalls)
+	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
+	setDefault(&o.MaxReplayBytes, DefaultMaxReplayBytes)
+	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
+	setDefault(&o.GateTimeout, DefaultGateTimeout)
+	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	if o.Backends == nil {
+		o.Backends = sandbox.NewRegistry()
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return &Server{opts: opts}
+}
+
+func setDefault[T int | int64 | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
+	}
+}
+
+func (s *Server) limits() ConnLimits {
+	o := s.opts
+	return ConnLimits{
+		MaxMessageBytes: o.MaxMessageBytes, MaxSandboxes: o.MaxSandboxes, MaxProcesses: o.MaxProcesses,
+		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
+		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
+		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+	}
+}
+
+// ServeStdio serves one connection on the process's stdin and stdout, with
+// SIGINT, SIGTERM and SIGHUP ending it (and everything it started). While
+// it runs those signals are caught, so the commands it starts get them with
+// their default action even when gatebridge was started ignoring them
+// (nohup, a background job).
+func (s *Server) ServeStdio(ctx context.Context) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return s.Serve(ctx, os.Stdin, os.Stdout)
+}
+
+// Serve serves one connection: requests from r, responses and
+// notifications to w, until r ends or ctx is cancelled. Then it stops and
+// removes every process and sandbox of the connection and returns (nil for
+// a client that closed its end).
+func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &conn{
+		srv:       s,
+		ctx:       ctx,
+		cancel:    cancel,
+		out:       make(chan []byte, 256),
+		outDone:   make(chan struct{}),
+		sandboxes: map[string]*sbox{},
+		procs:     map[string]*proc{},
+		rtGates:   map[string]*runtimeGate{},
+		pending:   map[string]chan *Message{},
+		calls:     map[string]*gateCall{},
+		bySession: map[string]*proc{},
+	}
+	go c.writeLoop(w)
+	err := c.readLoop(r)
+	cancel(errDisconnected)
+	c.shutdown()
+	close(c.out)
+	<-c.outDone
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+var errDisconnected = errors.New("the client disconnected")
+
+// conn is one client connection.
+type conn struct {
+	srv    *Server
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	out     chan []byte // encoded lines, written in order by writeLoop
+	outDone chan struct{}
+
+	mu          sync.Mutex
+	initialized bool
+	sandboxes   map[string]*sbox
+	procs       map[string]*proc
+	exited      []string // exited process ids, oldest first
+	running     int
+	rtGates     map[string]*runtimeGate
+	nextID      int64
+	pending     map[string]chan *Message // server → client requests by id
+	calls       map[string]*gateCall     // gate calls by callId (gate/output)
+	bySession   map[string]*proc         // processes by bridge session id
+	base        map[string]string        // built-in and configured gates' kinds by name
+	baseSpecs   []gates.Spec
+	workers     sync.WaitGroup
+}
+
+// writeLoop writes queued lines to w; after a write error it discards the
+// rest (the connection is ending).
+func (c *conn) writeLoop(w io.Writer) {
+	defer close(c.outDone)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var failed bool
+	for line := range c.out {
+		if failed {
+			continue
+		}
+		_, err := bw.Write(line)
+		if err == nil && len(c.out) == 0 {
+			err = bw.Flush()
+		}
+		if err != nil {
+			failed = true
+			c.cancel(fmt.Errorf("write to client: %w", err))
+		}
+	}
+	if !failed {
+		bw.Flush()
+	}
+}
+
+// send queues msg; it blocks while the queue is full (the client is not
+// reading) and gives up when the connection ends.
+func (c *conn) send(msg *Message) {
+	msg.JSONRPC = "2.0"
+	b, err := json.Marshal(msg)
+	if err != nil {
+		c.srv.opts.Logf("gatebridge: serve: encode %s: %v", msg.Method, err)
+		return
+	}
+	b = append(b, '\n')
+	select {
+	case c.out <- b:
+	case <-c.ctx.Done():
+		// Still try without blocking: the last messages (process/exited)
+		// matter to a client that reads on.
+		select {
+		case c.out <- b:
+		default:
+		}
+	}
+}
+
+func (c *conn) notify(method string, params any) {
+	p, _ := json.Marshal(params)
+	c.send(&Message{Method: method, Params: p})
+}
+
+func (c *conn) reply(id json.RawMessage, result any, err error) {
+	if id == nil {
+		return // a notification gets no response
+	}
+	if err != nil {
+		c.send(&Message{ID: id, Error: toError(err)})
+		return
+	}
+	r, merr := json.Marshal(result)
+	if merr != nil {
+		c.send(&Message{ID: id, Error: &Error{Code: CodeInternalError, Message: merr.Error()}})
+		return
+	}
+	c.send(&Message{ID: id, Result: r})
+}
+
+func toError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		data := map[string]string{"backend": se.Backend}
+		if se.Hint != "" {
+			data["hint"] = se.Hint
+		}
+		code := CodeInternalError
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			code = CodeUnavailable
+		}
+		return &Error{Code: code, Message: err.Error(), Data: data}
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return &Error{Code: CodeUnavailable, Message: err.Error()}
+	}
+	return &Error{Code: CodeInternalError, Message: err.Error()}
+}
+
+func errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// readLoop reads one message per line until r ends.
+func (c *conn) readLoop(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	max := c.srv.opts.MaxMessageBytes
+	for {
+		line, err := readLine(br, max)
+		if errors.Is(err, errTooLarge) {
+			c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest,
+				"message too large: over %d bytes (initialize's limits.maxMessageBytes); send big data in chunks (process/write)", max)})
+			continue
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			c.handleLine(line)
+		}
+		if err != nil {
+			return err
+		}
+		if c.ctx.Err() != nil {
+			return context.Cause(c.ctx)
+		}
+	}
+}
+
+var errTooLarge = errors.New("message too large")
+
+// readLine returns the next line without its newline. A line over max
+// bytes is skipped to its end, never held whole, and reported as
+// errTooLarge.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max+1 { // +1: the newline
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, errTooLarge
+		}
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
+
+// handleLine decodes and dispatches one message.
+func (c *conn) handleLine(line []byte) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeParseError, "parse error: %v", err)})
+		return
+	}
+	if m.JSONRPC != "2.0" {
+		c.send(&Message{ID: nullID(m.ID), Error: errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)})
+		return
+	}
+	if m.Method == "" {
+		if m.ID == nil {
+			c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: no method and no id")})
+			return
+		}
+		c.deliver(&m) // a response to a server → client request
+		return
+	}
+	if m.ID != nil && !validID(m.ID) {
+		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")})
+		return
+	}
+	c.handle(&m)
+}
+
+func nullID(id json.RawMessage) json.RawMessage {
+	if id == nil || !validID(id) {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+func validID(id json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
+}
+
+// deliver hands a response to the server request waiting for it.
+func (c *conn) deliver(m *Message) {
+	var id string
+	if json.Unmarshal(m.ID, &id) != nil {
+		return
+	}
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered
+	}
+}
+
+// handler runs one method; the result is encoded as the response. All
+// handlers run in order on the read loop, so that what a request sets up
+// (a sandbox's id, a process's id and stdin queue) exists for the next
+// request, process/write chunks keep their order, and a signal follows the
+// writes sent before it. A handler that must wait (for a backend, a
+// process, the client) returns a later: the rest runs on its own goroutine
+// and the response is sent when it is done.
+type handler func(c *conn, params json.RawMessage) (any, error)
+
+// later is a result still to be computed off the read loop.
+type later func() (any, error)
+
+var methods = map[string]handler{
+	MethodInitialize:      (*conn).initialize,
+	MethodSandboxOpen:     (*conn).sandboxOpen,
+	MethodSandboxClose:    (*conn).sandboxClose,
+	MethodGateRegister:    (*conn).gateRegister,
+	MethodGateUnregister:  (*conn).gateUnregister,
+	MethodGateList:        (*conn).gateList,
+	MethodProcessStart:    (*conn).processStart,
+	MethodProcessWrite:    (*conn).processWrite,
+	MethodProcessClose:    (*conn).processCloseStdin,
+	MethodProcessSignal:   (*conn).processSignal,
+	MethodProcessWait:     (*conn).processWait,
+	MethodProcessRead:     (*conn).processRead,
+	MethodProcessSnapshot: (*conn).processSnapshot,
+	MethodProcessList:     (*conn).processList,
+}
+
+func (c *conn) handle(m *Message) {
+	switch m.Method {
+	case MethodInitialized:
+		return
+	case MethodGateOutput:
+		c.gateOutput(m.Params)
+		return
+	case MethodCancelRequest:
+		return // nothing the client asks of us runs long enough to cancel
+	}
+	h, ok := methods[m.Method]
+	if !ok {
+		if m.ID != nil {
+			c.reply(m.ID, nil, errorf(CodeMethodNotFound, "method not found: %q", m.Method))
+		}
+		return
+	}
+	if m.Method != MethodInitialize {
+		c.mu.Lock()
+		init := c.initialized
+		c.mu.Unlock()
+		if !init {
+			c.reply(m.ID, nil, errorf(CodeNotInitialized, "%s before initialize: send initialize first", m.Method))
+			return
+		}
+	}
+	res, err := h(c, m.Params)
+	rest, ok := res.(later)
+	if err != nil || !ok {
+		c.reply(m.ID, res, err)
+		return
+	}
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		res, err := rest()
+		c.reply(m.ID, res, err)
+	}()
+}
+
+// decode unmarshals params strictly: an unknown field or a wrong type is
+// -32602 naming the field.
+func decode(params json.RawMessage, v any) error {
+	if len(params) == 0 || string(params) == "null" {
+		params = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return errorf(CodeInvalidParams, "invalid params: field %q: got %s, want %s", te.Field, te.Value, te.Type)
+		}
+		return errorf(CodeInvalidParams, "invalid params: %v", err)
+	}
+	return nil
+}
+
+func required(field, v string) error {
+	if v == "" {
+		return errorf(CodeInvalidParams, "invalid params: %q is required", field)
+	}
+	return nil
+}
+
+func (c *conn) initialize(params json.RawMessage) (any, error) {
+	var p InitializeParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	supported := false
+	for _, v := range SupportedVersions {
+		supported = supported || v == p.ProtocolVersion
+	}
+	if !supported {
+		return nil, &Error{Code: CodeInvalidParams,
+			Message: fmt.Sprintf("unsupported protocolVersion %d: this server speaks %v", p.ProtocolVersion, SupportedVersions),
+			Data:    map[string]any{"supported": SupportedVersions}}
+	}
+	c.mu.Lock()
+	again := c.initialized
+	c.initialized = true
+	c.mu.Unlock()
+	if again {
+		return nil, errorf(CodeInvalidRequest, "initialize was already sent on this connection")
+	}
+	var bs []BackendInfo
+	for _, e := range c.srv.opts.Backends.Entries() {
+		if e.Supported() {
+			bs = append(bs, BackendInfo{Name: e.Name, Summary: e.Summary, Isolates: e.Isolates})
+		}
+	}
+	v := c.srv.opts.Version
+	if v == "" {
+		v = "dev"
+	}
+	return &InitializeResult{ProtocolVersion: ProtocolVersion, ServerVersion: v, Backends: bs, Limits: c.srv.limits()}, nil
+}
+
+// request sends a server → client request and waits for its response,
+// until ctx ends (then it sends $/cancelRequest). It fails at once when
+// MaxPendingCalls requests already wait.
+func (c *conn) request(ctx context.Context, method string, params any) (*Message, error) {
+	c.mu.Lock()
+	if len(c.pending) >= c.srv.opts.MaxPendingCalls {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%d requests already wait for the runtime (limit maxPendingGateCalls)", c.srv.opts.MaxPendingCalls)
+	}
+	c.nextID++
+	id := "s" + strconv.FormatInt(c.nextID, 10)
+	ch := make(chan *Message, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	rawID, _ := json.Marshal(id)
+	p, _ := json.Marshal(params)
+	c.send(&Message{ID: rawID, Method: method, Params: p})
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		return m, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		_, waiting := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		if waiting && c.ctx.Err() == nil {
+			c.notify(MethodCancelRequest, CancelParams{ID: rawID})
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+// shutdown stops every process and closes every sandbox of the
+// connection (it has ended).
+func (c *conn) shutdown() {
+	c.workers.Wait()
+	c.mu.Lock()
+	var sbs []*sbox
+	for _, sb := range c.sandboxes {
+		sbs = append(sbs, sb)
+	}
+	c.sandboxes = map[string]*sbox{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sb := range sbs {
+		wg.Add(1)
+		go func() { defer wg.Done(); <-sb.ready; sb.close(c) }()
+	}
+	wg.Wait()
+}

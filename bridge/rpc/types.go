@@ -1,0 +1,335 @@
+package rpc
+
+import (
+	"encoding/json"
+
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// ProtocolVersion is the version of the protocol this server speaks.
+const ProtocolVersion = 1
+
+// SupportedVersions are the protocol versions initialize accepts.
+var SupportedVersions = []int{ProtocolVersion}
+
+// Method names.
+const (
+	MethodInitialize      = "initialize"
+	MethodInitialized     = "initialized" // notification
+	MethodSandboxOpen     = "sandbox/open"
+	MethodSandboxClose    = "sandbox/close"
+	MethodGateRegister    = "gate/register"
+	MethodGateUnregister  = "gate/unregister"
+	MethodGateList        = "gate/list"
+	MethodProcessStart    = "process/start"
+	MethodProcessWrite    = "process/write"
+	MethodProcessClose    = "process/closeStdin"
+	MethodProcessSignal   = "process/signal"
+	MethodProcessWait     = "process/wait"
+	MethodProcessRead     = "process/read"
+	MethodProcessSnapshot = "process/snapshot"
+	MethodProcessList     = "process/list"
+
+	// Server → client notifications.
+	MethodProcessOutput = "process/output"
+	MethodProcessExited = "process/exited"
+	// Server → client requests, and the client's notifications about them.
+	MethodGateCall        = "gate/call"
+	MethodGateOutput      = "gate/output" // client → server notification
+	MethodApprovalRequest = "approval/request"
+	MethodCancelRequest   = "$/cancelRequest"
+)
+
+// JSON-RPC error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	// Server errors (-32000 … -32099).
+	CodeNotInitialized   = -32002 // a request before initialize
+	CodeNotFound         = -32001 // no such sandbox, process or gate
+	CodeLimit            = -32003 // a per-connection cap was reached
+	CodeUnavailable      = -32004 // the backend cannot run here
+	CodeConflict         = -32005 // the id is already in use
+	CodeRequestCancelled = -32800
+)
+
+// Message is one JSON-RPC 2.0 message: a request (ID and Method), a
+// notification (Method, no ID) or a response (ID and Result or Error).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// InitializeParams are the params of initialize.
+type InitializeParams struct {
+	ClientName      string `json:"clientName"`
+	ProtocolVersion int    `json:"protocolVersion"`
+}
+
+// InitializeResult is initialize's result.
+type InitializeResult struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	ServerVersion   string `json:"serverVersion"`
+	// Backends are the sandbox backends this server offers (usable or
+	// not; sandbox/open says why one cannot run).
+	Backends []BackendInfo `json:"backends"`
+	// Limits are the per-connection caps.
+	Limits ConnLimits `json:"limits"`
+}
+
+// BackendInfo describes one backend in InitializeResult.
+type BackendInfo struct {
+	Name     string `json:"name"`
+	Summary  string `json:"summary"`
+	Isolates string `json:"isolates"`
+}
+
+// ConnLimits are the caps of one connection.
+type ConnLimits struct {
+	MaxMessageBytes   int   `json:"maxMessageBytes"`
+	MaxSandboxes      int   `json:"maxSandboxes"`
+	MaxProcesses      int   `json:"maxProcesses"`
+	MaxPendingCalls   int   `json:"maxPendingGateCalls"`
+	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`  // per stream, snapshot head+tail
+	MaxReplayBytes    int64 `json:"maxReplayBytes"`    // per process, for process/read
+	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`  // process/start without timeoutMs (0: none)
+	GateTimeoutMs     int64 `json:"gateTimeoutMs"`     // gate/call deadline without timeoutMs
+	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"` // approval/request deadline
+}
+
+// SandboxOpenParams are the params of sandbox/open.
+type SandboxOpenParams struct {
+	SandboxID         string            `json:"sandboxId"`
+	Backend           string            `json:"backend"` // "auto", "local", "bwrap", "docker"
+	Workspace         string            `json:"workspace"`
+	WritableWorkspace bool              `json:"writableWorkspace,omitempty"`
+	Image             string            `json:"image,omitempty"` // docker
+	Env               map[string]string `json:"env,omitempty"`
+}
+
+// SandboxOpenResult is sandbox/open's result.
+type SandboxOpenResult struct {
+	SandboxID string `json:"sandboxId"`
+	Backend   string `json:"backend"`
+	// Reason says why auto chose this backend.
+	Reason string `json:"reason,omitempty"`
+	// WorkspaceInside is where commands see the workspace.
+	WorkspaceInside string `json:"workspaceInside"`
+}
+
+// SandboxCloseParams are the params of sandbox/close.
+type SandboxCloseParams struct {
+	SandboxID string `json:"sandboxId"`
+}
+
+// GateRegisterParams are the params of gate/register.
+type GateRegisterParams struct {
+	Name        string          `json:"name"`
+	Summary     string          `json:"summary"`
+	Usage       string          `json:"usage"`
+	Params      []gates.Param   `json:"params,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Stdin       string          `json:"stdin,omitempty"` // "none" (default), "if-no-args", "always"
+	TimeoutMs   int64           `json:"timeoutMs,omitempty"`
+	Approval    bool            `json:"approval,omitempty"`
+}
+
+// GateUnregisterParams are the params of gate/unregister.
+type GateUnregisterParams struct {
+	Name string `json:"name"`
+}
+
+// GateDoc is one gate in gate/list's result (the same JSON as `gatebridge
+// gates --format json`, with the kind "runtime" for registered gates).
+type GateDoc struct {
+	Name        string          `json:"name"`
+	Summary     string          `json:"summary"`
+	Usage       string          `json:"usage"`
+	Params      []gates.Param   `json:"params"`
+	Stdin       string          `json:"stdin"`
+	Kind        string          `json:"kind"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// ProcessStartParams are the params of process/start.
+type ProcessStartParams struct {
+	ProcessID string            `json:"processId"`
+	SandboxID string            `json:"sandboxId"`
+	Argv      []string          `json:"argv"`
+	Cwd       string            `json:"cwd,omitempty"` // relative to the workspace, or absolute inside it
+	Env       map[string]string `json:"env,omitempty"`
+	Stdin     bool              `json:"stdin,omitempty"` // false: stdin is /dev/null
+	TimeoutMs int64             `json:"timeoutMs,omitempty"`
+}
+
+// ProcessIDParams name one process.
+type ProcessIDParams struct {
+	ProcessID string `json:"processId"`
+}
+
+// ProcessStartResult is process/start's result.
+type ProcessStartResult = ProcessIDParams
+
+// ProcessWriteParams are the params of process/write.
+type ProcessWriteParams struct {
+	ProcessID string `json:"processId"`
+	Chunk     []byte `json:"chunk"` // base64
+}
+
+// ProcessSignalParams are the params of process/signal.
+type ProcessSignalParams struct {
+	ProcessID string `json:"processId"`
+	Signal    string `json:"signal"` // "INT", "TERM", "KILL", "HUP"
+}
+
+// ProcessWaitParams are the params of process/wait.
+type ProcessWaitParams struct {
+	ProcessID string `json:"processId"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"` // 0: wait until it exits
+}
+
+// ProcessWaitResult is process/wait's result.
+type ProcessWaitResult struct {
+	ExitCode *int   `json:"exitCode"` // null while running
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timedOut"`
+	Running  bool   `json:"running"`
+}
+
+// ProcessReadParams are the params of process/read.
+type ProcessReadParams struct {
+	ProcessID string `json:"processId"`
+	AfterSeq  int64  `json:"afterSeq"`
+	MaxBytes  int64  `json:"maxBytes,omitempty"`
+	WaitMs    int64  `json:"waitMs,omitempty"`
+}
+
+// Chunk is one piece of a process's output.
+type Chunk struct {
+	Seq    int64  `json:"seq"`
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Chunk  []byte `json:"chunk"`  // base64
+}
+
+// ProcessReadResult is process/read's result.
+type ProcessReadResult struct {
+	Chunks   []Chunk `json:"chunks"`
+	Exited   bool    `json:"exited"`
+	ExitCode *int    `json:"exitCode"`
+	// FirstSeq is the oldest chunk still retained; chunks before it were
+	// dropped (the replay buffer is capped).
+	FirstSeq int64 `json:"firstSeq"`
+	// NextSeq is the seq the next chunk will get.
+	NextSeq int64 `json:"nextSeq"`
+}
+
+// ProcessSnapshotResult is process/snapshot's result.
+type ProcessSnapshotResult struct {
+	Stdout       []byte `json:"stdout"` // base64, head + tail
+	Stderr       []byte `json:"stderr"`
+	Truncated    bool   `json:"truncated"`
+	OmittedBytes int64  `json:"omittedBytes"`
+	ExitCode     *int   `json:"exitCode"`
+	Running      bool   `json:"running"`
+}
+
+// ProcessInfo is one entry of process/list.
+type ProcessInfo struct {
+	ProcessID string   `json:"processId"`
+	SandboxID string   `json:"sandboxId"`
+	Argv      []string `json:"argv"`
+	Running   bool     `json:"running"`
+	ExitCode  *int     `json:"exitCode"`
+}
+
+// ProcessListResult is process/list's result.
+type ProcessListResult struct {
+	Processes []ProcessInfo `json:"processes"`
+}
+
+// ProcessOutputParams are the params of the process/output notification.
+type ProcessOutputParams struct {
+	ProcessID string `json:"processId"`
+	Seq       int64  `json:"seq"`
+	Stream    string `json:"stream"`
+	Chunk     []byte `json:"chunk"`
+}
+
+// ProcessExitedParams are the params of the process/exited notification.
+type ProcessExitedParams struct {
+	ProcessID string `json:"processId"`
+	ExitCode  int    `json:"exitCode"`
+	Signal    string `json:"signal,omitempty"`
+	TimedOut  bool   `json:"timedOut"`
+}
+
+// GateCallParams are the params of the gate/call request (server → client).
+type GateCallParams struct {
+	CallID     string   `json:"callId"`
+	Gate       string   `json:"gate"`
+	Args       []string `json:"args"`
+	Stdin      []byte   `json:"stdin"` // base64; null when none was sent
+	Cwd        string   `json:"cwd"`
+	ProcessID  string   `json:"processId"`
+	SandboxID  string   `json:"sandboxId"`
+	DeadlineMs int64    `json:"deadlineMs"` // Unix time in ms by which to answer
+}
+
+// GateCallResult is the client's answer to gate/call.
+type GateCallResult struct {
+	ExitCode int    `json:"exitCode"`
+	Stdout   []byte `json:"stdout,omitempty"` // base64
+	Stderr   []byte `json:"stderr,omitempty"`
+}
+
+// GateOutputParams are the params of the gate/output notification
+// (client → server), streaming output of a gate/call not yet answered.
+type GateOutputParams struct {
+	CallID string `json:"callId"`
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Chunk  []byte `json:"chunk"`
+}
+
+// ApprovalRequestParams are the params of approval/request (server →
+// client).
+type ApprovalRequestParams struct {
+	CallID    string   `json:"callId"`
+	Gate      string   `json:"gate"`
+	Args      []string `json:"args"`
+	SandboxID string   `json:"sandboxId"`
+	ProcessID string   `json:"processId"`
+}
+
+// Approval decisions.
+const (
+	DecisionAllow           = "allow"
+	DecisionDeny            = "deny"
+	DecisionAllowForSession = "allowForSession"
+)
+
+// ApprovalResult is the client's answer to approval/request.
+type ApprovalResult struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"` // shown to the caller on deny
+}
+
+// CancelParams are the params of $/cancelRequest.
+type CancelParams struct {
+	ID json.RawMessage `json:"id"`
+}
