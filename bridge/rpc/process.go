@@ -97,6 +97,16 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 		c.mu.Unlock()
 		return nil, errorf(CodeLimit, "%d processes are running (limit maxProcesses); wait for one to exit", c.running)
 	}
+	select {
+	case <-sb.ready: // open: check the cwd now (else when it is)
+		if sb.openErr == nil {
+			if _, err := sb.workDir(p.Cwd); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+		}
+	default:
+	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	pr := &proc{c: c, sb: sb, id: p.ProcessID, argv: p.Argv, cancel: cancel,
 		signals: make(chan syscall.Signal, 8), done: make(chan struct{}),
