@@ -259,4 +259,3 @@ func TestServeNonRoot(t *testing.T) {
 		})
 	}
 }
-
