@@ -343,8 +343,12 @@ func usageOf(name string, ps []gates.Param) string {
 
 // approver asks the client before a gate that needs approval runs in
 // process pr of sandbox sb.
-func (c *conn) approver(sb *sbox, pr *proc) bridge.ApproveFunc {
+func (c *conn) approver(sb *sbox, owner func() *proc) bridge.ApproveFunc {
 	return func(ctx context.Context, spec gates.Spec, req *bridge.Request) error {
+		var procID string
+		if pr := owner(); pr != nil {
+			procID = pr.id
+		}
 		c.mu.Lock()
 		g := c.rtGates[spec.Name]
 		c.mu.Unlock()
@@ -363,8 +367,8 @@ func (c *conn) approver(sb *sbox, pr *proc) bridge.ApproveFunc {
 		if args == nil {
 			args = []string{}
 		}
-		m, err := c.request(actx, MethodApprovalRequest, ApprovalRequestParams{CallID: pr.id + ":" + req.ID,
-			Gate: spec.Name, Args: args, SandboxID: sb.id, ProcessID: pr.id})
+		m, err := c.request(actx, MethodApprovalRequest, ApprovalRequestParams{CallID: procID + ":" + req.ID,
+			Gate: spec.Name, Args: args, SandboxID: sb.id, ProcessID: procID})
 		if err != nil {
 			var re *Error
 			switch {

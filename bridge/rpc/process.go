@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -27,7 +26,9 @@ type proc struct {
 	signals chan syscall.Signal
 	stdin   *stdinQueue // nil: no stdin
 	done    chan struct{}
-	session string // bridge session id (gate calls name it)
+	// released is closed when the process's session is gone too.
+	released chan struct{}
+	session  string // bridge session id (gate calls name it)
 
 	mu          sync.Mutex
 	seq         int64
@@ -109,7 +110,7 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	pr := &proc{c: c, sb: sb, id: p.ProcessID, argv: p.Argv, cancel: cancel,
-		signals: make(chan syscall.Signal, 8), done: make(chan struct{}),
+		signals: make(chan syscall.Signal, 8), done: make(chan struct{}), released: make(chan struct{}),
 		outCap: sandbox.NewCapture(o.MaxRetainedBytes * 2), errCap: sandbox.NewCapture(o.MaxRetainedBytes * 2),
 		changed: make(chan struct{})}
 	var stdinR *io.PipeReader
@@ -125,6 +126,7 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	return later(func() (any, error) {
 		if err := pr.start(ctx, sb, &p, env, stdinR); err != nil {
 			pr.finish(ProcessExitedParams{ProcessID: pr.id, ExitCode: 125}, false)
+			close(pr.released)
 			return nil, err
 		}
 		return &ProcessStartResult{ProcessID: pr.id}, nil
@@ -160,25 +162,14 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 		sb.mu.Unlock()
 	}
 
-	bcfg := o.Bridge
-	bcfg.Gates = sb.reg
-	bcfg.Approve = c.approver(sb, pr)
-	if sb.dir != "" {
-		bcfg.Dir = sb.dir
-	}
-	sess, err := bridge.Open(bcfg)
+	ss, err := c.takeSession(sb)
 	if err != nil {
 		unlist()
 		return fmt.Errorf("open session: %w", err)
 	}
+	ss.owner.Store(pr)
+	sess := ss.sess
 	pr.session = sess.ID()
-	if sb.uid != os.Geteuid() && sb.entry.Strength > 0 {
-		if err := sess.Allow(sb.uid, sb.gid); err != nil {
-			sess.Close()
-			unlist()
-			return fmt.Errorf("open session: %w", err)
-		}
-	}
 	spec := o.Process
 	spec.Command = p.Argv
 	spec.Env = sandbox.MergeEnv(sb.env, env)
@@ -199,14 +190,19 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 	c.mu.Unlock()
 
 	go func() {
+		defer close(pr.released)
 		defer unlist()
 		res, runErr := sess.Run(ctx, sb.backend, spec)
-		if err := sess.Close(); err != nil {
-			o.Logf("gatebridge: serve: process %s: %v", pr.id, err)
-		}
-		c.mu.Lock()
-		delete(c.bySession, pr.session)
-		c.mu.Unlock()
+		// Every call the command made has been answered: the exit can be
+		// reported before the session is removed.
+		defer func() {
+			if err := sess.Close(); err != nil {
+				o.Logf("gatebridge: serve: process %s: %v", pr.id, err)
+			}
+			c.mu.Lock()
+			delete(c.bySession, pr.session)
+			c.mu.Unlock()
+		}()
 		ex := ProcessExitedParams{ProcessID: pr.id}
 		switch {
 		case runErr != nil:

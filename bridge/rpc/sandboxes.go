@@ -11,8 +11,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -57,10 +59,13 @@ type sbox struct {
 	ready   chan struct{}
 	openErr *Error
 
-	mu      sync.Mutex
-	closed  bool
-	procs   map[string]*proc
-	allowed map[string]bool // gates approved for the sandbox's life
+	mu        sync.Mutex
+	closed    bool
+	spare     *spareSession // opened ahead of the next process
+	refilling bool
+	refills   sync.WaitGroup
+	procs     map[string]*proc
+	allowed   map[string]bool // gates approved for the sandbox's life
 }
 
 func (c *conn) sandboxOpen(params json.RawMessage) (any, error) {
@@ -126,6 +131,7 @@ func (c *conn) sandboxOpen(params json.RawMessage) (any, error) {
 			return nil, err
 		}
 		close(sb.ready)
+		c.refill(sb)
 		return &SandboxOpenResult{SandboxID: sb.id, Backend: sb.entry.Name, Reason: sb.reason, WorkspaceInside: sb.inside}, nil
 	}), nil
 }
@@ -293,8 +299,22 @@ func (sb *sbox) close(c *conn) {
 		p.stop(errSandboxClosed)
 	}
 	for _, p := range procs {
-		<-p.done
+		<-p.released
 	}
+	sb.mu.Lock()
+	ss := sb.spare
+	sb.spare = nil
+	sb.mu.Unlock()
+	sb.refills.Wait()
+	if ss != nil {
+		ss.sess.Close()
+	}
+	sb.mu.Lock()
+	if sb.spare != nil { // a refill that finished in between
+		sb.spare.sess.Close()
+		sb.spare = nil
+	}
+	sb.mu.Unlock()
 	sb.release()
 }
 
@@ -319,4 +339,80 @@ func envList(field string, env map[string]string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// spareSession is a session opened ahead of the process that will use it,
+// so that process/start does not wait for the session directory and its
+// wrappers. owner is the process once it takes it (for approvals).
+type spareSession struct {
+	sess  *bridge.Session
+	owner atomic.Pointer[proc]
+}
+
+// openSession opens a session for a process of sb.
+func (c *conn) openSession(sb *sbox) (*spareSession, error) {
+	o := c.srv.opts
+	ss := &spareSession{}
+	bcfg := o.Bridge
+	bcfg.Gates = sb.reg
+	bcfg.Approve = c.approver(sb, func() *proc { return ss.owner.Load() })
+	if sb.dir != "" {
+		bcfg.Dir = sb.dir
+	}
+	sess, err := bridge.Open(bcfg)
+	if err != nil {
+		return nil, err
+	}
+	if sb.uid != os.Geteuid() && sb.entry.Strength > 0 {
+		if err := sess.Allow(sb.uid, sb.gid); err != nil {
+			sess.Close()
+			return nil, err
+		}
+	}
+	ss.sess = sess
+	return ss, nil
+}
+
+// takeSession returns the spare session of sb, or a new one, and starts
+// opening the next spare.
+func (c *conn) takeSession(sb *sbox) (*spareSession, error) {
+	sb.mu.Lock()
+	ss := sb.spare
+	sb.spare = nil
+	sb.mu.Unlock()
+	if ss == nil {
+		var err error
+		if ss, err = c.openSession(sb); err != nil {
+			return nil, err
+		}
+	}
+	c.refill(sb)
+	return ss, nil
+}
+
+// refill opens a spare session for sb in the background, unless one is
+// there or on its way, or sb is closing.
+func (c *conn) refill(sb *sbox) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.closed || sb.refilling || sb.spare != nil {
+		return
+	}
+	sb.refilling = true
+	sb.refills.Add(1)
+	go func() {
+		defer sb.refills.Done()
+		ss, err := c.openSession(sb)
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		sb.refilling = false
+		if err != nil {
+			return // process/start opens its own and reports the error
+		}
+		if sb.closed {
+			ss.sess.Close()
+			return
+		}
+		sb.spare = ss
+	}()
 }
