@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -154,8 +155,9 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go copyOut(&copiers, outR, outCap, spec.Stdout)
-	go copyOut(&copiers, errR, errCap, spec.Stderr)
+	var draining atomic.Bool
+	go copyOut(&copiers, outR, outCap, spec.Stdout, &draining)
+	go copyOut(&copiers, errR, errCap, spec.Stderr, &draining)
 
 	tree := p.tree(cmd.Process)
 	var timeout <-chan time.Time
@@ -199,7 +201,10 @@ wait:
 	res.Duration = time.Since(start)
 
 	// Whatever still holds the pipes is out of reach: read what it wrote
-	// for a moment more, then stop.
+	// until the pipes stay empty for drainDelay, then stop. The delay counts
+	// from each read, not from now: output still in the pipes while a slow
+	// live writer holds the copier up is not lost.
+	draining.Store(true)
 	deadline := time.Now().Add(drainDelay)
 	outR.SetReadDeadline(deadline)
 	errR.SetReadDeadline(deadline)
@@ -240,11 +245,16 @@ func waitGone(tree procTree, limit time.Duration) bool {
 	}
 }
 
-// copyOut copies r into the capture and, while it accepts writes, into live.
-func copyOut(wg *sync.WaitGroup, r io.Reader, c *Capture, live io.Writer) {
+// copyOut copies r into the capture and, while it accepts writes, into
+// live. Once draining is set, each read gives up after drainDelay without
+// data.
+func copyOut(wg *sync.WaitGroup, r *os.File, c *Capture, live io.Writer, draining *atomic.Bool) {
 	defer wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
+		if draining.Load() {
+			r.SetReadDeadline(time.Now().Add(drainDelay))
+		}
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.Write(buf[:n])

@@ -221,6 +221,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"Cancel", s.cancel, false},
 		{"Signals", s.signals, false},
 		{"OutputCap", s.outputCap, false},
+		{"SlowLiveWriter", s.slowLiveWriter, false},
 		{"BackgroundHoldsStdout", s.background, false},
 		{"ReadOnlySession", s.readOnlySession, true},
 		{"ReadOnlyWorkspace", s.readOnlyWorkspace, true},
@@ -617,6 +618,42 @@ func (s *suite) signals(t *testing.T) {
 	res = s.run(t, context.Background(), spec)
 	wantExit(t, res, 128+int(syscall.SIGTERM))
 	s.opt.NoLeftovers(t, m)
+}
+
+// slowLiveWriter: a live writer that holds up the copy (a client that
+// reads slowly) loses nothing, although the command has long exited and
+// its output sat in the pipe meanwhile.
+func (s *suite) slowLiveWriter(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	spec := f.Spec("i=0; while [ $i -lt 400 ]; do printf '%0511d\\n' $i; i=$((i+1)); done")
+	w := &slowWriter{delay: 600 * time.Millisecond}
+	spec.Stdout = w
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, 0)
+	if got := w.Len(); got != 400*512 {
+		t.Fatalf("live writer got %d bytes, want %d", got, 400*512)
+	}
+}
+
+// slowWriter sleeps once, in the first Write after 150 KB: by then the
+// command has written the rest into the pipe and exited.
+type slowWriter struct {
+	Buffer
+	delay time.Duration
+	once  sync.Once
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	if w.Len() > 150<<10 {
+		w.once.Do(func() { time.Sleep(w.delay) })
+	}
+	return w.Buffer.Write(p)
+}
+
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Len()
 }
 
 func (s *suite) outputCap(t *testing.T) {
