@@ -20,7 +20,7 @@ import (
 
 // client is a test client on one in-process connection.
 type client struct {
-	t      *testing.T
+	t      testing.TB
 	w      *io.PipeWriter
 	mu     sync.Mutex
 	nextID int
@@ -55,7 +55,7 @@ func (c *client) checkOrder(m *Message) {
 
 // testOptions are the server options of the tests: local and bwrap, the
 // built-in gates, short gate timeouts.
-func testOptions(t *testing.T) Options {
+func testOptions(t testing.TB) Options {
 	return Options{
 		Backends:         sandbox.NewRegistry(),
 		AllowUnsandboxed: true,
@@ -77,7 +77,7 @@ func testOptions(t *testing.T) Options {
 }
 
 // newClient serves one connection with opts and initializes it.
-func newClient(t *testing.T, opts Options) *client {
+func newClient(t testing.TB, opts Options) *client {
 	t.Helper()
 	c := newUninitialized(t, opts)
 	var res InitializeResult
@@ -87,7 +87,7 @@ func newClient(t *testing.T, opts Options) *client {
 }
 
 // newUninitialized serves one connection with opts.
-func newUninitialized(t *testing.T, opts Options) *client {
+func newUninitialized(t testing.TB, opts Options) *client {
 	t.Helper()
 	cr, sw := io.Pipe() // server → client
 	sr, cw := io.Pipe() // client → server
@@ -322,7 +322,7 @@ func sleepers(marker string) []string {
 
 // traversableTempDir is a temp dir that a command running as another uid
 // (gatebridge is root: nobody) can reach.
-func traversableTempDir(t *testing.T) string {
+func traversableTempDir(t testing.TB) string {
 	d := t.TempDir()
 	for _, p := range []string{filepath.Dir(d), d} {
 		if err := os.Chmod(p, 0o777); err != nil {

@@ -111,7 +111,7 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	pr := &proc{c: c, sb: sb, id: p.ProcessID, argv: p.Argv, cancel: cancel,
 		signals: make(chan syscall.Signal, 8), done: make(chan struct{}), released: make(chan struct{}),
-		outCap: sandbox.NewCapture(o.MaxRetainedBytes * 2), errCap: sandbox.NewCapture(o.MaxRetainedBytes * 2),
+		outCap: sandbox.NewCapture(o.MaxRetainedBytes), errCap: sandbox.NewCapture(o.MaxRetainedBytes),
 		changed: make(chan struct{})}
 	var stdinR *io.PipeReader
 	if p.Stdin {

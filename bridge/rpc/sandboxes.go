@@ -158,6 +158,9 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		b, e, why, err := o.Backends.Auto(cctx, settings, o.AllowUnsandboxed)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if err != nil {
 			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("no sandbox backend is usable (%s)", why),
 				Data: map[string]string{"hint": "install bubblewrap, or start Docker with the image present; or pass backend \"local\" (no isolation)"}}

@@ -38,12 +38,12 @@ import (
 const (
 	DefaultMaxMessageBytes  = 16 << 20
 	DefaultMaxSandboxes     = 16
-	DefaultMaxProcesses     = 64
+	DefaultMaxProcesses     = 128
 	DefaultMaxPendingCalls  = 64
-	DefaultMaxRetainedBytes = 1 << 20 // per stream (snapshot: head + tail)
-	DefaultMaxReplayBytes   = 4 << 20 // per process (process/read)
-	DefaultMaxStdinQueued   = 4 << 20 // per process: written but not yet read by it
-	DefaultKeepExited       = 256     // exited processes kept for wait/read/snapshot
+	DefaultMaxRetainedBytes = 256 << 10 // per stream: the snapshot's head + tail
+	DefaultMaxReplayBytes   = 1 << 20   // per process: what process/read can replay
+	DefaultMaxStdinQueued   = 4 << 20   // per process: written but not yet read by it
+	DefaultKeepExited       = 64        // exited processes kept for wait/read/snapshot
 	DefaultGateTimeout      = 60 * time.Second
 	DefaultApprovalTimeout  = 5 * time.Minute
 )
@@ -155,6 +155,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		ctx:       ctx,
 		cancel:    cancel,
 		out:       make(chan []byte, 256),
+		prio:      make(chan []byte, 1024),
 		outDone:   make(chan struct{}),
 		sandboxes: map[string]*sbox{},
 		procs:     map[string]*proc{},
@@ -168,6 +169,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	cancel(errDisconnected)
 	c.shutdown()
 	close(c.out)
+	close(c.prio)
 	<-c.outDone
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -183,7 +185,12 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	out     chan []byte // encoded lines, written in order by writeLoop
+	// Encoded lines, written by writeLoop: prio (responses, requests to
+	// the client, $/cancelRequest) before out (process output and exits,
+	// in order), so a gate call or a response does not wait behind
+	// megabytes of output the client has not read yet.
+	out     chan []byte
+	prio    chan []byte
 	outDone chan struct{}
 
 	mu          sync.Mutex
@@ -202,18 +209,18 @@ type conn struct {
 	workers     sync.WaitGroup
 }
 
-// writeLoop writes queued lines to w; after a write error it discards the
-// rest (the connection is ending).
+// writeLoop writes queued lines to w, prio first; after a write error it
+// discards the rest (the connection is ending).
 func (c *conn) writeLoop(w io.Writer) {
 	defer close(c.outDone)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var failed bool
-	for line := range c.out {
+	write := func(line []byte) {
 		if failed {
-			continue
+			return
 		}
 		_, err := bw.Write(line)
-		if err == nil && len(c.out) == 0 {
+		if err == nil && len(c.out) == 0 && len(c.prio) == 0 {
 			err = bw.Flush()
 		}
 		if err != nil {
@@ -221,14 +228,42 @@ func (c *conn) writeLoop(w io.Writer) {
 			c.cancel(fmt.Errorf("write to client: %w", err))
 		}
 	}
+	out, prio := c.out, c.prio
+	for out != nil || prio != nil {
+		select {
+		case line, ok := <-prio:
+			if !ok {
+				prio = nil
+				continue
+			}
+			write(line)
+			continue
+		default:
+		}
+		select {
+		case line, ok := <-prio:
+			if !ok {
+				prio = nil
+				continue
+			}
+			write(line)
+		case line, ok := <-out:
+			if !ok {
+				out = nil
+				continue
+			}
+			write(line)
+		}
+	}
 	if !failed {
 		bw.Flush()
 	}
 }
 
-// send queues msg; it blocks while the queue is full (the client is not
-// reading) and gives up when the connection ends.
-func (c *conn) send(msg *Message) {
+// send queues msg (on out when bulk, else on prio); it blocks while the
+// queue is full (the client is not reading) and gives up when the
+// connection ends.
+func (c *conn) send(msg *Message, bulk bool) {
 	msg.JSONRPC = "2.0"
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -236,21 +271,27 @@ func (c *conn) send(msg *Message) {
 		return
 	}
 	b = append(b, '\n')
+	q := c.prio
+	if bulk {
+		q = c.out
+	}
 	select {
-	case c.out <- b:
+	case q <- b:
 	case <-c.ctx.Done():
 		// Still try without blocking: the last messages (process/exited)
 		// matter to a client that reads on.
 		select {
-		case c.out <- b:
+		case q <- b:
 		default:
 		}
 	}
 }
 
+// notify sends a notification; process output and exits keep their order
+// on the bulk queue.
 func (c *conn) notify(method string, params any) {
 	p, _ := json.Marshal(params)
-	c.send(&Message{Method: method, Params: p})
+	c.send(&Message{Method: method, Params: p}, method == MethodProcessOutput || method == MethodProcessExited)
 }
 
 func (c *conn) reply(id json.RawMessage, result any, err error) {
@@ -258,15 +299,15 @@ func (c *conn) reply(id json.RawMessage, result any, err error) {
 		return // a notification gets no response
 	}
 	if err != nil {
-		c.send(&Message{ID: id, Error: toError(err)})
+		c.send(&Message{ID: id, Error: toError(err)}, false)
 		return
 	}
 	r, merr := json.Marshal(result)
 	if merr != nil {
-		c.send(&Message{ID: id, Error: &Error{Code: CodeInternalError, Message: merr.Error()}})
+		c.send(&Message{ID: id, Error: &Error{Code: CodeInternalError, Message: merr.Error()}}, false)
 		return
 	}
-	c.send(&Message{ID: id, Result: r})
+	c.send(&Message{ID: id, Result: r}, false)
 }
 
 func toError(err error) *Error {
@@ -304,7 +345,7 @@ func (c *conn) readLoop(r io.Reader) error {
 		line, err := readLine(br, max)
 		if errors.Is(err, errTooLarge) {
 			c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest,
-				"message too large: over %d bytes (initialize's limits.maxMessageBytes); send big data in chunks (process/write)", max)})
+				"message too large: over %d bytes (initialize's limits.maxMessageBytes); send big data in chunks (process/write)", max)}, false)
 			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
@@ -349,23 +390,23 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 func (c *conn) handleLine(line []byte) {
 	var m Message
 	if err := json.Unmarshal(line, &m); err != nil {
-		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeParseError, "parse error: %v", err)})
+		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeParseError, "parse error: %v", err)}, false)
 		return
 	}
 	if m.JSONRPC != "2.0" {
-		c.send(&Message{ID: nullID(m.ID), Error: errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)})
+		c.send(&Message{ID: nullID(m.ID), Error: errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)}, false)
 		return
 	}
 	if m.Method == "" {
 		if m.ID == nil {
-			c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: no method and no id")})
+			c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: no method and no id")}, false)
 			return
 		}
 		c.deliver(&m) // a response to a server → client request
 		return
 	}
 	if m.ID != nil && !validID(m.ID) {
-		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")})
+		c.send(&Message{ID: json.RawMessage("null"), Error: errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")}, false)
 		return
 	}
 	c.handle(&m)
@@ -418,20 +459,20 @@ type handler func(c *conn, params json.RawMessage) (any, error)
 type later func() (any, error)
 
 var methods = map[string]handler{
-	MethodInitialize:      (*conn).initialize,
-	MethodSandboxOpen:     (*conn).sandboxOpen,
-	MethodSandboxClose:    (*conn).sandboxClose,
-	MethodGateRegister:    (*conn).gateRegister,
-	MethodGateUnregister:  (*conn).gateUnregister,
-	MethodGateList:        (*conn).gateList,
-	MethodProcessStart:    (*conn).processStart,
-	MethodProcessWrite:    (*conn).processWrite,
-	MethodProcessClose:    (*conn).processCloseStdin,
-	MethodProcessSignal:   (*conn).processSignal,
-	MethodProcessWait:     (*conn).processWait,
-	MethodProcessRead:     (*conn).processRead,
-	MethodProcessSnapshot: (*conn).processSnapshot,
-	MethodProcessList:     (*conn).processList,
+	MethodInitialize:        (*conn).initialize,
+	MethodSandboxOpen:       (*conn).sandboxOpen,
+	MethodSandboxClose:      (*conn).sandboxClose,
+	MethodGateRegister:      (*conn).gateRegister,
+	MethodGateUnregister:    (*conn).gateUnregister,
+	MethodGateList:          (*conn).gateList,
+	MethodProcessStart:      (*conn).processStart,
+	MethodProcessWrite:      (*conn).processWrite,
+	MethodProcessCloseStdin: (*conn).processCloseStdin,
+	MethodProcessSignal:     (*conn).processSignal,
+	MethodProcessWait:       (*conn).processWait,
+	MethodProcessRead:       (*conn).processRead,
+	MethodProcessSnapshot:   (*conn).processSnapshot,
+	MethodProcessList:       (*conn).processList,
 }
 
 func (c *conn) handle(m *Message) {
@@ -520,7 +561,7 @@ func (c *conn) initialize(params json.RawMessage) (any, error) {
 	if again {
 		return nil, errorf(CodeInvalidRequest, "initialize was already sent on this connection")
 	}
-	var bs []BackendInfo
+	bs := []BackendInfo{}
 	for _, e := range c.srv.opts.Backends.Entries() {
 		if e.Supported() {
 			bs = append(bs, BackendInfo{Name: e.Name, Summary: e.Summary, Isolates: e.Isolates})
@@ -549,7 +590,7 @@ func (c *conn) request(ctx context.Context, method string, params any) (*Message
 	c.mu.Unlock()
 	rawID, _ := json.Marshal(id)
 	p, _ := json.Marshal(params)
-	c.send(&Message{ID: rawID, Method: method, Params: p})
+	c.send(&Message{ID: rawID, Method: method, Params: p}, false)
 	select {
 	case m := <-ch:
 		if m.Error != nil {

@@ -186,7 +186,7 @@ func TestStdinSignalTimeout(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				c.call(MethodProcessWrite, ProcessWriteParams{ProcessID: "cat", Chunk: []byte(fmt.Sprintf("%02d,", i))}, nil)
 			}
-			c.call(MethodProcessClose, ProcessIDParams{ProcessID: "cat"}, nil)
+			c.call(MethodProcessCloseStdin, ProcessIDParams{ProcessID: "cat"}, nil)
 			o := c.collect("cat", 30*time.Second)
 			var want strings.Builder
 			for i := 0; i < 50; i++ {
@@ -242,7 +242,7 @@ func marker() string { return fmt.Sprint(400_000_000 + time.Now().UnixNano()%500
 // keeps head and tail of an output larger than the cap.
 func TestWaitReadSnapshot(t *testing.T) {
 	opts := testOptions(t)
-	opts.MaxRetainedBytes = 1000
+	opts.MaxRetainedBytes = 2000
 	opts.MaxReplayBytes = 4000
 	c := newClient(t, opts)
 	c.openSandbox("sb", "local", false)

@@ -14,21 +14,21 @@ var SupportedVersions = []int{ProtocolVersion}
 
 // Method names.
 const (
-	MethodInitialize      = "initialize"
-	MethodInitialized     = "initialized" // notification
-	MethodSandboxOpen     = "sandbox/open"
-	MethodSandboxClose    = "sandbox/close"
-	MethodGateRegister    = "gate/register"
-	MethodGateUnregister  = "gate/unregister"
-	MethodGateList        = "gate/list"
-	MethodProcessStart    = "process/start"
-	MethodProcessWrite    = "process/write"
-	MethodProcessClose    = "process/closeStdin"
-	MethodProcessSignal   = "process/signal"
-	MethodProcessWait     = "process/wait"
-	MethodProcessRead     = "process/read"
-	MethodProcessSnapshot = "process/snapshot"
-	MethodProcessList     = "process/list"
+	MethodInitialize        = "initialize"
+	MethodInitialized       = "initialized" // notification
+	MethodSandboxOpen       = "sandbox/open"
+	MethodSandboxClose      = "sandbox/close"
+	MethodGateRegister      = "gate/register"
+	MethodGateUnregister    = "gate/unregister"
+	MethodGateList          = "gate/list"
+	MethodProcessStart      = "process/start"
+	MethodProcessWrite      = "process/write"
+	MethodProcessCloseStdin = "process/closeStdin"
+	MethodProcessSignal     = "process/signal"
+	MethodProcessWait       = "process/wait"
+	MethodProcessRead       = "process/read"
+	MethodProcessSnapshot   = "process/snapshot"
+	MethodProcessList       = "process/list"
 
 	// Server → client notifications.
 	MethodProcessOutput = "process/output"
@@ -48,12 +48,11 @@ const (
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
 	// Server errors (-32000 … -32099).
-	CodeNotInitialized   = -32002 // a request before initialize
-	CodeNotFound         = -32001 // no such sandbox, process or gate
-	CodeLimit            = -32003 // a per-connection cap was reached
-	CodeUnavailable      = -32004 // the backend cannot run here
-	CodeConflict         = -32005 // the id is already in use
-	CodeRequestCancelled = -32800
+	CodeNotInitialized = -32002 // a request before initialize
+	CodeNotFound       = -32001 // no such sandbox, process or gate
+	CodeLimit          = -32003 // a per-connection cap was reached
+	CodeUnavailable    = -32004 // the backend cannot run here
+	CodeConflict       = -32005 // the id is already in use
 )
 
 // Message is one JSON-RPC 2.0 message: a request (ID and Method), a
@@ -106,7 +105,7 @@ type ConnLimits struct {
 	MaxSandboxes      int   `json:"maxSandboxes"`
 	MaxProcesses      int   `json:"maxProcesses"`
 	MaxPendingCalls   int   `json:"maxPendingGateCalls"`
-	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`  // per stream, snapshot head+tail
+	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`  // per stream: the snapshot's head + tail together
 	MaxReplayBytes    int64 `json:"maxReplayBytes"`    // per process, for process/read
 	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`  // process/start without timeoutMs (0: none)
 	GateTimeoutMs     int64 `json:"gateTimeoutMs"`     // gate/call deadline without timeoutMs
@@ -116,7 +115,7 @@ type ConnLimits struct {
 // SandboxOpenParams are the params of sandbox/open.
 type SandboxOpenParams struct {
 	SandboxID         string            `json:"sandboxId"`
-	Backend           string            `json:"backend"` // "auto", "local", "bwrap", "docker"
+	Backend           string            `json:"backend,omitempty"` // "auto" (default), "local", "bwrap", "docker"
 	Workspace         string            `json:"workspace"`
 	WritableWorkspace bool              `json:"writableWorkspace,omitempty"`
 	Image             string            `json:"image,omitempty"` // docker
@@ -142,7 +141,7 @@ type SandboxCloseParams struct {
 type GateRegisterParams struct {
 	Name        string          `json:"name"`
 	Summary     string          `json:"summary"`
-	Usage       string          `json:"usage"`
+	Usage       string          `json:"usage,omitempty"` // default: name and params
 	Params      []gates.Param   `json:"params,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 	Stdin       string          `json:"stdin,omitempty"` // "none" (default), "if-no-args", "always"
@@ -208,14 +207,14 @@ type ProcessWaitParams struct {
 type ProcessWaitResult struct {
 	ExitCode *int   `json:"exitCode"` // null while running
 	Signal   string `json:"signal,omitempty"`
-	TimedOut bool   `json:"timedOut"`
-	Running  bool   `json:"running"`
+	TimedOut bool   `json:"timedOut"` // the process's own timeout (timeoutMs) stopped it
+	Running  bool   `json:"running"`  // still running when the wait's timeoutMs passed
 }
 
 // ProcessReadParams are the params of process/read.
 type ProcessReadParams struct {
 	ProcessID string `json:"processId"`
-	AfterSeq  int64  `json:"afterSeq"`
+	AfterSeq  int64  `json:"afterSeq,omitempty"` // 0: from the first chunk retained
 	MaxBytes  int64  `json:"maxBytes,omitempty"`
 	WaitMs    int64  `json:"waitMs,omitempty"`
 }
