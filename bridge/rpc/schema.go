@@ -1,0 +1,601 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// The JSON Schema of the protocol (docs/protocol.schema.json) is generated
+// from the wire types in types.go by reflection, so the two cannot drift:
+// TestSchemaUpToDate fails when the checked-in file differs from Schema().
+// What reflection cannot see (the allowed values of a string, a nullable
+// []byte) is in fieldNotes below; every entry must name a real field.
+
+// msgDirection says who sends a message.
+type msgDirection int
+
+const (
+	clientToServer msgDirection = iota + 1
+	serverToClient
+	bothWays
+)
+
+func (d msgDirection) String() string {
+	switch d {
+	case clientToServer:
+		return "client → server"
+	case serverToClient:
+		return "server → client"
+	default:
+		return "either way"
+	}
+}
+
+// methodSpec is one method of the protocol: its params type and, for a
+// request, its result type (nil: a notification). A params or result of
+// type struct{} is an empty object; for params, it may be left out.
+type methodSpec struct {
+	dir     msgDirection
+	params  any
+	result  any
+	summary string
+}
+
+// protocolMethods is every method of the protocol: the Method* constants
+// of types.go (a test checks that each one is here).
+var protocolMethods = map[string]methodSpec{
+	MethodInitialize: {clientToServer, InitializeParams{}, InitializeResult{},
+		"The first request of a connection: agree on the protocol version, learn the server's backends and limits."},
+	MethodInitialized: {clientToServer, struct{}{}, nil,
+		"Sent once after the initialize response; then the connection is ready."},
+	MethodSandboxOpen: {clientToServer, SandboxOpenParams{}, SandboxOpenResult{},
+		"Open a sandbox (kept until sandbox/close or the end of the connection); processes run in it."},
+	MethodSandboxClose: {clientToServer, SandboxCloseParams{}, struct{}{},
+		"Stop the sandbox's processes and remove the sandbox."},
+	MethodGateRegister: {clientToServer, GateRegisterParams{}, struct{}{},
+		"Add a gate that the client answers (gate/call) to every sandbox of the connection."},
+	MethodGateUnregister: {clientToServer, GateUnregisterParams{}, struct{}{},
+		"Remove a gate registered with gate/register."},
+	MethodGateList: {clientToServer, struct{}{}, []GateDoc{},
+		"Every gate a sandbox of this connection offers: the same JSON as `gatebridge gates --format json`."},
+	MethodProcessStart: {clientToServer, ProcessStartParams{}, ProcessStartResult{},
+		"Start a process in a sandbox; its output comes as process/output notifications, then process/exited."},
+	MethodProcessWrite: {clientToServer, ProcessWriteParams{}, struct{}{},
+		"Write to the stdin of a process started with stdin: true."},
+	MethodProcessCloseStdin: {clientToServer, ProcessIDParams{}, struct{}{},
+		"Close the stdin of a process (it reads end of file)."},
+	MethodProcessSignal: {clientToServer, ProcessSignalParams{}, struct{}{},
+		"Send a signal to the process group of a process."},
+	MethodProcessWait: {clientToServer, ProcessWaitParams{}, ProcessWaitResult{},
+		"Wait until a process exits, or timeoutMs passes (then running is true)."},
+	MethodProcessRead: {clientToServer, ProcessReadParams{}, ProcessReadResult{},
+		"Read a process's output chunks after a seq from its replay buffer, for clients that poll or reconnect."},
+	MethodProcessSnapshot: {clientToServer, ProcessIDParams{}, ProcessSnapshotResult{},
+		"The retained head and tail of a process's stdout and stderr."},
+	MethodProcessList: {clientToServer, struct{}{}, ProcessListResult{},
+		"The processes of the connection, running and recently exited."},
+
+	MethodProcessOutput: {serverToClient, ProcessOutputParams{}, nil,
+		"A chunk of a process's output; seq starts at 1 and grows across stdout and stderr."},
+	MethodProcessExited: {serverToClient, ProcessExitedParams{}, nil,
+		"A process exited; sent after its last process/output."},
+
+	MethodGateCall: {serverToClient, GateCallParams{}, GateCallResult{},
+		"A command in a sandbox called a gate the client registered; the client runs it and answers."},
+	MethodGateOutput: {clientToServer, GateOutputParams{}, nil,
+		"Output of a gate/call not yet answered, passed to the caller at once."},
+	MethodApprovalRequest: {serverToClient, ApprovalRequestParams{}, ApprovalResult{},
+		"Ask the client whether a gate that needs approval may run."},
+	MethodCancelRequest: {bothWays, CancelParams{}, nil,
+		"The request with this id is no longer wanted (the server sends it for gate/call and approval/request); a late answer is ignored."},
+}
+
+// fieldNote adds to the schema of one field what its Go type does not say.
+type fieldNote struct {
+	enum        []string
+	nullable    bool   // null is allowed besides the type's values
+	ref         string // the field's schema is this $defs entry instead
+	description string
+}
+
+// fieldNotes are keyed by "GoType.jsonName".
+var fieldNotes = map[string]fieldNote{
+	"SandboxOpenParams.backend": {enum: []string{"auto", "local", "bwrap", "docker"},
+		description: "auto: the strongest usable backend (never local unless the server allows unsandboxed runs)."},
+	"SandboxOpenParams.workspace":        {description: "An absolute host directory: the processes' default cwd and the root the file gates see."},
+	"SandboxOpenResult.workspaceInside":  {description: "Where commands in the sandbox see the workspace."},
+	"GateRegisterParams.stdin":           {enum: []string{"none", "if-no-args", "always"}, description: "When the caller's stdin is forwarded to the gate (default none)."},
+	"GateRegisterParams.inputSchema":     {description: "A JSON Schema of an object describing the gate's arguments (instead of params)."},
+	"GateRegisterParams.timeoutMs":       {description: "How long the client may take to answer a gate/call (default limits.gateTimeoutMs)."},
+	"GateRegisterParams.approval":        {description: "Send approval/request before every call (until allowForSession)."},
+	"GateDoc.stdin":                      {enum: []string{"none", "if-no-args", "always"}},
+	"GateDoc.kind":                       {enum: []string{"builtin", "command", "runtime"}},
+	"GateDoc.inputSchema":                {description: "The schema given to gate/register, for runtime gates registered with one."},
+	"ProcessStartParams.processId":       {description: "Chosen by the client; unique on the connection. 1-64 of [A-Za-z0-9_.-], starting with a letter or digit."},
+	"ProcessStartParams.cwd":             {description: "Relative to the workspace, or absolute as the sandbox sees the workspace (workspaceInside); default the workspace."},
+	"ProcessStartParams.env":             {description: "Added to the sandbox's environment (and sandbox/open's env)."},
+	"ProcessStartParams.stdin":           {description: "true: stdin is a pipe fed by process/write; false (default): /dev/null."},
+	"ProcessStartParams.timeoutMs":       {description: "Stop the process after this long (TERM, then KILL); default limits.defaultTimeoutMs (0: none)."},
+	"ProcessSignalParams.signal":         {enum: []string{"INT", "TERM", "KILL", "HUP"}},
+	"ProcessWaitParams.timeoutMs":        {description: "Wait at most this long; 0 or absent: until the process exits."},
+	"ProcessWaitResult.exitCode":         {description: "null while the process runs."},
+	"ProcessWaitResult.signal":           {description: "The signal that ended the process (its exit code is 128+N), e.g. TERM."},
+	"ProcessWaitResult.timedOut":         {description: "The process was stopped by its timeoutMs (exit code 124)."},
+	"ProcessReadParams.afterSeq":         {description: "Return chunks with a seq greater than this (0: from the start)."},
+	"ProcessReadParams.maxBytes":         {description: "At most about this many bytes of chunks (at least one chunk); default and cap limits.maxReplayBytes."},
+	"ProcessReadParams.waitMs":           {description: "When there is no chunk yet and the process runs, wait up to this long for one."},
+	"ProcessReadResult.firstSeq":         {description: "The oldest seq still retained; earlier chunks were dropped (the replay buffer is capped)."},
+	"ProcessReadResult.nextSeq":          {description: "The seq the next chunk will get."},
+	"ProcessSnapshotResult.omittedBytes": {description: "Bytes left out between head and tail, over both streams."},
+	"Chunk.stream":                       {enum: []string{"stdout", "stderr"}},
+	"ProcessOutputParams.stream":         {enum: []string{"stdout", "stderr"}},
+	"GateCallParams.callId":              {description: "Names the call in gate/output."},
+	"GateCallParams.args":                {description: "The arguments after the gate's name, as the caller gave them."},
+	"GateCallParams.stdin":               {nullable: true, description: "The caller's stdin when the gate's stdin mode forwards it; null when none was sent."},
+	"GateCallParams.cwd":                 {description: "The caller's working directory as the sandbox sees it (untrusted); empty when unknown."},
+	"GateCallParams.deadlineMs":          {description: "Unix time in milliseconds by which to answer; after it the caller gets exit 1 and $/cancelRequest is sent."},
+	"GateCallResult.exitCode":            {description: "The caller's exit code, 0-255."},
+	"GateOutputParams.stream":            {enum: []string{"stdout", "stderr"}},
+	"ApprovalResult.decision":            {enum: []string{DecisionAllow, DecisionDeny, DecisionAllowForSession}, description: "allowForSession: allow this gate for the rest of the sandbox's life."},
+	"ApprovalResult.reason":              {description: "Shown to the caller on deny."},
+	"CancelParams.id":                    {ref: "RequestId"},
+	"ConnLimits.maxRetainedBytes":        {description: "Per stream: process/snapshot keeps this many bytes of the head and as many of the tail."},
+	"ConnLimits.maxReplayBytes":          {description: "Per process: the output process/read can replay."},
+	"ConnLimits.defaultTimeoutMs":        {description: "The timeout of process/start without timeoutMs (0: none)."},
+	"ConnLimits.gateTimeoutMs":           {description: "How long the client may take to answer gate/call, for gates registered without timeoutMs."},
+	"ConnLimits.approvalTimeoutMs":       {description: "How long the client may take to answer approval/request."},
+	"Error.data":                         {description: "More about the error (e.g. hint, backend, supported versions)."},
+}
+
+// jsonSchema is one JSON Schema (draft 2020-12) node; fields marshal in
+// this order.
+type jsonSchema struct {
+	Schema               string                 `json:"$schema,omitempty"`
+	ID                   string                 `json:"$id,omitempty"`
+	Title                string                 `json:"title,omitempty"`
+	Description          string                 `json:"description,omitempty"`
+	Ref                  string                 `json:"$ref,omitempty"`
+	Type                 any                    `json:"type,omitempty"` // a string, or []string with "null"
+	Const                any                    `json:"const,omitempty"`
+	Enum                 []any                  `json:"enum,omitempty"`
+	ContentEncoding      string                 `json:"contentEncoding,omitempty"`
+	Properties           *schemaProps           `json:"properties,omitempty"`
+	Required             []string               `json:"required,omitempty"`
+	AdditionalProperties any                    `json:"additionalProperties,omitempty"` // false or *jsonSchema
+	Items                *jsonSchema            `json:"items,omitempty"`
+	AnyOf                []*jsonSchema          `json:"anyOf,omitempty"`
+	Defs                 map[string]*jsonSchema `json:"$defs,omitempty"`
+}
+
+// schemaProps keep the order of the Go struct's fields.
+type schemaProps struct {
+	names []string
+	props map[string]*jsonSchema
+}
+
+func (p *schemaProps) add(name string, s *jsonSchema) {
+	if p.props == nil {
+		p.props = map[string]*jsonSchema{}
+	}
+	p.names = append(p.names, name)
+	p.props[name] = s
+}
+
+func (p *schemaProps) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, n := range p.names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(n)
+		v, err := json.Marshal(p.props[n])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func schemaRef(name string) string { return "#/$defs/" + name }
+
+var (
+	rawMessageType    = reflect.TypeFor[json.RawMessage]()
+	durationType      = reflect.TypeFor[time.Duration]()
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// schemaGen turns Go types into schemas, collecting named structs in defs.
+type schemaGen struct {
+	defs      map[string]*jsonSchema
+	types     map[string]reflect.Type // def name → the type it came from
+	usedNotes map[string]bool
+}
+
+// Schema returns the JSON Schema (draft 2020-12) of every message of the
+// protocol, as indented JSON: the root accepts any message either side
+// may send; $defs has each method's request, response or notification
+// (e.g. ProcessStartRequest, ProcessStartResponse, ProcessOutputNotification),
+// the generic envelopes and every wire type of types.go.
+func Schema() ([]byte, error) {
+	g := &schemaGen{defs: map[string]*jsonSchema{}, types: map[string]reflect.Type{}, usedNotes: map[string]bool{}}
+	if err := g.envelope(); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(protocolMethods))
+	for m := range protocolMethods {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	var client, server []*jsonSchema
+	for _, m := range names {
+		spec := protocolMethods[m]
+		sent, answers, err := g.method(m, spec)
+		if err != nil {
+			return nil, fmt.Errorf("schema: method %s: %w", m, err)
+		}
+		// A request's response travels the other way.
+		if spec.dir == clientToServer || spec.dir == bothWays {
+			client = append(client, sent)
+			server = append(server, answers...)
+		}
+		if spec.dir == serverToClient || spec.dir == bothWays {
+			server = append(server, sent)
+			client = append(client, answers...)
+		}
+	}
+	errResp := &jsonSchema{Ref: schemaRef("ErrorResponse")}
+	client = append(client, errResp)
+	server = append(server, errResp)
+	if err := g.addDef("ClientMessage", &jsonSchema{
+		Description: "Any message the client sends: its requests and notifications, and its responses to the server's requests.",
+		AnyOf:       client,
+	}); err != nil {
+		return nil, err
+	}
+	if err := g.addDef("ServerMessage", &jsonSchema{
+		Description: "Any message the server sends: its notifications and requests, and its responses to the client's requests.",
+		AnyOf:       server,
+	}); err != nil {
+		return nil, err
+	}
+	var unused []string
+	for k := range fieldNotes {
+		if !g.usedNotes[k] {
+			unused = append(unused, k)
+		}
+	}
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		return nil, fmt.Errorf("schema: fieldNotes name no field: %s", strings.Join(unused, ", "))
+	}
+	root := &jsonSchema{
+		Schema: "https://json-schema.org/draft/2020-12/schema",
+		ID:     "https://github.com/gatebridge/gatebridge/docs/protocol.schema.json",
+		Title:  fmt.Sprintf("gatebridge JSON-RPC protocol, version %d (gatebridge serve --stdio)", ProtocolVersion),
+		Description: "One JSON-RPC 2.0 message per line each way (docs/jsonrpc.md). Bytes are base64 strings. " +
+			"Generated from bridge/rpc/types.go by bridge/rpc/schema.go: do not edit; run `make schema`.",
+		AnyOf: []*jsonSchema{{Ref: schemaRef("ClientMessage")}, {Ref: schemaRef("ServerMessage")}},
+		Defs:  g.defs,
+	}
+	b, err := json.MarshalIndent(root, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func (g *schemaGen) addDef(name string, s *jsonSchema) error {
+	if _, dup := g.defs[name]; dup {
+		return fmt.Errorf("schema: two definitions are called %s", name)
+	}
+	g.defs[name] = s
+	return nil
+}
+
+var jsonrpcVersion = &jsonSchema{Const: "2.0"}
+
+// envelope adds the generic message shapes and the error object.
+func (g *schemaGen) envelope() error {
+	idRef := &jsonSchema{Ref: schemaRef("RequestId")}
+	errSchema, err := g.schemaOf(reflect.TypeFor[Error]())
+	if err != nil {
+		return err
+	}
+	obj := func(desc string, req []string, names []string, ss ...*jsonSchema) *jsonSchema {
+		p := &schemaProps{}
+		for i, n := range names {
+			p.add(n, ss[i])
+		}
+		return &jsonSchema{Description: desc, Type: "object", Properties: p, Required: req, AdditionalProperties: false}
+	}
+	defs := []struct {
+		name string
+		s    *jsonSchema
+	}{
+		{"RequestId", &jsonSchema{Description: "A request id: the client picks its own (a string or an integer); the server's are strings \"s1\", \"s2\", …",
+			Type: []string{"string", "integer"}}},
+		{"Request", obj("A request: answered by a response with the same id.",
+			[]string{"jsonrpc", "id", "method"}, []string{"jsonrpc", "id", "method", "params"},
+			jsonrpcVersion, idRef, &jsonSchema{Type: "string"}, &jsonSchema{Type: "object"})},
+		{"Notification", obj("A notification: no id, never answered.",
+			[]string{"jsonrpc", "method"}, []string{"jsonrpc", "method", "params"},
+			jsonrpcVersion, &jsonSchema{Type: "string"}, &jsonSchema{Type: "object"})},
+		{"Response", obj("A successful response: result is the method's result.",
+			[]string{"jsonrpc", "id", "result"}, []string{"jsonrpc", "id", "result"},
+			jsonrpcVersion, idRef, &jsonSchema{Description: "any JSON value"})},
+		{"ErrorResponse", obj("A failed request. id is null when the request's id could not be read (a parse error, a message too large).",
+			[]string{"jsonrpc", "id", "error"}, []string{"jsonrpc", "id", "error"},
+			jsonrpcVersion, &jsonSchema{AnyOf: []*jsonSchema{idRef, {Type: "null"}}}, errSchema)},
+	}
+	for _, d := range defs {
+		if err := g.addDef(d.name, d.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaDefName is a method's name in $defs: "process/closeStdin" →
+// "ProcessCloseStdin", "$/cancelRequest" → "CancelRequest".
+func schemaDefName(method string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(method, func(r rune) bool { return r == '/' || r == '$' }) {
+		r := []rune(part)
+		r[0] = unicode.ToUpper(r[0])
+		b.WriteString(string(r))
+	}
+	return b.String()
+}
+
+// method adds the definitions of one method's messages and returns a
+// reference to the message its sender sends and to its response.
+func (g *schemaGen) method(m string, spec methodSpec) (sent *jsonSchema, answers []*jsonSchema, err error) {
+	if spec.params == nil {
+		return nil, nil, fmt.Errorf("no params type (use struct{}{} for none)")
+	}
+	pt := reflect.TypeOf(spec.params)
+	params, err := g.schemaOf(pt)
+	if err != nil {
+		return nil, nil, err
+	}
+	noParams := pt.Kind() == reflect.Struct && pt.NumField() == 0
+	base := schemaDefName(m)
+	props := &schemaProps{}
+	props.add("jsonrpc", jsonrpcVersion)
+	req := []string{"jsonrpc"}
+	kind := "notification"
+	name := base + "Notification"
+	if spec.result != nil {
+		kind, name = "request", base+"Request"
+		props.add("id", &jsonSchema{Ref: schemaRef("RequestId")})
+		req = append(req, "id")
+	}
+	props.add("method", &jsonSchema{Const: m})
+	req = append(req, "method")
+	props.add("params", params)
+	if !noParams {
+		req = append(req, "params")
+	}
+	msg := &jsonSchema{
+		Title:       m + " " + kind + " (" + spec.dir.String() + ")",
+		Description: spec.summary,
+		Type:        "object", Properties: props, Required: req, AdditionalProperties: false,
+	}
+	if err := g.addDef(name, msg); err != nil {
+		return nil, nil, err
+	}
+	sent = &jsonSchema{Ref: schemaRef(name)}
+	if spec.result == nil {
+		return sent, nil, nil
+	}
+	result, err := g.schemaOf(reflect.TypeOf(spec.result))
+	if err != nil {
+		return nil, nil, err
+	}
+	rprops := &schemaProps{}
+	rprops.add("jsonrpc", jsonrpcVersion)
+	rprops.add("id", &jsonSchema{Ref: schemaRef("RequestId")})
+	rprops.add("result", result)
+	resp := &jsonSchema{
+		Title: "response to " + m,
+		Type:  "object", Properties: rprops, Required: []string{"jsonrpc", "id", "result"}, AdditionalProperties: false,
+	}
+	if err := g.addDef(base+"Response", resp); err != nil {
+		return nil, nil, err
+	}
+	return sent, []*jsonSchema{{Ref: schemaRef(base + "Response")}}, nil
+}
+
+// schemaOf returns the schema of values of t as encoding/json writes
+// them; a named struct becomes a $defs entry and a reference to it.
+func (g *schemaGen) schemaOf(t reflect.Type) (*jsonSchema, error) {
+	switch {
+	case t == rawMessageType:
+		return &jsonSchema{Description: "any JSON value"}, nil
+	case t == durationType:
+		return nil, fmt.Errorf("time.Duration is not a wire type (use an int64 of milliseconds, named ...Ms)")
+	case t.Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(jsonMarshalerType):
+		return nil, fmt.Errorf("%s has its own MarshalJSON: its schema cannot be derived", t)
+	case t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType):
+		return &jsonSchema{Type: "string"}, nil
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return &jsonSchema{Type: "boolean"}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return &jsonSchema{Type: "integer"}, nil
+	case reflect.Float32, reflect.Float64:
+		return &jsonSchema{Type: "number"}, nil
+	case reflect.String:
+		return &jsonSchema{Type: "string"}, nil
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return &jsonSchema{Type: "string", ContentEncoding: "base64"}, nil
+		}
+		items, err := g.schemaOf(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return &jsonSchema{Type: "array", Items: items}, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("%s: map keys must be strings", t)
+		}
+		elem, err := g.schemaOf(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return &jsonSchema{Type: "object", AdditionalProperties: elem}, nil
+	case reflect.Pointer:
+		elem, err := g.schemaOf(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return schemaNullable(elem)
+	case reflect.Interface:
+		if t.NumMethod() == 0 {
+			return &jsonSchema{Description: "any JSON value"}, nil
+		}
+	case reflect.Struct:
+		return g.structSchema(t)
+	}
+	return nil, fmt.Errorf("%s: %s is not a wire type", t, t.Kind())
+}
+
+// schemaNullable lets s also be null.
+func schemaNullable(s *jsonSchema) (*jsonSchema, error) {
+	switch typ := s.Type.(type) {
+	case string:
+		if len(s.Enum) > 0 {
+			n := *s
+			n.Type, n.Enum = []string{typ, "null"}, append(append([]any(nil), s.Enum...), nil)
+			return &n, nil
+		}
+		n := *s
+		n.Type = []string{typ, "null"}
+		return &n, nil
+	case nil:
+		if s.Ref != "" {
+			return &jsonSchema{AnyOf: []*jsonSchema{s, {Type: "null"}}}, nil
+		}
+		if s.AnyOf == nil && s.Const == nil && s.Enum == nil {
+			return s, nil // any JSON value: null included
+		}
+	}
+	return nil, fmt.Errorf("cannot make %+v nullable", s)
+}
+
+func (g *schemaGen) structSchema(t reflect.Type) (*jsonSchema, error) {
+	name := t.Name()
+	if name == "" {
+		if t.NumField() == 0 {
+			return &jsonSchema{Type: "object", AdditionalProperties: false}, nil
+		}
+		return nil, fmt.Errorf("anonymous struct %s: give it a name", t)
+	}
+	if prev, ok := g.types[name]; ok {
+		if prev != t {
+			return nil, fmt.Errorf("two types are called %s: %s and %s", name, prev.PkgPath(), t.PkgPath())
+		}
+		return &jsonSchema{Ref: schemaRef(name)}, nil
+	}
+	if _, taken := g.defs[name]; taken {
+		return nil, fmt.Errorf("type %s has the name of a message definition", t)
+	}
+	g.types[name] = t
+	g.defs[name] = nil // reserved (recursive types)
+	s := &jsonSchema{Type: "object", Properties: &schemaProps{}, AdditionalProperties: false}
+	if t.PkgPath() != reflect.TypeFor[Message]().PkgPath() {
+		s.Description = "Go type " + t.String() + "."
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous {
+			return nil, fmt.Errorf("%s.%s: embedded fields are not supported", name, f.Name)
+		}
+		jname, opts, _ := strings.Cut(tag, ",")
+		if jname == "" {
+			jname = f.Name
+		}
+		omitempty := false
+		for _, o := range strings.Split(opts, ",") {
+			switch o {
+			case "omitempty", "omitzero":
+				omitempty = true
+			case "string":
+				return nil, fmt.Errorf("%s.%s: the ,string option is not supported", name, f.Name)
+			}
+		}
+		fs, err := g.schemaOf(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", name, f.Name, err)
+		}
+		key := name + "." + jname
+		if note, ok := fieldNotes[key]; ok {
+			g.usedNotes[key] = true
+			if fs, err = applyFieldNote(fs, note); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		s.Properties.add(jname, fs)
+		if !omitempty {
+			s.Required = append(s.Required, jname)
+		}
+	}
+	g.defs[name] = s
+	return &jsonSchema{Ref: schemaRef(name)}, nil
+}
+
+func applyFieldNote(s *jsonSchema, n fieldNote) (*jsonSchema, error) {
+	if n.ref != "" {
+		s = &jsonSchema{Ref: schemaRef(n.ref)}
+	}
+	if len(n.enum) > 0 {
+		if s.Type != "string" {
+			return nil, fmt.Errorf("enum on a non-string field")
+		}
+		c := *s
+		for _, v := range n.enum {
+			c.Enum = append(c.Enum, v)
+		}
+		s = &c
+	}
+	if n.nullable {
+		var err error
+		if s, err = schemaNullable(s); err != nil {
+			return nil, err
+		}
+	}
+	if n.description != "" {
+		if s.Ref != "" {
+			// Keywords beside $ref are allowed in 2020-12.
+			s = &jsonSchema{Ref: s.Ref}
+		} else {
+			c := *s
+			s = &c
+		}
+		s.Description = n.description
+	}
+	return s, nil
+}
