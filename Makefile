@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 FUZZLONG ?= 2m
 FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge/mailbox:FuzzReadCall
 
-.PHONY: all build install test unit fuzz-short fuzz lint test-image bench example clean
+.PHONY: all build install test unit test-clients fuzz-short fuzz lint test-image bench example clean
 
 all: build
 
@@ -43,10 +43,16 @@ example: build
 # short fuzz runs. Docker tests need the engine and the test image (built
 # here when the engine answers); CI sets GATEBRIDGE_REQUIRE_BACKENDS so a
 # skipped backend test fails there.
-test: lint test-image-if-engine unit fuzz-short
+test: lint test-image-if-engine unit test-clients fuzz-short
 
 unit: build
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The Python client (clients/python, standard library only) against the
+# built binary, with the system python3; then its example agent loop once.
+test-clients: build
+	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 -m unittest discover -s clients/python -v
+	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py
 
 fuzz-short:
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -81,6 +87,16 @@ test-image-if-engine:
 
 bench: build
 	$(BIN) bench
+	$(GO) test -run '^$$' -bench 'ProcessStart|GateCall' -benchtime 300x ./bridge/rpc
+	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 clients/python/bench_gate.py 20
+	GATEBRIDGE_SOAK=1 $(GO) test -count=1 -timeout 30m -run '^TestServeSoak$$' -v ./integration
+
+# Regenerate docs/protocol.schema.json, the JSON Schema of the `serve
+# --stdio` protocol, from the Go types (bridge/rpc/schema.go); `make test`
+# fails while the checked-in file is out of date.
+.PHONY: schema
+schema:
+	$(GO) test ./bridge/rpc -run '^TestSchemaUpToDate$$' -count=1 -update
 
 clean:
 	rm -rf bin

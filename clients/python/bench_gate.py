@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Gate round trip from a sandboxed shell loop, measured side by side:
+a gate answered by this Python client (gate/call) against gb_echo, a Go
+gate built into the server, alternating batches in one run.
+
+    make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench_gate.py [ROUNDS]
+"""
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gatebridge_client import Client  # noqa: E402
+
+BATCH = 20
+
+
+def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    loop = "i=0; while [ $i -lt %d ]; do %s x >/dev/null || exit 1; i=$((i+1)); done"
+    times = {"python": 0.0, "go": 0.0}
+    with Client() as client:
+        client.register_gate("pygate", lambda call: "x\n")
+        with tempfile.TemporaryDirectory() as ws, client.open_sandbox(backend="local", workspace=ws) as sb:
+            for _ in range(rounds):
+                for name, gate in (("python", "pygate"), ("go", "gb_echo")):
+                    t0 = time.perf_counter()
+                    r = sb.run(loop % (BATCH, gate))
+                    times[name] += time.perf_counter() - t0
+                    if r.exit_code != 0:
+                        print("loop %s failed: %r" % (gate, r.stderr), file=sys.stderr)
+                        return 1
+    n = rounds * BATCH
+    py, go = times["python"] / n * 1e3, times["go"] / n * 1e3
+    print("gate round trip, local, %d calls each: python-answered %.2f ms, Go gate %.2f ms, ratio %.2f" % (n, py, go, py / go))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

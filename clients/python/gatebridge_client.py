@@ -1,0 +1,1378 @@
+"""A Python client for ``gatebridge serve --stdio``.
+
+One file, standard library only, Python >= 3.9. Copy it into your project.
+
+gatebridge runs untrusted shell commands in a sandbox (bubblewrap, Docker,
+or a plain process) and puts *gates* on the sandbox's ``PATH``: commands
+that call back to the host. With this client a Python agent runtime opens
+sandboxes, runs commands in them (with streamed output, stdin, signals and
+timeouts) and answers gates itself, in-process::
+
+    from gatebridge_client import Client
+
+    with Client(on_approval=lambda req: "allow") as client:
+
+        @client.gate("lookup", summary="Look a word up", usage="lookup WORD")
+        def lookup(call):
+            return "definition of " + " ".join(call.args) + "\\n"
+
+        with client.open_sandbox(backend="bwrap", workspace="/path/to/repo") as sb:
+            r = sb.run("lookup sandbox; ls | wc -l")
+            print(r.exit_code, r.stdout.decode())
+            exit_code, stdout, stderr = r          # unpacks like a tuple
+
+            p = sb.start(["cat"], on_output=lambda stream, data: print(stream, data))
+            p.write(b"hello\\n")
+            p.close_stdin()
+            print(p.wait().exit_code)
+
+Threads. A background thread reads the server's messages. Responses are
+delivered on it; ``process/output`` and ``process/exited`` notifications
+are delivered, in order, on a second "events" thread, which runs the
+``on_output`` callbacks; gate functions and the approval callback run in a
+pool of worker threads, so a slow gate blocks neither output nor other
+gates. Any of them may call the client (run a command, write to a
+process), except that an ``on_output`` callback must not wait for a
+process to exit (the exit is delivered on the thread it would block).
+
+Commands. A str is a shell command line, run by POSIX sh
+(``["sh", "-c", command]``: every backend's image has sh, not always
+bash); a list is an argv, passed as is. Output is kept in memory (the
+client reads the server as fast as it writes), so :meth:`Sandbox.run`
+returns all of it, byte for byte.
+
+Errors. An error response from the server raises :class:`GatebridgeError`
+(``code``, ``message``, ``data``). When the server goes away, every
+pending call and every :meth:`Process.wait` raises
+:class:`ConnectionClosedError` (a ``GatebridgeError``) instead of hanging.
+
+The protocol is described in the gatebridge repository (docs/ and
+bridge/rpc/types.go).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import logging
+import os
+import queue
+import signal as _signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import (
+    IO,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    overload,
+)
+
+__all__ = [
+    "Client",
+    "Sandbox",
+    "Process",
+    "RunResult",
+    "ReadResult",
+    "Chunk",
+    "Snapshot",
+    "GateCall",
+    "GateResult",
+    "ApprovalRequest",
+    "GatebridgeError",
+    "ConnectionClosedError",
+    "PROTOCOL_VERSION",
+]
+
+__version__ = "0.1.0"
+
+#: The protocol version this client speaks.
+PROTOCOL_VERSION = 1
+
+# JSON-RPC and gatebridge error codes (bridge/rpc/types.go).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+NOT_FOUND = -32001
+NOT_INITIALIZED = -32002
+LIMIT = -32003
+UNAVAILABLE = -32004
+CONFLICT = -32005
+REQUEST_CANCELLED = -32800
+#: Client-side only: the connection to the server is gone.
+CONNECTION_CLOSED = -32099
+#: The code of the error response this client sends when a gate function
+#: raises (the caller in the sandbox sees exit 1 and the message).
+GATE_FAILED = -32000
+
+log = logging.getLogger("gatebridge_client")
+
+Data = Union[bytes, bytearray, memoryview, str]
+Command = Union[str, Sequence[str]]
+OutputCallback = Callable[[str, bytes], None]
+GateFunction = Callable[["GateCall"], Any]
+ApprovalDecision = Union[str, bool, Tuple[str, str]]
+ApprovalCallback = Callable[["ApprovalRequest"], ApprovalDecision]
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DECISIONS = ("allow", "deny", "allowForSession")
+_SIGNALS = ("INT", "TERM", "KILL", "HUP")
+# Raw bytes per process/write message (base64 grows it by 4/3; the
+# server's message cap is 16 MiB by default).
+_WRITE_CHUNK = 1 << 20
+
+
+class GatebridgeError(Exception):
+    """An error response from the server (or, with code
+    :data:`CONNECTION_CLOSED`, a lost connection)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(code, message, data)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        s = "%s (code %d)" % (self.message, self.code)
+        if isinstance(self.data, dict) and self.data.get("hint"):
+            s += "; hint: %s" % self.data["hint"]
+        return s
+
+
+class ConnectionClosedError(GatebridgeError):
+    """The connection to the server is gone: it exited, or the client was
+    closed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(CONNECTION_CLOSED, message)
+
+
+def _fresh(err: GatebridgeError) -> GatebridgeError:
+    """A new instance of a shared lost-connection error, so that threads
+    raising it do not share one traceback."""
+    return ConnectionClosedError(err.message) if isinstance(err, ConnectionClosedError) else err
+
+
+def _b64(data: Data) -> str:
+    return base64.b64encode(_to_bytes(data)).decode("ascii")
+
+
+def _unb64(s: Optional[str]) -> bytes:
+    return base64.b64decode(s) if s else b""
+
+
+def _to_bytes(data: Optional[Data]) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError("want bytes or str, got %s" % type(data).__name__)
+
+
+def _argv(command: Command) -> List[str]:
+    """A str is a shell command line, run as ``["sh", "-c", command]``
+    (POSIX sh: present in every backend's image, bash may not be); a
+    sequence is an argv."""
+    if isinstance(command, str):
+        return ["sh", "-c", command]
+    argv = [str(a) if not isinstance(a, str) else a for a in command]
+    if not argv:
+        raise ValueError("empty command")
+    return argv
+
+
+def _env(env: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
+    if env is None:
+        return None
+    out = {}
+    for k, v in env.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError("env must map str to str")
+        out[k] = v
+    return out
+
+
+def _signal_name(sig: Union[str, int]) -> str:
+    if isinstance(sig, int):
+        name = _signal.Signals(sig).name
+    else:
+        name = sig.upper()
+    if name.startswith("SIG"):
+        name = name[3:]
+    if name not in _SIGNALS:
+        raise ValueError("signal %r: use one of %s" % (sig, ", ".join(_SIGNALS)))
+    return name
+
+
+def default_binary() -> str:
+    """The gatebridge binary :class:`Client` starts by default:
+    ``$GATEBRIDGE_BIN``, else ``gatebridge`` from ``PATH``."""
+    return os.environ.get("GATEBRIDGE_BIN") or "gatebridge"
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass
+class RunResult:
+    """How a process ended, and its output.
+
+    Unpacks like a tuple: ``exit_code, stdout, stderr = sandbox.run(...)``.
+    ``signal`` names the signal when the exit code is 128+N (e.g. "TERM"),
+    ``timed_out`` is true when the process's ``timeout_ms`` stopped it.
+    """
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    signal: Optional[str] = None
+    timed_out: bool = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.exit_code, self.stdout, self.stderr))
+
+    @property
+    def ok(self) -> bool:
+        """Whether the process exited 0."""
+        return self.exit_code == 0
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass
+class Chunk:
+    """One piece of a process's output."""
+
+    seq: int
+    stream: str  # "stdout" or "stderr"
+    data: bytes
+
+
+@dataclass
+class ReadResult:
+    """The result of :meth:`Process.read` (``process/read``)."""
+
+    chunks: List[Chunk]
+    exited: bool
+    exit_code: Optional[int]
+    first_seq: int
+    next_seq: int
+
+
+@dataclass
+class Snapshot:
+    """The retained head and tail of a process's output
+    (``process/snapshot``)."""
+
+    stdout: bytes
+    stderr: bytes
+    truncated: bool
+    omitted_bytes: int
+    exit_code: Optional[int]
+    running: bool
+
+
+class GateResult(NamedTuple):
+    """What a gate function may return: ``GateResult(exit_code, stdout,
+    stderr)``; any ``(exit_code, stdout, stderr)`` tuple works the same."""
+
+    exit_code: int = 0
+    stdout: Optional[Data] = None
+    stderr: Optional[Data] = None
+
+
+# ---------------------------------------------------------------- gates
+
+
+class GateCall:
+    """One call of a gate from inside a sandbox, as a gate function sees it.
+
+    ``args`` are the arguments after the gate name; ``stdin`` is what the
+    caller piped in (``None`` when the gate does not take stdin or nothing
+    was sent); ``cwd`` is the caller's working directory as the sandbox
+    sees it. ``cancelled`` is set when the caller went away or the
+    deadline passed (the answer is then ignored): a long gate should check
+    it. :meth:`write_stdout` and :meth:`write_stderr` stream output to the
+    caller before the gate returns.
+    """
+
+    def __init__(self, client: "Client", request_id: Any, params: Mapping[str, Any]) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.call_id: str = str(params.get("callId", ""))
+        self.gate: str = str(params.get("gate", ""))
+        self.args: List[str] = list(params.get("args") or [])
+        raw = params.get("stdin")
+        self.stdin: Optional[bytes] = None if raw is None else _unb64(raw)
+        self.cwd: str = str(params.get("cwd", ""))
+        self.process_id: str = str(params.get("processId", ""))
+        self.sandbox_id: str = str(params.get("sandboxId", ""))
+        deadline_ms = params.get("deadlineMs") or 0
+        #: Unix time (seconds) by which the server wants the answer.
+        self.deadline: Optional[float] = deadline_ms / 1000.0 if deadline_ms else None
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._answered = False
+
+    def __repr__(self) -> str:
+        return "GateCall(gate=%r, args=%r, process_id=%r)" % (self.gate, self.args, self.process_id)
+
+    @property
+    def sandbox(self) -> Optional["Sandbox"]:
+        """The sandbox the caller runs in (``None`` if unknown)."""
+        return self.client._sandboxes.get(self.sandbox_id)
+
+    @property
+    def stdin_text(self) -> Optional[str]:
+        return None if self.stdin is None else self.stdin.decode("utf-8", "replace")
+
+    def time_left(self) -> Optional[float]:
+        """Seconds until the deadline (``None`` without one)."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.time())
+
+    def write_stdout(self, data: Data) -> bool:
+        """Send ``data`` to the caller's stdout now (``gate/output``).
+        Returns False (and sends nothing) once the call is answered or
+        cancelled."""
+        return self._write("stdout", data)
+
+    def write_stderr(self, data: Data) -> bool:
+        """Like :meth:`write_stdout`, for stderr."""
+        return self._write("stderr", data)
+
+    def _write(self, stream: str, data: Data) -> bool:
+        b = _to_bytes(data)
+        with self._lock:
+            if self._answered or self.cancelled.is_set():
+                return False
+            if not b:
+                return True
+            try:
+                self.client._notify("gate/output", {"callId": self.call_id, "stream": stream, "chunk": _b64(b)})
+            except ConnectionClosedError:
+                return False
+            return True
+
+
+class ApprovalRequest:
+    """The server asks whether a gate registered with ``approval=True`` may
+    run. The callback returns ``"allow"``, ``"deny"`` or
+    ``"allowForSession"`` (allow this gate for the rest of the sandbox's
+    life), a bool (True: allow), or a ``(decision, reason)`` tuple (the
+    reason is shown to the caller on deny)."""
+
+    def __init__(self, client: "Client", request_id: Any, params: Mapping[str, Any]) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.call_id: str = str(params.get("callId", ""))
+        self.gate: str = str(params.get("gate", ""))
+        self.args: List[str] = list(params.get("args") or [])
+        self.sandbox_id: str = str(params.get("sandboxId", ""))
+        self.process_id: str = str(params.get("processId", ""))
+        self.cancelled = threading.Event()
+
+    def __repr__(self) -> str:
+        return "ApprovalRequest(gate=%r, args=%r, process_id=%r)" % (self.gate, self.args, self.process_id)
+
+    @property
+    def sandbox(self) -> Optional["Sandbox"]:
+        return self.client._sandboxes.get(self.sandbox_id)
+
+
+@dataclass
+class _Gate:
+    name: str
+    fn: GateFunction
+
+
+def _gate_result(ret: Any) -> Tuple[int, bytes, bytes]:
+    """Turns what a gate function returned into (exit code, stdout, stderr)."""
+    if ret is None:
+        return 0, b"", b""
+    if isinstance(ret, bool):
+        raise TypeError("a gate returned a bool: return an int exit code, str/bytes output, or (exit_code, stdout, stderr)")
+    if isinstance(ret, int):
+        code, out, err = ret, b"", b""
+    elif isinstance(ret, (str, bytes, bytearray, memoryview)):
+        code, out, err = 0, _to_bytes(ret), b""
+    elif isinstance(ret, tuple) and 1 <= len(ret) <= 3:
+        parts = list(ret) + [None] * (3 - len(ret))
+        if not isinstance(parts[0], int) or isinstance(parts[0], bool):
+            raise TypeError("a gate's (exit_code, stdout, stderr) needs an int exit code, got %r" % (parts[0],))
+        code, out, err = parts[0], _to_bytes(parts[1]), _to_bytes(parts[2])
+    else:
+        raise TypeError("a gate returned %s: return an int exit code, str/bytes output, or (exit_code, stdout, stderr)"
+                        % type(ret).__name__)
+    if not 0 <= code <= 255:
+        raise ValueError("a gate's exit code must be 0-255, got %d" % code)
+    return code, out, err
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+class _Pending:
+    __slots__ = ("event", "result", "error")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.result: Any = None
+        self.error: Optional[GatebridgeError] = None
+
+
+class _Pool:
+    """A pool of daemon worker threads (so a gate that never returns does
+    not hold up the interpreter's exit), grown on demand up to max_workers."""
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        self._max = max(1, max_workers)
+        self._name = name
+        self._q: "queue.SimpleQueue[Optional[Callable[[], None]]]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._jobs = 0  # queued or running
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._jobs += 1
+            if self._jobs > self._threads and self._threads < self._max:
+                self._threads += 1
+                threading.Thread(target=self._work, name="%s-%d" % (self._name, self._threads), daemon=True).start()
+        self._q.put(fn)
+
+    def _work(self) -> None:
+        while True:
+            fn = self._q.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a worker must survive
+                log.exception("gatebridge_client: worker")
+            finally:
+                with self._lock:
+                    self._jobs -= 1
+
+    def shutdown(self) -> None:
+        with self._lock:
+            n = self._threads
+        for _ in range(n):
+            self._q.put(None)
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id, sort_keys=True)
+
+
+# ---------------------------------------------------------------- client
+
+
+class Client:
+    """A connection to a gatebridge server.
+
+    ``Client()`` starts ``gatebridge serve --stdio`` (``$GATEBRIDGE_BIN``
+    or ``gatebridge`` from ``PATH``; pass ``argv`` to choose, e.g.
+    ``["gatebridge", "--config", "gb.yaml", "serve", "--stdio"]``) and
+    initializes the connection. :meth:`connect` speaks over streams you
+    already have instead. Use it as a context manager, or call
+    :meth:`close`.
+
+    on_approval: called (on a worker thread) for every ``approval/request``;
+        without it every approval is denied.
+    stderr: where the server's log goes (a file object, ``subprocess.DEVNULL``;
+        default: this process's stderr).
+    env, cwd: the server's environment and working directory.
+    gate_workers: threads running gate functions and approvals at once.
+    """
+
+    def __init__(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        on_approval: Optional[ApprovalCallback] = None,
+        client_name: str = "gatebridge_client.py",
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        stderr: Optional[Union[int, IO[Any]]] = None,
+        gate_workers: int = 32,
+    ) -> None:
+        if argv is None:
+            argv = [default_binary(), "serve", "--stdio"]
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+            )
+        except FileNotFoundError as e:
+            raise FileNotFoundError(
+                "%s: cannot start the gatebridge server (build it with `make build`, then set "
+                "GATEBRIDGE_BIN=/path/to/bin/gatebridge or put gatebridge on PATH)" % argv[0]) from e
+        assert proc.stdin is not None and proc.stdout is not None
+        self._setup(proc.stdout, proc.stdin, proc, on_approval, client_name, gate_workers)
+
+    @classmethod
+    def connect(
+        cls,
+        reader: IO[bytes],
+        writer: IO[bytes],
+        *,
+        on_approval: Optional[ApprovalCallback] = None,
+        client_name: str = "gatebridge_client.py",
+        gate_workers: int = 32,
+    ) -> "Client":
+        """A client over streams already connected to a server (binary
+        file objects: the server's output to read, its input to write)."""
+        client = cls.__new__(cls)
+        client._setup(reader, writer, None, on_approval, client_name, gate_workers)
+        return client
+
+    def _setup(
+        self,
+        reader: IO[bytes],
+        writer: IO[bytes],
+        proc: Optional["subprocess.Popen[bytes]"],
+        on_approval: Optional[ApprovalCallback],
+        client_name: str,
+        gate_workers: int,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._proc = proc
+        self.on_approval = on_approval
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: Dict[int, _Pending] = {}
+        self._gates: Dict[str, _Gate] = {}
+        self._sandboxes: Dict[str, Sandbox] = {}
+        self._processes: Dict[str, Process] = {}
+        self._calls: Dict[str, Union[GateCall, ApprovalRequest]] = {}
+        self._closed_error: Optional[ConnectionClosedError] = None
+        self._closing = False
+        self._sandbox_ids = itertools.count(1)
+        self._process_ids = itertools.count(1)
+        self._events: "queue.SimpleQueue[Optional[Dict[str, Any]]]" = queue.SimpleQueue()
+        self._pool = _Pool(gate_workers, "gatebridge-gate")
+        self._reader_thread = threading.Thread(target=self._read_loop, name="gatebridge-reader", daemon=True)
+        self._events_thread = threading.Thread(target=self._event_loop, name="gatebridge-events", daemon=True)
+        self._reader_thread.start()
+        self._events_thread.start()
+        try:
+            res = self.request("initialize", {"clientName": client_name, "protocolVersion": PROTOCOL_VERSION},
+                               timeout=60)
+            self._notify("initialized", {})
+        except BaseException:
+            self.close()
+            raise
+        self.server_info: Dict[str, Any] = res
+        self.protocol_version: int = res.get("protocolVersion", PROTOCOL_VERSION)
+        self.server_version: str = res.get("serverVersion", "")
+        #: The backends the server offers: [{"name", "summary", "isolates"}].
+        self.backends: List[Dict[str, Any]] = list(res.get("backends") or [])
+        #: The connection's caps (maxProcesses, gateTimeoutMs, ...).
+        self.limits: Dict[str, Any] = dict(res.get("limits") or {})
+
+    # -- context manager
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The server's process id (``None`` for :meth:`connect`)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    # -- requests
+
+    def request(self, method: str, params: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None) -> Any:
+        """Sends a request and returns its result; an error response raises
+        :class:`GatebridgeError`. The low-level way to any method."""
+        p = _Pending()
+        with self._lock:
+            if self._closed_error is not None:
+                raise _fresh(self._closed_error)
+            rid = next(self._ids)
+            self._pending[rid] = p
+        try:
+            self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": dict(params or {})})
+        except GatebridgeError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise
+        if not p.event.wait(timeout):
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise TimeoutError("%s: no response within %ss" % (method, timeout))
+        if p.error is not None:
+            raise _fresh(p.error)
+        return p.result
+
+    def _notify(self, method: str, params: Mapping[str, Any]) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
+
+    def _send(self, msg: Mapping[str, Any]) -> None:
+        line = (json.dumps(msg, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._write_lock:
+            if self._closed_error is not None:
+                raise _fresh(self._closed_error)
+            try:
+                self._writer.write(line)
+                self._writer.flush()
+            except (OSError, ValueError) as e:
+                raise ConnectionClosedError("cannot write to the gatebridge server: %s" % e) from e
+
+    def _respond(self, request_id: Any, result: Any = None, error: Optional[GatebridgeError] = None) -> None:
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            err: Dict[str, Any] = {"code": error.code, "message": error.message}
+            if error.data is not None:
+                err["data"] = error.data
+            msg["error"] = err
+        else:
+            msg["result"] = result
+        try:
+            self._send(msg)
+        except ConnectionClosedError:
+            pass
+
+    # -- reading
+
+    def _read_loop(self) -> None:
+        why = "the gatebridge server closed the connection"
+        try:
+            while True:
+                line = self._reader.readline()
+                if not line:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    log.warning("gatebridge_client: the server sent a line that is not JSON: %r", line[:200])
+                    continue
+                if isinstance(msg, dict):
+                    try:
+                        self._dispatch(msg)
+                    except Exception:  # noqa: BLE001 - keep reading
+                        log.exception("gatebridge_client: handling %r", msg.get("method") or msg.get("id"))
+        except (OSError, ValueError) as e:
+            why = "reading from the gatebridge server failed: %s" % e
+        if self._proc is not None and not self._closing:
+            try:
+                code = self._proc.wait(timeout=2)
+                why = "the gatebridge server exited (exit code %d)" % code
+            except subprocess.TimeoutExpired:
+                pass
+        elif self._closing:
+            why = "the client was closed"
+        self._connection_lost(ConnectionClosedError(why))
+
+    def _dispatch(self, msg: Dict[str, Any]) -> None:
+        method = msg.get("method")
+        if method is None:
+            self._on_response(msg)
+        elif "id" in msg and msg["id"] is not None:
+            self._on_server_request(msg)
+        elif method == "$/cancelRequest":
+            rid = (msg.get("params") or {}).get("id")
+            with self._lock:
+                call = self._calls.get(_key(rid))
+            if call is not None:
+                call.cancelled.set()
+        else:
+            self._events.put(msg)
+
+    def _on_response(self, msg: Dict[str, Any]) -> None:
+        rid = msg.get("id")
+        err = msg.get("error")
+        if not isinstance(rid, int) or isinstance(rid, bool):
+            if err:
+                log.warning("gatebridge_client: server error without a request: %s", err)
+            return
+        with self._lock:
+            p = self._pending.pop(rid, None)
+        if p is None:
+            return
+        if err is not None:
+            if not isinstance(err, dict):
+                err = {"code": INTERNAL_ERROR, "message": str(err)}
+            p.error = GatebridgeError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "")), err.get("data"))
+        else:
+            p.result = msg.get("result")
+        p.event.set()
+
+    def _on_server_request(self, msg: Dict[str, Any]) -> None:
+        rid = msg["id"]
+        method = msg["method"]
+        params = msg.get("params") or {}
+        if method == "gate/call":
+            call = GateCall(self, rid, params)
+            with self._lock:
+                self._calls[_key(rid)] = call
+                gate = self._gates.get(call.gate)
+            self._pool.submit(lambda: self._run_gate(call, gate))
+        elif method == "approval/request":
+            req = ApprovalRequest(self, rid, params)
+            with self._lock:
+                self._calls[_key(rid)] = req
+            self._pool.submit(lambda: self._run_approval(req))
+        else:
+            self._respond(rid, error=GatebridgeError(METHOD_NOT_FOUND, "method not found: %r" % method))
+
+    def _run_gate(self, call: GateCall, gate: Optional[_Gate]) -> None:
+        result: Any = None
+        error: Optional[GatebridgeError] = None
+        try:
+            if gate is None:
+                raise LookupError("no handler for gate %r in this runtime" % call.gate)
+            code, out, err = _gate_result(gate.fn(call))
+            result = {"exitCode": code}
+            if out:
+                result["stdout"] = _b64(out)
+            if err:
+                result["stderr"] = _b64(err)
+        except Exception as e:  # noqa: BLE001 - becomes the caller's exit 1
+            msg = str(e) or type(e).__name__
+            if not isinstance(e, GatebridgeError):
+                msg = "%s: %s" % (type(e).__name__, msg) if str(e) else msg
+            error = GatebridgeError(GATE_FAILED, msg, {"exception": type(e).__name__})
+            log.debug("gatebridge_client: gate %s raised", call.gate, exc_info=True)
+        finally:
+            with call._lock:
+                call._answered = True
+            with self._lock:
+                self._calls.pop(_key(call.request_id), None)
+        if call.cancelled.is_set():
+            # The server no longer waits for it (and ignores it): say so.
+            result, error = None, GatebridgeError(REQUEST_CANCELLED, "request cancelled")
+        self._respond(call.request_id, result, error)
+
+    def _run_approval(self, req: ApprovalRequest) -> None:
+        try:
+            cb = self.on_approval
+            if cb is None:
+                decision: ApprovalDecision = ("deny", "no approval callback in this runtime (Client(on_approval=...))")
+            else:
+                decision = cb(req)
+            reason = ""
+            if isinstance(decision, tuple):
+                decision, reason = decision[0], str(decision[1]) if len(decision) > 1 else ""
+            if isinstance(decision, bool):
+                decision = "allow" if decision else "deny"
+            if decision not in _DECISIONS:
+                raise ValueError("approval callback returned %r: want one of %s" % (decision, ", ".join(_DECISIONS)))
+            result: Dict[str, Any] = {"decision": decision}
+            if reason:
+                result["reason"] = reason
+            self._respond(req.request_id, result)
+        except Exception as e:  # noqa: BLE001 - the gate is then not run
+            self._respond(req.request_id, error=GatebridgeError(GATE_FAILED, "%s: %s" % (type(e).__name__, e)))
+        finally:
+            with self._lock:
+                self._calls.pop(_key(req.request_id), None)
+
+    def _event_loop(self) -> None:
+        while True:
+            msg = self._events.get()
+            if msg is None:
+                break
+            method = msg.get("method")
+            params = msg.get("params") or {}
+            pid = params.get("processId")
+            with self._lock:
+                p = self._processes.get(pid) if isinstance(pid, str) else None
+            if p is None:
+                if method not in ("process/output", "process/exited"):
+                    log.debug("gatebridge_client: notification %s ignored", method)
+                continue
+            if method == "process/output":
+                p._on_output(int(params.get("seq", 0)), str(params.get("stream", "")), _unb64(params.get("chunk")))
+            elif method == "process/exited":
+                with self._lock:
+                    self._processes.pop(pid, None)
+                p._on_exit(params)
+        # The connection is gone: no exit will come for what still runs.
+        with self._lock:
+            procs = list(self._processes.values())
+            self._processes.clear()
+            err = self._closed_error
+        for p in procs:
+            p._on_lost(err or ConnectionClosedError("the connection is closed"))
+
+    def _connection_lost(self, err: ConnectionClosedError) -> None:
+        with self._lock:
+            if self._closed_error is None:
+                self._closed_error = err
+            err = self._closed_error
+            pending = list(self._pending.values())
+            self._pending.clear()
+            calls = list(self._calls.values())
+        for p in pending:
+            p.error = err
+            p.event.set()
+        for c in calls:
+            c.cancelled.set()
+        self._events.put(None)
+
+    # -- gates
+
+    @overload
+    def gate(self, name: F) -> F: ...
+
+    @overload
+    def gate(
+        self,
+        name: Optional[str] = None,
+        *,
+        summary: Optional[str] = None,
+        usage: str = "",
+        params: Optional[Sequence[Mapping[str, Any]]] = None,
+        input_schema: Optional[Mapping[str, Any]] = None,
+        stdin: str = "none",
+        timeout_ms: Optional[int] = None,
+        approval: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def gate(
+        self,
+        name: Any = None,
+        *,
+        summary: Optional[str] = None,
+        usage: str = "",
+        params: Optional[Sequence[Mapping[str, Any]]] = None,
+        input_schema: Optional[Mapping[str, Any]] = None,
+        stdin: str = "none",
+        timeout_ms: Optional[int] = None,
+        approval: bool = False,
+    ) -> Any:
+        """Decorator: registers the function as a gate (see
+        :meth:`register_gate`); ``name`` defaults to the function's name.
+        Works bare (``@client.gate``) too."""
+        if callable(name):
+            fn = name
+            self.register_gate(fn.__name__, fn)
+            return fn
+
+        def deco(fn: F) -> F:
+            self.register_gate(name or fn.__name__, fn, summary=summary, usage=usage, params=params,
+                               input_schema=input_schema, stdin=stdin, timeout_ms=timeout_ms, approval=approval)
+            return fn
+
+        return deco
+
+    def register_gate(
+        self,
+        name: str,
+        fn: GateFunction,
+        *,
+        summary: Optional[str] = None,
+        usage: str = "",
+        params: Optional[Sequence[Mapping[str, Any]]] = None,
+        input_schema: Optional[Mapping[str, Any]] = None,
+        stdin: str = "none",
+        timeout_ms: Optional[int] = None,
+        approval: bool = False,
+    ) -> None:
+        """Registers a gate: the command ``name`` appears in every sandbox of
+        this connection, and each call runs ``fn(call)`` on a worker thread
+        with a :class:`GateCall`.
+
+        ``fn`` returns the answer: ``str``/``bytes`` (stdout, exit 0), an
+        ``int`` (exit code), or ``(exit_code, stdout, stderr)``. An exception
+        gives the caller exit 1 with its message.
+
+        summary: one line (default: the first line of the docstring).
+        usage: e.g. ``"lookup WORD"``. params: ``[{"name", "description",
+        "required", "variadic"?, "flag"?}]`` or input_schema (a JSON Schema
+        object). stdin: ``"none"``, ``"if-no-args"`` or ``"always"``: when the
+        caller's stdin is sent. timeout_ms: the deadline for the answer
+        (default: the server's, ``limits["gateTimeoutMs"]``). approval: ask
+        ``on_approval`` before every call.
+        """
+        if summary is None:
+            doc = (getattr(fn, "__doc__", None) or "").strip()
+            summary = doc.splitlines()[0] if doc else ""
+        p: Dict[str, Any] = {"name": name, "summary": summary, "usage": usage}
+        if params is not None:
+            p["params"] = [dict(x) for x in params]
+        if input_schema is not None:
+            p["inputSchema"] = dict(input_schema)
+        if stdin and stdin != "none":
+            p["stdin"] = stdin
+        if timeout_ms:
+            p["timeoutMs"] = int(timeout_ms)
+        if approval:
+            p["approval"] = True
+        with self._lock:
+            if name in self._gates:
+                raise GatebridgeError(CONFLICT, "gate %r is already registered on this client" % name)
+            self._gates[name] = _Gate(name, fn)
+        try:
+            self.request("gate/register", p)
+        except BaseException:
+            with self._lock:
+                self._gates.pop(name, None)
+            raise
+
+    def unregister_gate(self, name: str) -> None:
+        """Removes a registered gate from every sandbox of the connection."""
+        self.request("gate/unregister", {"name": name})
+        with self._lock:
+            self._gates.pop(name, None)
+
+    def list_gates(self) -> List[Dict[str, Any]]:
+        """Every gate a sandbox offers (built-in, configured and registered),
+        the same JSON as ``gatebridge gates --format json``: tool
+        descriptions to give a model."""
+        return list(self.request("gate/list") or [])
+
+    # -- sandboxes and processes
+
+    def open_sandbox(
+        self,
+        backend: str = "auto",
+        workspace: Optional[str] = None,
+        writable_workspace: bool = False,
+        image: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        *,
+        sandbox_id: Optional[str] = None,
+    ) -> "Sandbox":
+        """Opens a sandbox: ``backend`` is ``"auto"`` (docker or bwrap,
+        never unsandboxed unless the server's config allows it), ``"bwrap"``,
+        ``"docker"`` or ``"local"`` (no isolation). ``workspace`` (default:
+        the current directory) is the commands' working directory and the
+        file gates' root; read-only unless ``writable_workspace``. The
+        sandbox lives until :meth:`Sandbox.close` or the client closes:
+        files written in it persist across its processes."""
+        sid = sandbox_id or "sb%d" % next(self._sandbox_ids)
+        p: Dict[str, Any] = {"sandboxId": sid, "backend": backend,
+                             "workspace": os.path.abspath(workspace or os.getcwd())}
+        if writable_workspace:
+            p["writableWorkspace"] = True
+        if image:
+            p["image"] = image
+        e = _env(env)
+        if e:
+            p["env"] = e
+        res = self.request("sandbox/open", p) or {}
+        sb = Sandbox(self, str(res.get("sandboxId", sid)), str(res.get("backend", backend)), p["workspace"],
+                     str(res.get("workspaceInside", p["workspace"])), str(res.get("reason", "")))
+        with self._lock:
+            self._sandboxes[sb.id] = sb
+        return sb
+
+    def list_processes(self) -> List[Dict[str, Any]]:
+        """``process/list``: [{processId, sandboxId, argv, running, exitCode}]."""
+        return list((self.request("process/list") or {}).get("processes") or [])
+
+    def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout_ms: Optional[int], cwd: Optional[str],
+               env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
+               keep_output: bool) -> "Process":
+        pid = process_id or "p%d" % next(self._process_ids)
+        proc = Process(self, sb, pid, argv, on_output, keep_output, stdin)
+        p: Dict[str, Any] = {"processId": pid, "sandboxId": sb.id, "argv": argv}
+        if cwd:
+            p["cwd"] = cwd
+        e = _env(env)
+        if e:
+            p["env"] = e
+        if stdin:
+            p["stdin"] = True
+        if timeout_ms:
+            p["timeoutMs"] = int(timeout_ms)
+        with self._lock:
+            if pid in self._processes:
+                raise GatebridgeError(CONFLICT, "process id %r is in use" % pid)
+            # Before the request: output may come before its response.
+            self._processes[pid] = proc
+        try:
+            self.request("process/start", p)
+        except BaseException:
+            with self._lock:
+                if self._processes.get(pid) is proc:
+                    del self._processes[pid]
+            raise
+        return proc
+
+    # -- closing
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Closes the connection: the server's stdin is closed, so it stops
+        and removes every process and sandbox of the connection; then waits
+        up to ``timeout`` seconds for it to exit (then terminates it).
+        Calls still pending raise :class:`ConnectionClosedError`."""
+        with self._lock:
+            already = self._closing
+            self._closing = True
+            calls = list(self._calls.values())
+        for c in calls:
+            c.cancelled.set()
+        if not already:
+            with self._write_lock:
+                try:
+                    self._writer.close()
+                except (OSError, ValueError):
+                    pass
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("gatebridge_client: the server did not exit within %ss of close(); terminating it", timeout)
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+        if threading.current_thread() is not self._reader_thread:
+            self._reader_thread.join(timeout=timeout if self._proc is None else 5)
+        if self._proc is not None and self._proc.stdout is not None:
+            try:
+                self._proc.stdout.close()
+            except (OSError, ValueError):
+                pass
+        if threading.current_thread() is not self._events_thread:
+            self._events_thread.join(timeout=5)
+        self._pool.shutdown()
+
+
+# ---------------------------------------------------------------- sandbox
+
+
+class Sandbox:
+    """An open sandbox. Commands run with the workspace as their working
+    directory (``cwd`` is relative to it, or absolute as the sandbox sees
+    it: :attr:`workspace_inside`)."""
+
+    def __init__(self, client: Client, sandbox_id: str, backend: str, workspace: str, workspace_inside: str,
+                 reason: str) -> None:
+        self.client = client
+        self.id = sandbox_id
+        #: The backend it runs on ("bwrap", "docker", "local").
+        self.backend = backend
+        self.workspace = workspace
+        self.workspace_inside = workspace_inside
+        #: Why this backend (for "auto").
+        self.reason = reason
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return "Sandbox(id=%r, backend=%r, workspace=%r)" % (self.id, self.backend, self.workspace)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(
+        self,
+        command: Command,
+        stdin: Optional[Data] = None,
+        timeout_ms: Optional[int] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        *,
+        on_output: Optional[OutputCallback] = None,
+    ) -> RunResult:
+        """Runs a command to its end and returns its :class:`RunResult`.
+
+        ``command``: a str is run by POSIX sh (``["sh", "-c", command]``); a
+        list is an argv. ``stdin``: bytes or str fed to the command, then
+        EOF (default: no input, /dev/null). ``timeout_ms``: stop it after
+        that long (TERM, then KILL; ``timed_out`` is set). ``on_output``:
+        called with ``(stream, bytes)`` as output arrives."""
+        p = self.start(command, stdin=stdin is not None, timeout_ms=timeout_ms, cwd=cwd, env=env, on_output=on_output)
+        try:
+            if stdin is not None:
+                try:
+                    p.write(stdin)
+                    p.close_stdin()
+                except GatebridgeError as e:
+                    # The command exited without reading all of it (like a
+                    # broken pipe): its result is what counts.
+                    if isinstance(e, ConnectionClosedError) or "stdin is closed" not in e.message:
+                        raise
+            return p.wait()
+        except BaseException:
+            if p.running and not self.client.closed:
+                try:
+                    p.signal("KILL")
+                except GatebridgeError:
+                    pass
+            raise
+
+    def start(
+        self,
+        command: Command,
+        *,
+        stdin: Union[bool, Data] = True,
+        timeout_ms: Optional[int] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        on_output: Optional[OutputCallback] = None,
+        process_id: Optional[str] = None,
+        keep_output: bool = True,
+    ) -> "Process":
+        """Starts a command in the background and returns its
+        :class:`Process`.
+
+        ``stdin``: True (default) gives it a pipe to :meth:`Process.write` to
+        (EOF at :meth:`Process.close_stdin`); False gives /dev/null;
+        bytes/str are written, then stdin is closed. ``on_output(stream,
+        data)`` is called for every chunk, in order, on the events thread.
+        ``keep_output=False`` does not keep the output in memory
+        (:meth:`Process.wait` then returns empty stdout/stderr)."""
+        data: Optional[bytes] = None
+        if not isinstance(stdin, bool):
+            data, stdin = _to_bytes(stdin), True
+        p = self.client._start(self, _argv(command), stdin, timeout_ms, cwd, env, on_output, process_id, keep_output)
+        if data is not None:
+            try:
+                p.write(data)
+                p.close_stdin()
+            except GatebridgeError as e:
+                if isinstance(e, ConnectionClosedError) or "stdin is closed" not in e.message:
+                    raise
+        return p
+
+    def close(self) -> None:
+        """Stops the sandbox's processes and removes the sandbox."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self.client.closed:
+                self.client.request("sandbox/close", {"sandboxId": self.id})
+        finally:
+            with self.client._lock:
+                self.client._sandboxes.pop(self.id, None)
+
+
+# ---------------------------------------------------------------- process
+
+
+class Process:
+    """A command started with :meth:`Sandbox.start`."""
+
+    def __init__(self, client: Client, sandbox: Sandbox, process_id: str, argv: List[str],
+                 on_output: Optional[OutputCallback], keep_output: bool, has_stdin: bool) -> None:
+        self.client = client
+        self.sandbox = sandbox
+        self.id = process_id
+        self.argv = argv
+        self.on_output = on_output
+        self._keep = keep_output
+        self._has_stdin = has_stdin
+        self._cond = threading.Condition()
+        self._stdout: List[bytes] = []
+        self._stderr: List[bytes] = []
+        self._last_seq = 0
+        self._exited = threading.Event()
+        self._exit: Optional[Dict[str, Any]] = None
+        self._lost: Optional[ConnectionClosedError] = None
+
+    def __repr__(self) -> str:
+        return "Process(id=%r, argv=%r, exit_code=%r)" % (self.id, self.argv, self.exit_code)
+
+    def __enter__(self) -> "Process":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.running and not self.client.closed:
+            try:
+                self.signal("KILL")
+                self.wait(timeout=30)
+            except (GatebridgeError, TimeoutError):
+                pass
+
+    # -- state
+
+    @property
+    def running(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        """The exit code, or None while it runs."""
+        e = self._exit
+        return None if e is None else int(e.get("exitCode", 0))
+
+    def poll(self) -> Optional[int]:
+        """Like :attr:`exit_code` (subprocess.Popen's name)."""
+        return self.exit_code
+
+    @property
+    def stdout(self) -> bytes:
+        """The stdout received so far."""
+        with self._cond:
+            return b"".join(self._stdout)
+
+    @property
+    def stderr(self) -> bytes:
+        with self._cond:
+            return b"".join(self._stderr)
+
+    # -- control
+
+    def write(self, data: Data) -> None:
+        """Writes to the process's stdin (it was started with stdin=True).
+        Waits while the server's stdin queue for it is full."""
+        b = _to_bytes(data)
+        if not self._has_stdin:
+            raise GatebridgeError(INVALID_PARAMS, "process %r was started without stdin (start(..., stdin=True))" % self.id)
+        for i in range(0, len(b), _WRITE_CHUNK):
+            chunk = _b64(b[i:i + _WRITE_CHUNK])
+            delay = 0.002
+            while True:
+                try:
+                    self.client.request("process/write", {"processId": self.id, "chunk": chunk})
+                    break
+                except GatebridgeError as e:
+                    # The process has not read what is queued yet: back off.
+                    if e.code != LIMIT or not self.running:
+                        raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+
+    def close_stdin(self) -> None:
+        """Closes the process's stdin (it reads EOF after what was written)."""
+        if self._has_stdin:
+            self.client.request("process/closeStdin", {"processId": self.id})
+
+    def signal(self, sig: Union[str, int] = "TERM") -> bool:
+        """Sends a signal ("INT", "TERM", "KILL", "HUP", or a
+        ``signal.SIG*`` number) to the process's whole process group.
+        Returns False if the process had already exited."""
+        name = _signal_name(sig)
+        if not self.running:
+            return False
+        try:
+            self.client.request("process/signal", {"processId": self.id, "signal": name})
+        except GatebridgeError as e:
+            if e.code == NOT_FOUND:
+                return False
+            raise
+        return True
+
+    def terminate(self) -> bool:
+        return self.signal("TERM")
+
+    def kill(self) -> bool:
+        return self.signal("KILL")
+
+    def wait(self, timeout: Optional[float] = None) -> RunResult:
+        """Waits for the process to exit and returns its :class:`RunResult`
+        (every ``on_output`` callback has run by then). Raises
+        ``TimeoutError`` after ``timeout`` seconds, and
+        :class:`ConnectionClosedError` if the server went away."""
+        if not self._exited.wait(timeout):
+            raise TimeoutError("process %s still runs after %ss" % (self.id, timeout))
+        if self._lost is not None:
+            raise _fresh(self._lost)
+        e = self._exit or {}
+        return RunResult(int(e.get("exitCode", 0)), self.stdout, self.stderr, e.get("signal") or None,
+                         bool(e.get("timedOut", False)))
+
+    def read(self, after_seq: int = 0, max_bytes: Optional[int] = None, wait_ms: Optional[int] = None) -> ReadResult:
+        """``process/read``: the retained output chunks after ``after_seq``
+        (for polling or catching up), waiting up to ``wait_ms`` for one."""
+        p: Dict[str, Any] = {"processId": self.id, "afterSeq": int(after_seq)}
+        if max_bytes:
+            p["maxBytes"] = int(max_bytes)
+        if wait_ms:
+            p["waitMs"] = int(wait_ms)
+        r = self.client.request("process/read", p) or {}
+        chunks = [Chunk(int(c.get("seq", 0)), str(c.get("stream", "")), _unb64(c.get("chunk"))) for c in r.get("chunks") or []]
+        ec = r.get("exitCode")
+        return ReadResult(chunks, bool(r.get("exited")), None if ec is None else int(ec), int(r.get("firstSeq", 0)),
+                          int(r.get("nextSeq", 0)))
+
+    def snapshot(self) -> Snapshot:
+        """``process/snapshot``: the retained head and tail of stdout and
+        stderr (capped by the server, see ``client.limits``)."""
+        r = self.client.request("process/snapshot", {"processId": self.id}) or {}
+        ec = r.get("exitCode")
+        return Snapshot(_unb64(r.get("stdout")), _unb64(r.get("stderr")), bool(r.get("truncated")),
+                        int(r.get("omittedBytes", 0)), None if ec is None else int(ec), bool(r.get("running")))
+
+    def status(self, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        """``process/wait`` on the server: ``{exitCode, signal, timedOut,
+        running}``; waits up to ``timeout_ms`` (None: until it exits)."""
+        p: Dict[str, Any] = {"processId": self.id}
+        if timeout_ms:
+            p["timeoutMs"] = int(timeout_ms)
+        return dict(self.client.request("process/wait", p) or {})
+
+    # -- notifications (events thread)
+
+    def _on_output(self, seq: int, stream: str, data: bytes) -> None:
+        with self._cond:
+            if seq <= self._last_seq:
+                return  # a repeat
+            if seq != self._last_seq + 1:
+                log.warning("gatebridge_client: process %s: output seq %d after %d", self.id, seq, self._last_seq)
+            self._last_seq = seq
+            if self._keep:
+                (self._stdout if stream == "stdout" else self._stderr).append(data)
+        cb = self.on_output
+        if cb is not None:
+            try:
+                cb(stream, data)
+            except Exception:  # noqa: BLE001 - never kill the events thread
+                log.exception("gatebridge_client: on_output callback of process %s", self.id)
+
+    def _on_exit(self, params: Mapping[str, Any]) -> None:
+        self._exit = dict(params)
+        self._exited.set()
+
+    def _on_lost(self, err: ConnectionClosedError) -> None:
+        if not self._exited.is_set():
+            self._lost = err
+            self._exited.set()
+
+
+if __name__ == "__main__":  # pragma: no cover - a smoke test
+    with Client() as _c:
+        _sb = _c.open_sandbox(backend=sys.argv[1] if len(sys.argv) > 1 else "auto")
+        _r = _sb.run(sys.argv[2] if len(sys.argv) > 2 else "echo hello from $(uname -s)")
+        sys.stdout.buffer.write(_r.stdout)
+        sys.stderr.buffer.write(_r.stderr)
+        sys.exit(_r.exit_code)
