@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Gate round trip from a sandboxed shell loop, measured side by side:
-a gate answered by this Python client (gate/call) against gb_echo, a Go
-gate built into the server, alternating batches in one run.
+"""The protocol measured from Python, side by side in one run:
 
-    make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench_gate.py [ROUNDS]
+- one command: `true` run through a warm server (process/start to
+  process/exited, local backend) against the client starting `true`
+  itself (subprocess.run), alternating call by call;
+- gate round trip from a sandboxed shell loop: a gate answered by this
+  client (gate/call) against gb_echo, a Go gate built into the server,
+  alternating batches.
+
+    make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench.py [ROUNDS]
 """
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +29,21 @@ def main() -> int:
     with Client() as client:
         client.register_gate("pygate", lambda call: "x\n")
         with tempfile.TemporaryDirectory() as ws, client.open_sandbox(backend="local", workspace=ws) as sb:
+            spawn = serve = 0.0
+            starts = rounds * BATCH
+            for _ in range(starts):
+                t0 = time.perf_counter()
+                subprocess.run(["true"], check=True)
+                t1 = time.perf_counter()
+                r = sb.run(["true"])
+                t2 = time.perf_counter()
+                if r.exit_code != 0:
+                    print("true failed: %r" % r.stderr, file=sys.stderr)
+                    return 1
+                spawn += t1 - t0
+                serve += t2 - t1
+            print("one command, local, %d each: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+                  % (starts, serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
             for _ in range(rounds):
                 for name, gate in (("python", "pygate"), ("go", "gb_echo")):
                     t0 = time.perf_counter()
