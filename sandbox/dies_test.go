@@ -31,13 +31,16 @@ func TestHelperRun(t *testing.T) {
 			}
 		}()
 	}
-	b.Run(context.Background(), &sandbox.Spec{Command: []string{"sleep", marker}})
+	// A descendant too: sh's background sleep is not the process
+	// gatebridge started.
+	b.Run(context.Background(), &sandbox.Spec{Command: []string{"sh", "-c", "sleep " + marker + " & sleep " + marker + "; :"}})
 	os.Exit(3)
 }
 
-// When gatebridge dies (SIGKILL, no cleanup at all), the command dies with
-// it: Pdeathsig on the thread that started it, and bwrap's
-// --die-with-parent for everything in the sandbox.
+// When gatebridge dies (SIGKILL, no cleanup at all), the command and what
+// it started die with it: local, the parent-death signal for the command
+// and the reaper for its process group; bwrap, --die-with-parent for
+// everything in the sandbox.
 func TestSandboxDiesWithGatebridge(t *testing.T) {
 	for _, name := range []string{"local", "bwrap"} {
 		t.Run(name, func(t *testing.T) {
@@ -53,7 +56,7 @@ func TestSandboxDiesWithGatebridge(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmd.Wait()
-			if !poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) > 0 }) {
+			if !poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
 				cmd.Process.Kill()
 				t.Fatal("the sandboxed sleep never started")
 			}

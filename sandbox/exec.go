@@ -54,6 +54,9 @@ type process struct {
 	// OOM killer would otherwise pick it (its RSS beats a command made of
 	// small processes, or of tmpfs pages no kill frees).
 	started func()
+	// reap registers the process group with the reaper (see reapGroup)
+	// while the command runs: if gatebridge dies, the reaper kills it.
+	reap bool
 }
 
 // noCgroupError says this host offers gatebridge no cgroup to enforce

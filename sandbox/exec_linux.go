@@ -144,6 +144,9 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		}
 		return nil, &Error{Backend: p.backend, Op: "start " + p.path, Err: err}
 	}
+	if p.reap {
+		defer reapGroup(cmd.Process.Pid)() // after the group is gone
+	}
 	closeAll() // the child has its copies
 	if stdinW != nil {
 		go func() {

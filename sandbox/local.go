@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"syscall"
 )
 
 // Local runs commands as plain host processes: no isolation at all. The
@@ -17,7 +16,10 @@ import (
 // cancellation or when the main process exits, the whole group gets
 // SIGTERM, then SIGKILL after [Spec.KillGrace]. A process that leaves the
 // group (setsid) escapes: Run stops reading its output after a short delay
-// but cannot stop it.
+// but cannot stop it. If gatebridge dies without cleaning up (kill -9),
+// the command gets SIGKILL from the kernel (parent-death signal) and the
+// rest of its group from the reaper, one sh per gatebridge process that
+// outlives it for that (see reaper_unix.go).
 type Local struct{}
 
 var (
@@ -61,31 +63,6 @@ func (l *Local) Run(ctx context.Context, spec *Spec) (*Result, error) {
 		dir:     dir,
 		tree:    newGroupTree,
 	}
-	if _, err := os.Stat(localSupervisorShell); err == nil {
-		// The parent-death signal reaches only the process gatebridge
-		// started: a small sh in front of the command turns it into a
-		// SIGKILL of the whole process group, so nothing the command
-		// started outlives a gatebridge that was killed (kill -9, OOM).
-		p.path = localSupervisorShell
-		p.args = append([]string{"sh", "-c", localSupervisor, "gatebridge-local", path}, spec.Command[1:]...)
-		p.deathSignal = syscall.SIGUSR2
-	}
+	p.reap = true
 	return runProcess(ctx, spec, p)
 }
-
-const localSupervisorShell = "/bin/sh"
-
-// localSupervisor runs "$@" in the background of the group leader sh:
-// SIGUSR2 (sent by the kernel when gatebridge dies) kills the whole group;
-// TERM, INT and HUP are caught (so the command keeps its default
-// dispositions and the kill grace applies); the exit status is the
-// command's. stdin is passed on explicitly (an async list would get
-// /dev/null).
-const localSupervisor = `trap 'kill -KILL 0' USR2
-trap : TERM INT HUP
-exec 3<&0
-"$@" <&3 3<&- &
-exec 3<&-
-p=$!
-while :; do wait "$p"; s=$?; kill -0 "$p" 2>/dev/null || break; done
-exit "$s"`
