@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,7 +229,11 @@ gb_echo full 2>&1; echo "full|$?"
 				t.Logf("command stdout:\n%s\ncommand stderr:\n%s\ngatebridge stderr:\n%s", res.Stdout, res.Stderr, out.Stderr)
 			}
 		}()
-		if g := got["big"]; g.exit != "1" || g.stdout != "0" ||
+		// The caller may have got the streamed start of the output (up to
+		// 64 KiB, when the gate ran past 50 ms under load) before the rest
+		// could not be written; never more, and never with exit 0.
+		streamed, _ := strconv.Atoi(got["big"].stdout)
+		if g := got["big"]; g.exit != "1" || streamed > 64<<10 ||
 			!strings.HasPrefix(g.stderr, "gatebridge: cannot write the response: ") || !strings.HasSuffix(g.stderr, "no space left on device") {
 			t.Errorf("big response on a full session fs: %+v", g)
 		}

@@ -32,7 +32,7 @@ type serveConn struct {
 func startServe(t *testing.T, cred *syscall.Credential, args ...string) *serveConn {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--stdio"}, args...)...)
-	cmd.Dir = os.TempDir()
+	cmd.Dir = workspace(t) // its own: a config elsewhere is not in it
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}
@@ -103,6 +103,18 @@ func (s *serveConn) write(m rpc.Message) {
 
 func (s *serveConn) call(method string, params, out any) {
 	s.t.Helper()
+	m := s.request(method, params)
+	if m.Error != nil {
+		s.t.Fatalf("%s: %d %s %v\nserve stderr: %s", method, m.Error.Code, m.Error.Message, m.Error.Data, s.stderr)
+	}
+	if out != nil {
+		json.Unmarshal(m.Result, out)
+	}
+}
+
+// request sends method and returns the response.
+func (s *serveConn) request(method string, params any) *rpc.Message {
+	s.t.Helper()
 	s.mu.Lock()
 	s.nextID++
 	id := fmt.Sprint(s.nextID)
@@ -113,14 +125,10 @@ func (s *serveConn) call(method string, params, out any) {
 	s.write(rpc.Message{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: p})
 	select {
 	case m := <-ch:
-		if m.Error != nil {
-			s.t.Fatalf("%s: %d %s %v\nserve stderr: %s", method, m.Error.Code, m.Error.Message, m.Error.Data, s.stderr)
-		}
-		if out != nil {
-			json.Unmarshal(m.Result, out)
-		}
+		return m
 	case <-time.After(90 * time.Second):
 		s.t.Fatalf("%s: no answer in 90s; stderr %s", method, s.stderr)
+		return nil
 	}
 }
 
@@ -258,4 +266,37 @@ func TestServeNonRoot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A sandbox whose workspace holds serve's config file is refused: the
+// command could rewrite what the next gatebridge reads (command gates,
+// limits). So is a writable workspace holding the audit log.
+func TestServeRefusesWorkspaceWithConfig(t *testing.T) {
+	ws := workspace(t)
+	cfg := filepath.Join(ws, "gatebridge.yaml")
+	audit := filepath.Join(ws, "logs", "audit.jsonl")
+	os.Mkdir(filepath.Dir(audit), 0o755)
+	other := filepath.Join(workspace(t), "gatebridge.yaml")
+	for _, c := range []struct{ file, body string }{{cfg, ""}, {other, "audit:\n  path: " + audit + "\n"}} {
+		if err := os.WriteFile(c.file, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		config   string
+		writable bool
+		want     string
+	}{
+		{cfg, false, "holds gatebridge's config file"},
+		{other, true, "holds the audit log"},
+	} {
+		s := startServe(t, nil, "--config", tc.config)
+		m := s.request(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws, WritableWorkspace: tc.writable})
+		if m.Error == nil || !strings.Contains(m.Error.Message, tc.want) {
+			t.Errorf("config %s, writable %v: %+v, want a refusal saying %q", tc.config, tc.writable, m.Error, tc.want)
+		}
+	}
+	// Read-only, the audit log's workspace is fine.
+	s := startServe(t, nil, "--config", other)
+	s.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws}, nil)
 }
