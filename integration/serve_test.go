@@ -1,9 +1,6 @@
 package integration
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,18 +12,16 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
 )
 
 // serveConn drives `gatebridge serve --stdio` as a runtime would.
 type serveConn struct {
+	*rpctest.Client
 	t      *testing.T
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	mu     sync.Mutex
-	nextID int
-	waits  map[string]chan *rpc.Message
-	notes  chan *rpc.Message
-	stderr *strings.Builder
+	stderr *lockedWriter
 }
 
 func startServe(t *testing.T, cred *syscall.Credential, args ...string) *serveConn {
@@ -39,34 +34,12 @@ func startServe(t *testing.T, cred *syscall.Credential, args ...string) *serveCo
 	}
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
-	s := &serveConn{t: t, cmd: cmd, in: in, waits: map[string]chan *rpc.Message{}, notes: make(chan *rpc.Message, 10000), stderr: &strings.Builder{}}
-	cmd.Stderr = &lockedWriter{b: s.stderr}
+	s := &serveConn{t: t, cmd: cmd, in: in, stderr: &lockedWriter{b: &strings.Builder{}}}
+	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m rpc.Message
-			if json.Unmarshal(sc.Bytes(), &m) != nil {
-				t.Errorf("not JSON: %q", sc.Bytes())
-				continue
-			}
-			if m.Method == "" {
-				s.mu.Lock()
-				ch := s.waits[string(m.ID)]
-				delete(s.waits, string(m.ID))
-				s.mu.Unlock()
-				if ch != nil {
-					ch <- &m
-				}
-				continue
-			}
-			s.notes <- &m
-		}
-		close(s.notes)
-	}()
+	s.Client = rpctest.New(t, out, in)
 	t.Cleanup(func() {
 		in.Close()
 		done := make(chan struct{})
@@ -77,9 +50,11 @@ func startServe(t *testing.T, cred *syscall.Credential, args ...string) *serveCo
 			cmd.Process.Kill()
 			t.Errorf("serve did not exit within 30s of stdin closing")
 		}
+		if t.Failed() {
+			t.Logf("serve stderr:\n%s", s.stderr)
+		}
 	})
-	s.call(rpc.MethodInitialize, rpc.InitializeParams{ClientName: "integration", ProtocolVersion: 1}, nil)
-	s.write(rpc.Message{JSONRPC: "2.0", Method: rpc.MethodInitialized})
+	s.Initialize()
 	return s
 }
 
@@ -94,84 +69,10 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func (s *serveConn) write(m rpc.Message) {
-	b, _ := json.Marshal(m)
-	if _, err := s.in.Write(append(b, '\n')); err != nil {
-		s.t.Fatalf("write to serve: %v", err)
-	}
-}
-
-func (s *serveConn) call(method string, params, out any) {
-	s.t.Helper()
-	m := s.request(method, params)
-	if m.Error != nil {
-		s.t.Fatalf("%s: %d %s %v\nserve stderr: %s", method, m.Error.Code, m.Error.Message, m.Error.Data, s.stderr)
-	}
-	if out != nil {
-		json.Unmarshal(m.Result, out)
-	}
-}
-
-// request sends method and returns the response.
-func (s *serveConn) request(method string, params any) *rpc.Message {
-	s.t.Helper()
-	s.mu.Lock()
-	s.nextID++
-	id := fmt.Sprint(s.nextID)
-	ch := make(chan *rpc.Message, 1)
-	s.waits[id] = ch
-	s.mu.Unlock()
-	p, _ := json.Marshal(params)
-	s.write(rpc.Message{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: p})
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(90 * time.Second):
-		s.t.Fatalf("%s: no answer in 90s; stderr %s", method, s.stderr)
-		return nil
-	}
-}
-
-// run starts argv and returns its stdout, stderr and exit, answering
-// gate/call requests with answer.
-func (s *serveConn) run(sandboxID, id string, answer func(rpc.GateCallParams) rpc.GateCallResult, argv ...string) (string, string, rpc.ProcessExitedParams) {
-	s.t.Helper()
-	s.call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: id, SandboxID: sandboxID, Argv: argv}, nil)
-	var out, errb []byte
-	for {
-		select {
-		case m, ok := <-s.notes:
-			if !ok {
-				s.t.Fatalf("serve ended; stderr %s", s.stderr)
-			}
-			switch m.Method {
-			case rpc.MethodProcessOutput:
-				var p rpc.ProcessOutputParams
-				json.Unmarshal(m.Params, &p)
-				if p.ProcessID != id {
-					continue
-				}
-				if p.Stream == "stdout" {
-					out = append(out, p.Chunk...)
-				} else {
-					errb = append(errb, p.Chunk...)
-				}
-			case rpc.MethodProcessExited:
-				var p rpc.ProcessExitedParams
-				json.Unmarshal(m.Params, &p)
-				if p.ProcessID == id {
-					return string(out), string(errb), p
-				}
-			case rpc.MethodGateCall:
-				var p rpc.GateCallParams
-				json.Unmarshal(m.Params, &p)
-				r, _ := json.Marshal(answer(p))
-				s.write(rpc.Message{JSONRPC: "2.0", ID: m.ID, Result: r})
-			}
-		case <-time.After(90 * time.Second):
-			s.t.Fatalf("process %s: no exit in 90s; stderr %s", id, s.stderr)
-		}
-	}
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // TestServe drives the binary on every backend: a writable sandbox whose
@@ -182,19 +83,19 @@ func TestServe(t *testing.T) {
 		s := startServe(t, nil)
 		ws := workspace(t)
 		os.Chmod(ws, 0o777)
-		s.call(rpc.MethodGateRegister, rpc.GateRegisterParams{Name: "ask_runtime"}, nil)
+		s.Call(rpc.MethodGateRegister, rpc.GateRegisterParams{Name: "ask_runtime"}, nil)
 		var open rpc.SandboxOpenResult
-		s.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: ws, WritableWorkspace: true}, &open)
+		s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: ws, WritableWorkspace: true}, &open)
 		answer := func(p rpc.GateCallParams) rpc.GateCallResult {
 			return rpc.GateCallResult{Stdout: []byte("answer to " + strings.Join(p.Args, ",") + " from " + p.Cwd + "\n")}
 		}
-		out, errOut, ex := s.run("sb", "w", answer, "sh", "-c", "mkdir -p d && echo persisted > d/f && cd d && ask_runtime x y")
-		if ex.ExitCode != 0 || out != "answer to x,y from "+filepath.Join(open.WorkspaceInside, "d")+"\n" {
-			t.Fatalf("first: exit %d stdout %q stderr %q", ex.ExitCode, out, errOut)
+		o := s.Run("sb", "w", answer, "sh", "-c", "mkdir -p d && echo persisted > d/f && cd d && ask_runtime x y")
+		if o.Exited.ExitCode != 0 || string(o.Stdout) != "answer to x,y from "+filepath.Join(open.WorkspaceInside, "d")+"\n" {
+			t.Fatalf("first: exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
 		}
-		out, errOut, ex = s.run("sb", "r", answer, "sh", "-c", "read_file d/f; cat d/f")
-		if ex.ExitCode != 0 || out != "persisted\npersisted\n" {
-			t.Fatalf("second: exit %d stdout %q stderr %q", ex.ExitCode, out, errOut)
+		o = s.Run("sb", "r", answer, "sh", "-c", "read_file d/f; cat d/f")
+		if o.Exited.ExitCode != 0 || string(o.Stdout) != "persisted\npersisted\n" {
+			t.Fatalf("second: exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
 		}
 		if backend == "docker" {
 			if n := ownedContainers(t, ws); n == 0 {
@@ -230,7 +131,7 @@ func TestServeCrashCleanup(t *testing.T) {
 	needBackend(t, "docker")
 	s := startServe(t, nil)
 	ws := workspace(t)
-	s.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "doomed", Backend: "docker", Workspace: ws}, nil)
+	s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "doomed", Backend: "docker", Workspace: ws}, nil)
 	if ownedContainers(t, ws) != 1 {
 		t.Fatal("no owned container")
 	}
@@ -240,7 +141,7 @@ func TestServeCrashCleanup(t *testing.T) {
 		t.Fatal("the container went away with its server: nothing to test")
 	}
 	s2 := startServe(t, nil)
-	s2.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "next", Backend: "docker", Workspace: workspace(t)}, nil)
+	s2.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "next", Backend: "docker", Workspace: workspace(t)}, nil)
 	if n := ownedContainers(t, ws); n != 0 {
 		t.Fatalf("the dead server's container is still there after the next server opened a docker sandbox")
 	}
@@ -259,10 +160,10 @@ func TestServeNonRoot(t *testing.T) {
 			os.Mkdir(ws, 0o700)
 			os.Chown(ws, nobody, nobody)
 			s := startServe(t, &syscall.Credential{Uid: nobody, Gid: nobody})
-			s.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: ws, WritableWorkspace: true}, nil)
-			out, errOut, ex := s.run("sb", "p", nil, "sh", "-c", "id -u; echo x > f; read_file f")
-			if ex.ExitCode != 0 || out != "65534\nx\n" {
-				t.Fatalf("exit %d stdout %q stderr %q", ex.ExitCode, out, errOut)
+			s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: ws, WritableWorkspace: true}, nil)
+			o := s.Run("sb", "p", nil, "sh", "-c", "id -u; echo x > f; read_file f")
+			if o.Exited.ExitCode != 0 || string(o.Stdout) != "65534\nx\n" {
+				t.Fatalf("exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
 			}
 		})
 	}
@@ -291,12 +192,12 @@ func TestServeRefusesWorkspaceWithConfig(t *testing.T) {
 		{other, true, "holds the audit log"},
 	} {
 		s := startServe(t, nil, "--config", tc.config)
-		m := s.request(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws, WritableWorkspace: tc.writable})
+		m := s.Request(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws, WritableWorkspace: tc.writable})
 		if m.Error == nil || !strings.Contains(m.Error.Message, tc.want) {
 			t.Errorf("config %s, writable %v: %+v, want a refusal saying %q", tc.config, tc.writable, m.Error, tc.want)
 		}
 	}
 	// Read-only, the audit log's workspace is fine.
 	s := startServe(t, nil, "--config", other)
-	s.call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws}, nil)
+	s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws}, nil)
 }

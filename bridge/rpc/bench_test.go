@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	. "github.com/gatebridge/gatebridge/bridge/rpc"
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -40,9 +42,9 @@ func BenchmarkProcessStart(b *testing.B) {
 		backend += time.Since(tb)
 		t1 := time.Now()
 		id := fmt.Sprint("p", i)
-		c.call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"true"}}, nil)
-		if o := c.collect(id, time.Minute); o.exited.ExitCode != 0 {
-			b.Fatalf("exit %+v", o.exited)
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"true"}}, nil)
+		if o := c.Collect(id, time.Minute, nil); o.Exited.ExitCode != 0 {
+			b.Fatalf("exit %+v", o.Exited)
 		}
 		t2 := time.Now()
 		spawn += t1.Sub(t0)
@@ -74,19 +76,19 @@ func BenchmarkGateCall(b *testing.B) {
 		return reg, kinds, err
 	}
 	c := newClient(b, opts)
-	c.call(MethodGateRegister, GateRegisterParams{Name: "rtgate"}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "rtgate"}, nil)
 	c.openSandbox("sb", "local", false)
 	const batch = 20
 	loop := func(id, gate string) time.Duration {
 		t0 := time.Now()
-		c.call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb",
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb",
 			Argv: []string{"sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s >/dev/null || exit 1; i=$((i+1)); done", batch, gate)}}, nil)
 		for {
-			m := c.next(time.Minute, func(m *Message) bool {
+			m := c.Next(time.Minute, func(m *Message) bool {
 				return m.Method == MethodProcessExited || m.Method == MethodGateCall
 			})
 			if m.Method == MethodGateCall {
-				c.respond(m, GateCallResult{Stdout: []byte("ok\n")}, nil)
+				c.Respond(m, GateCallResult{Stdout: []byte("ok\n")}, nil)
 				continue
 			}
 			var ex ProcessExitedParams

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"encoding/json"
@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
 )
 
-// serveGates answers gate/call and approval/request with fn until stop is
-// closed; it runs on the test's own goroutine per request.
+// nextRequest is the next server request of method, and its params.
 func (c *client) nextRequest(method string) (*Message, json.RawMessage) {
 	c.t.Helper()
-	m := c.next(30*time.Second, isMethod(method))
+	m := c.Next(30*time.Second, rpctest.IsMethod(method))
 	return m, m.Params
 }
 
@@ -20,10 +22,10 @@ func TestRuntimeGate(t *testing.T) {
 	for _, backend := range testBackends(t) {
 		t.Run(backend, func(t *testing.T) {
 			c := newClient(t, testOptions(t))
-			c.call(MethodGateRegister, GateRegisterParams{Name: "lookup", Summary: "look a key up", Usage: "lookup KEY", Stdin: "if-no-args"}, nil)
+			c.Call(MethodGateRegister, GateRegisterParams{Name: "lookup", Summary: "look a key up", Usage: "lookup KEY", Stdin: "if-no-args"}, nil)
 			_, open := c.openSandbox("sb", backend, false)
 			var docs []GateDoc
-			c.call(MethodGateList, struct{}{}, &docs)
+			c.Call(MethodGateList, struct{}{}, &docs)
 			kinds := map[string]string{}
 			for _, d := range docs {
 				kinds[d.Name] = d.Kind
@@ -34,7 +36,7 @@ func TestRuntimeGate(t *testing.T) {
 
 			// Arguments, cwd and ids reach the client; its answer reaches
 			// the caller byte for byte, with its exit code.
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb",
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb",
 				Argv: []string{"sh", "-c", "mkdir -p /tmp/x 2>/dev/null; lookup 'a b' c; echo rc=$?; printf 'in-put' | lookup; echo rc=$?"}}, nil)
 			m, raw := c.nextRequest(MethodGateCall)
 			var gc GateCallParams
@@ -45,32 +47,32 @@ func TestRuntimeGate(t *testing.T) {
 			if gc.Cwd != open.WorkspaceInside || gc.DeadlineMs < time.Now().UnixMilli() {
 				t.Fatalf("gate/call cwd %q (want %q) deadline %d", gc.Cwd, open.WorkspaceInside, gc.DeadlineMs)
 			}
-			c.respond(m, GateCallResult{ExitCode: 4, Stdout: []byte("val\x00ue\n"), Stderr: []byte("warn\n")}, nil)
+			c.Respond(m, GateCallResult{ExitCode: 4, Stdout: []byte("val\x00ue\n"), Stderr: []byte("warn\n")}, nil)
 			m, raw = c.nextRequest(MethodGateCall)
 			json.Unmarshal(raw, &gc)
 			if string(gc.Stdin) != "in-put" || len(gc.Args) != 0 {
 				t.Fatalf("second gate/call: %+v", gc)
 			}
-			c.respond(m, GateCallResult{ExitCode: 0, Stdout: []byte("from-stdin\n")}, nil)
-			o := c.collect("p", 30*time.Second)
-			if string(o.stdout) != "val\x00ue\nrc=4\nfrom-stdin\nrc=0\n" || !strings.Contains(string(o.stderr), "warn") {
-				t.Fatalf("stdout %q stderr %q", o.stdout, o.stderr)
+			c.Respond(m, GateCallResult{ExitCode: 0, Stdout: []byte("from-stdin\n")}, nil)
+			o := c.Collect("p", 30*time.Second, nil)
+			if string(o.Stdout) != "val\x00ue\nrc=4\nfrom-stdin\nrc=0\n" || !strings.Contains(string(o.Stderr), "warn") {
+				t.Fatalf("stdout %q stderr %q", o.Stdout, o.Stderr)
 			}
 
 			// An error response: exit 1 with the message.
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "e", SandboxID: "sb", Argv: []string{"sh", "-c", "lookup x; echo rc=$?"}}, nil)
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "e", SandboxID: "sb", Argv: []string{"sh", "-c", "lookup x; echo rc=$?"}}, nil)
 			m, _ = c.nextRequest(MethodGateCall)
-			c.respond(m, nil, &Error{Code: -32000, Message: "key x unknown"})
-			o = c.collect("e", 30*time.Second)
-			if string(o.stdout) != "rc=1\n" || !strings.Contains(string(o.stderr), "key x unknown") {
-				t.Fatalf("error answer: stdout %q stderr %q", o.stdout, o.stderr)
+			c.Respond(m, nil, &Error{Code: -32000, Message: "key x unknown"})
+			o = c.Collect("e", 30*time.Second, nil)
+			if string(o.Stdout) != "rc=1\n" || !strings.Contains(string(o.Stderr), "key x unknown") {
+				t.Fatalf("error answer: stdout %q stderr %q", o.Stdout, o.Stderr)
 			}
 
 			// Unregistered: the command is gone from the sandbox.
-			c.call(MethodGateUnregister, GateUnregisterParams{Name: "lookup"}, nil)
-			o = c.run("sb", "gone", "sh", "-c", "lookup x; echo rc=$?")
-			if !strings.Contains(string(o.stdout), "rc=127") {
-				t.Fatalf("after unregister: %q %q", o.stdout, o.stderr)
+			c.Call(MethodGateUnregister, GateUnregisterParams{Name: "lookup"}, nil)
+			o = c.Run("sb", "gone", nil, "sh", "-c", "lookup x; echo rc=$?")
+			if !strings.Contains(string(o.Stdout), "rc=127") {
+				t.Fatalf("after unregister: %q %q", o.Stdout, o.Stderr)
 			}
 		})
 	}
@@ -80,28 +82,28 @@ func TestRuntimeGate(t *testing.T) {
 // first chunk while the call still waits.
 func TestRuntimeGateStreams(t *testing.T) {
 	c := newClient(t, testOptions(t))
-	c.call(MethodGateRegister, GateRegisterParams{Name: "slow"}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "slow"}, nil)
 	c.openSandbox("sb", "local", false)
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "slow | while read l; do echo got:$l; done"}}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "slow | while read l; do echo got:$l; done"}}, nil)
 	m, raw := c.nextRequest(MethodGateCall)
 	var gc GateCallParams
 	json.Unmarshal(raw, &gc)
-	c.sendNote(MethodGateOutput, GateOutputParams{CallID: gc.CallID, Stream: "stdout", Chunk: []byte("first\n")})
-	out := c.next(10*time.Second, isMethod(MethodProcessOutput))
+	c.Notify(MethodGateOutput, GateOutputParams{CallID: gc.CallID, Stream: "stdout", Chunk: []byte("first\n")})
+	out := c.Next(10*time.Second, rpctest.IsMethod(MethodProcessOutput))
 	var p ProcessOutputParams
 	json.Unmarshal(out.Params, &p)
 	if string(p.Chunk) != "got:first\n" {
 		t.Fatalf("first streamed line: %q", p.Chunk)
 	}
-	c.respond(m, GateCallResult{Stdout: []byte("last\n")}, nil)
-	o := c.collect("p", 30*time.Second)
-	if string(o.stdout) != "got:last\n" || o.exited.ExitCode != 0 {
-		t.Fatalf("rest: %q %+v", o.stdout, o.exited)
+	c.Respond(m, GateCallResult{Stdout: []byte("last\n")}, nil)
+	o := c.Collect("p", 30*time.Second, nil)
+	if string(o.Stdout) != "got:last\n" || o.Exited.ExitCode != 0 {
+		t.Fatalf("rest: %q %+v", o.Stdout, o.Exited)
 	}
 	// Output for a call already answered is dropped, not an error.
-	c.sendNote(MethodGateOutput, GateOutputParams{CallID: gc.CallID, Stream: "stdout", Chunk: []byte("late\n")})
+	c.Notify(MethodGateOutput, GateOutputParams{CallID: gc.CallID, Stream: "stdout", Chunk: []byte("late\n")})
 	var list ProcessListResult
-	c.call(MethodProcessList, struct{}{}, &list)
+	c.Call(MethodProcessList, struct{}{}, &list)
 }
 
 // A client that never answers: the caller gets exit 1 after the gate's
@@ -109,10 +111,10 @@ func TestRuntimeGateStreams(t *testing.T) {
 // that goes away (killed) cancels the call the same way.
 func TestRuntimeGateNoAnswerAndCallerGone(t *testing.T) {
 	c := newClient(t, testOptions(t))
-	c.call(MethodGateRegister, GateRegisterParams{Name: "mute", TimeoutMs: 400}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "mute", TimeoutMs: 400}, nil)
 	c.openSandbox("sb", "local", false)
 	start := time.Now()
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "mute; echo rc=$?"}}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "mute; echo rc=$?"}}, nil)
 	m, _ := c.nextRequest(MethodGateCall)
 	cancel, raw := c.nextRequest(MethodCancelRequest)
 	var cp CancelParams
@@ -121,95 +123,95 @@ func TestRuntimeGateNoAnswerAndCallerGone(t *testing.T) {
 		t.Fatalf("$/cancelRequest id %s, want %s", cp.ID, m.ID)
 	}
 	_ = cancel
-	o := c.collect("p", 30*time.Second)
-	if string(o.stdout) != "rc=1\n" || !strings.Contains(string(o.stderr), "did not answer") {
-		t.Fatalf("stdout %q stderr %q", o.stdout, o.stderr)
+	o := c.Collect("p", 30*time.Second, nil)
+	if string(o.Stdout) != "rc=1\n" || !strings.Contains(string(o.Stderr), "did not answer") {
+		t.Fatalf("stdout %q stderr %q", o.Stdout, o.Stderr)
 	}
 	if d := time.Since(start); d < 400*time.Millisecond || d > 10*time.Second {
 		t.Fatalf("answered after %v for a 400ms deadline", d)
 	}
 	// A late answer is ignored.
-	c.respond(m, GateCallResult{Stdout: []byte("late")}, nil)
+	c.Respond(m, GateCallResult{Stdout: []byte("late")}, nil)
 
 	// The caller goes away: timeout 1 kills the wrapper.
-	c.call(MethodGateRegister, GateRegisterParams{Name: "slow", TimeoutMs: 60000}, nil)
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "q", SandboxID: "sb", Argv: []string{"sh", "-c", "timeout -s TERM 0.5 slow; echo rc=$?"}}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "slow", TimeoutMs: 60000}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "q", SandboxID: "sb", Argv: []string{"sh", "-c", "timeout -s TERM 0.5 slow; echo rc=$?"}}, nil)
 	m, _ = c.nextRequest(MethodGateCall)
 	_, raw = c.nextRequest(MethodCancelRequest)
 	json.Unmarshal(raw, &cp)
 	if string(cp.ID) != string(m.ID) {
 		t.Fatalf("$/cancelRequest id %s, want %s", cp.ID, m.ID)
 	}
-	o = c.collect("q", 30*time.Second)
-	if !strings.Contains(string(o.stdout), "rc=124") {
-		t.Fatalf("caller gone: %q %q", o.stdout, o.stderr)
+	o = c.Collect("q", 30*time.Second, nil)
+	if !strings.Contains(string(o.Stdout), "rc=124") {
+		t.Fatalf("caller gone: %q %q", o.Stdout, o.Stderr)
 	}
 }
 
 func TestApproval(t *testing.T) {
 	c := newClient(t, testOptions(t))
-	c.call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
 	c.openSandbox("sb", "local", false)
 	script := "deploy prod; echo rc=$?"
 	// Deny: the gate does not run (no gate/call), exit 126 with the reason.
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "d", SandboxID: "sb", Argv: []string{"sh", "-c", script}}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "d", SandboxID: "sb", Argv: []string{"sh", "-c", script}}, nil)
 	m, raw := c.nextRequest(MethodApprovalRequest)
 	var ap ApprovalRequestParams
 	json.Unmarshal(raw, &ap)
 	if ap.Gate != "deploy" || strings.Join(ap.Args, " ") != "prod" || ap.ProcessID != "d" || ap.SandboxID != "sb" || ap.CallID == "" {
 		t.Fatalf("approval/request: %+v", ap)
 	}
-	c.respond(m, ApprovalResult{Decision: DecisionDeny, Reason: "not on fridays"}, nil)
-	o := c.collect("d", 30*time.Second)
-	if string(o.stdout) != "rc=126\n" || !strings.Contains(string(o.stderr), "not on fridays") {
-		t.Fatalf("deny: %q %q", o.stdout, o.stderr)
+	c.Respond(m, ApprovalResult{Decision: DecisionDeny, Reason: "not on fridays"}, nil)
+	o := c.Collect("d", 30*time.Second, nil)
+	if string(o.Stdout) != "rc=126\n" || !strings.Contains(string(o.Stderr), "not on fridays") {
+		t.Fatalf("deny: %q %q", o.Stdout, o.Stderr)
 	}
 	// An error answer and an unknown decision deny too.
 	for i, answer := range []func(*Message){
-		func(m *Message) { c.respond(m, nil, &Error{Code: -32000, Message: "boom"}) },
-		func(m *Message) { c.respond(m, ApprovalResult{Decision: "maybe"}, nil) },
+		func(m *Message) { c.Respond(m, nil, &Error{Code: -32000, Message: "boom"}) },
+		func(m *Message) { c.Respond(m, ApprovalResult{Decision: "maybe"}, nil) },
 	} {
 		id := fmt.Sprint("x", i)
-		c.call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"sh", "-c", script}}, nil)
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"sh", "-c", script}}, nil)
 		m, _ := c.nextRequest(MethodApprovalRequest)
 		answer(m)
-		if o := c.collect(id, 30*time.Second); string(o.stdout) != "rc=126\n" {
-			t.Fatalf("answer %d: %q %q", i, o.stdout, o.stderr)
+		if o := c.Collect(id, 30*time.Second, nil); string(o.Stdout) != "rc=126\n" {
+			t.Fatalf("answer %d: %q %q", i, o.Stdout, o.Stderr)
 		}
 	}
 	// allowForSession: asked once, then the gate runs without asking.
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "a", SandboxID: "sb", Argv: []string{"sh", "-c", "deploy 1; deploy 2; echo done"}}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "a", SandboxID: "sb", Argv: []string{"sh", "-c", "deploy 1; deploy 2; echo done"}}, nil)
 	m, _ = c.nextRequest(MethodApprovalRequest)
-	c.respond(m, ApprovalResult{Decision: DecisionAllowForSession}, nil)
+	c.Respond(m, ApprovalResult{Decision: DecisionAllowForSession}, nil)
 	for i := 0; i < 2; i++ {
-		m, raw := c.next(30*time.Second, func(m *Message) bool {
+		m, raw := c.Next(30*time.Second, func(m *Message) bool {
 			if m.Method == MethodApprovalRequest {
 				t.Fatalf("asked again after allowForSession")
 			}
 			return m.Method == MethodGateCall
 		}), json.RawMessage(nil)
 		_ = raw
-		c.respond(m, GateCallResult{Stdout: []byte("ok\n")}, nil)
+		c.Respond(m, GateCallResult{Stdout: []byte("ok\n")}, nil)
 	}
-	if o := c.collect("a", 30*time.Second); string(o.stdout) != "ok\nok\ndone\n" {
-		t.Fatalf("allowForSession: %q %q", o.stdout, o.stderr)
+	if o := c.Collect("a", 30*time.Second, nil); string(o.Stdout) != "ok\nok\ndone\n" {
+		t.Fatalf("allowForSession: %q %q", o.Stdout, o.Stderr)
 	}
 }
 
 func TestGateRegisterConflicts(t *testing.T) {
 	c := newClient(t, testOptions(t))
-	if e := c.callErr(MethodGateRegister, GateRegisterParams{Name: "read_file"}); e == nil || e.Code != CodeConflict {
+	if e := c.CallErr(MethodGateRegister, GateRegisterParams{Name: "read_file"}); e == nil || e.Code != CodeConflict {
 		t.Fatalf("shadowing a built-in: %+v", e)
 	}
-	c.call(MethodGateRegister, GateRegisterParams{Name: "mine", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","description":"the query"}},"required":["q"]}`)}, nil)
-	if e := c.callErr(MethodGateRegister, GateRegisterParams{Name: "mine"}); e == nil || e.Code != CodeConflict {
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "mine", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","description":"the query"}},"required":["q"]}`)}, nil)
+	if e := c.CallErr(MethodGateRegister, GateRegisterParams{Name: "mine"}); e == nil || e.Code != CodeConflict {
 		t.Fatalf("registered twice: %+v", e)
 	}
-	if e := c.callErr(MethodGateRegister, GateRegisterParams{Name: "s", InputSchema: json.RawMessage(`{"type":"array"}`)}); e == nil || e.Code != CodeInvalidParams {
+	if e := c.CallErr(MethodGateRegister, GateRegisterParams{Name: "s", InputSchema: json.RawMessage(`{"type":"array"}`)}); e == nil || e.Code != CodeInvalidParams {
 		t.Fatalf("array schema: %+v", e)
 	}
 	var docs []GateDoc
-	c.call(MethodGateList, struct{}{}, &docs)
+	c.Call(MethodGateList, struct{}{}, &docs)
 	for _, d := range docs {
 		if d.Name == "mine" {
 			if d.Usage != "mine Q" || len(d.Params) != 1 || !d.Params[0].Required || d.Params[0].Description != "the query" || len(d.InputSchema) == 0 {
@@ -227,18 +229,18 @@ func TestPendingCallsCap(t *testing.T) {
 	opts := testOptions(t)
 	opts.MaxPendingCalls = 2
 	c := newClient(t, opts)
-	c.call(MethodGateRegister, GateRegisterParams{Name: "hold"}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "hold"}, nil)
 	c.openSandbox("sb", "local", false)
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb",
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb",
 		Argv: []string{"sh", "-c", "hold & hold & sleep 0.5; wait; echo rc=$?"}}, nil)
 	a, _ := c.nextRequest(MethodGateCall)
 	b, _ := c.nextRequest(MethodGateCall)
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "third", SandboxID: "sb", Argv: []string{"sh", "-c", "hold; echo rc=$?"}}, nil)
-	o := c.collect("third", 30*time.Second)
-	if string(o.stdout) != "rc=1\n" || !strings.Contains(string(o.stderr), "maxPendingGateCalls") {
-		t.Fatalf("third call: %q %q", o.stdout, o.stderr)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "third", SandboxID: "sb", Argv: []string{"sh", "-c", "hold; echo rc=$?"}}, nil)
+	o := c.Collect("third", 30*time.Second, nil)
+	if string(o.Stdout) != "rc=1\n" || !strings.Contains(string(o.Stderr), "maxPendingGateCalls") {
+		t.Fatalf("third call: %q %q", o.Stdout, o.Stderr)
 	}
-	c.respond(a, GateCallResult{}, nil)
-	c.respond(b, GateCallResult{}, nil)
-	c.collect("p", 30*time.Second)
+	c.Respond(a, GateCallResult{}, nil)
+	c.Respond(b, GateCallResult{}, nil)
+	c.Collect("p", 30*time.Second, nil)
 }

@@ -1,10 +1,7 @@
-package rpc
+package rpc_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,43 +11,21 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 // client is a test client on one in-process connection.
 type client struct {
+	*rpctest.Client
 	t      testing.TB
 	w      *io.PipeWriter
+	done   chan error // Serve's result
 	mu     sync.Mutex
-	nextID int
-	waits  map[string]chan *Message
-	notes  chan *Message // notifications and server requests, in order
-	done   chan error    // Serve's result
 	closed bool
-	seqs   map[string]int64 // last process/output seq by process; -1 after process/exited
-	// backlog holds messages next passed over (used by the test goroutine
-	// only).
-	backlog []*Message
-}
-
-// checkOrder fails the test when a process's output skips or repeats a
-// seq, or comes after its process/exited.
-func (c *client) checkOrder(m *Message) {
-	var p struct {
-		ProcessID string `json:"processId"`
-		Seq       int64  `json:"seq"`
-	}
-	json.Unmarshal(m.Params, &p)
-	switch m.Method {
-	case MethodProcessOutput:
-		if last := c.seqs[p.ProcessID]; last < 0 || p.Seq != last+1 {
-			c.t.Errorf("process %s: output seq %d after %d (-1: after process/exited)", p.ProcessID, p.Seq, last)
-		}
-		c.seqs[p.ProcessID] = p.Seq
-	case MethodProcessExited:
-		c.seqs[p.ProcessID] = -1
-	}
 }
 
 // testOptions are the server options of the tests: local and bwrap, the
@@ -80,9 +55,7 @@ func testOptions(t testing.TB) Options {
 func newClient(t testing.TB, opts Options) *client {
 	t.Helper()
 	c := newUninitialized(t, opts)
-	var res InitializeResult
-	c.call(MethodInitialize, InitializeParams{ClientName: "test", ProtocolVersion: 1}, &res)
-	c.sendNote(MethodInitialized, struct{}{})
+	c.Initialize()
 	return c
 }
 
@@ -91,35 +64,11 @@ func newUninitialized(t testing.TB, opts Options) *client {
 	t.Helper()
 	cr, sw := io.Pipe() // server → client
 	sr, cw := io.Pipe() // client → server
-	c := &client{t: t, w: cw, waits: map[string]chan *Message{}, notes: make(chan *Message, 100000), done: make(chan error, 1), seqs: map[string]int64{}}
+	c := &client{Client: rpctest.New(t, cr, cw), t: t, w: cw, done: make(chan error, 1)}
 	srv := NewServer(opts)
 	go func() {
 		c.done <- srv.Serve(context.Background(), sr, sw)
 		sw.Close()
-	}()
-	go func() {
-		sc := bufio.NewScanner(cr)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m Message
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Errorf("server sent a line that is not JSON: %q", sc.Bytes())
-				continue
-			}
-			if m.Method == "" {
-				c.mu.Lock()
-				ch := c.waits[string(m.ID)]
-				delete(c.waits, string(m.ID))
-				c.mu.Unlock()
-				if ch != nil {
-					ch <- &m
-					continue
-				}
-			}
-			c.checkOrder(&m)
-			c.notes <- &m
-		}
-		close(c.notes)
 	}()
 	t.Cleanup(func() { c.close() })
 	return c
@@ -144,153 +93,13 @@ func (c *client) close() error {
 	}
 }
 
-func (c *client) writeLine(b []byte) {
-	c.t.Helper()
-	if _, err := c.w.Write(append(b, '\n')); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
-
-// request sends method and returns the response message.
-func (c *client) request(method string, params any) *Message {
-	c.t.Helper()
-	c.mu.Lock()
-	c.nextID++
-	id := fmt.Sprint(c.nextID)
-	ch := make(chan *Message, 1)
-	c.waits[id] = ch
-	c.mu.Unlock()
-	p, _ := json.Marshal(params)
-	b, _ := json.Marshal(Message{JSONRPC: "2.0", ID: json.RawMessage(id), Method: method, Params: p})
-	c.writeLine(b)
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(60 * time.Second):
-		c.t.Fatalf("%s: no response within 60s", method)
-		return nil
-	}
-}
-
-// call sends method and decodes its result into out; an error fails t.
-func (c *client) call(method string, params, out any) {
-	c.t.Helper()
-	m := c.request(method, params)
-	if m.Error != nil {
-		c.t.Fatalf("%s: error %d: %s (data %v)", method, m.Error.Code, m.Error.Message, m.Error.Data)
-	}
-	if out != nil {
-		if err := json.Unmarshal(m.Result, out); err != nil {
-			c.t.Fatalf("%s: result %s: %v", method, m.Result, err)
-		}
-	}
-}
-
-// callErr sends method and returns its error (nil when it succeeded).
-func (c *client) callErr(method string, params any) *Error {
-	c.t.Helper()
-	return c.request(method, params).Error
-}
-
-func (c *client) sendNote(method string, params any) {
-	c.t.Helper()
-	p, _ := json.Marshal(params)
-	b, _ := json.Marshal(Message{JSONRPC: "2.0", Method: method, Params: p})
-	c.writeLine(b)
-}
-
-// respond answers the server request m.
-func (c *client) respond(m *Message, result any, rerr *Error) {
-	c.t.Helper()
-	var r json.RawMessage
-	if rerr == nil {
-		r, _ = json.Marshal(result)
-	}
-	b, _ := json.Marshal(Message{JSONRPC: "2.0", ID: m.ID, Result: r, Error: rerr})
-	c.writeLine(b)
-}
-
-// next returns the first notification or server request for which keep
-// returns true, or fails t after d. The others stay queued, in order, for
-// later calls.
-func (c *client) next(d time.Duration, keep func(*Message) bool) *Message {
-	c.t.Helper()
-	for i, m := range c.backlog {
-		if keep(m) {
-			c.backlog = append(c.backlog[:i:i], c.backlog[i+1:]...)
-			return m
-		}
-	}
-	deadline := time.After(d)
-	for {
-		select {
-		case m, ok := <-c.notes:
-			if !ok {
-				c.t.Fatalf("connection closed while waiting")
-			}
-			if keep(m) {
-				return m
-			}
-			c.backlog = append(c.backlog, m)
-		case <-deadline:
-			c.t.Fatalf("nothing matching within %v", d)
-			return nil
-		}
-	}
-}
-
-func isMethod(method string) func(*Message) bool {
-	return func(m *Message) bool { return m.Method == method }
-}
-
-// output collects a process's output until process/exited, checking that
-// seqs increase by one and that nothing comes after the exit.
-type output struct {
-	stdout, stderr []byte
-	exited         ProcessExitedParams
-	chunks         int
-}
-
-func (c *client) collect(processID string, d time.Duration) output {
-	c.t.Helper()
-	var o output
-	for {
-		m := c.next(d, func(m *Message) bool {
-			var p struct {
-				ProcessID string `json:"processId"`
-			}
-			json.Unmarshal(m.Params, &p)
-			return p.ProcessID == processID && (m.Method == MethodProcessOutput || m.Method == MethodProcessExited)
-		})
-		if m.Method == MethodProcessExited {
-			json.Unmarshal(m.Params, &o.exited)
-			return o
-		}
-		var p ProcessOutputParams
-		json.Unmarshal(m.Params, &p)
-		o.chunks++
-		if p.Stream == "stdout" {
-			o.stdout = append(o.stdout, p.Chunk...)
-		} else {
-			o.stderr = append(o.stderr, p.Chunk...)
-		}
-	}
-}
-
 // openSandbox opens a sandbox on backend with a fresh workspace.
 func (c *client) openSandbox(id, backend string, writable bool) (string, SandboxOpenResult) {
 	c.t.Helper()
 	ws := traversableTempDir(c.t)
 	var res SandboxOpenResult
-	c.call(MethodSandboxOpen, SandboxOpenParams{SandboxID: id, Backend: backend, Workspace: ws, WritableWorkspace: writable}, &res)
+	c.Call(MethodSandboxOpen, SandboxOpenParams{SandboxID: id, Backend: backend, Workspace: ws, WritableWorkspace: writable}, &res)
 	return ws, res
-}
-
-// run starts argv in sandbox sb and returns its output.
-func (c *client) run(sb, processID string, argv ...string) output {
-	c.t.Helper()
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: processID, SandboxID: sb, Argv: argv}, nil)
-	return c.collect(processID, 60*time.Second)
 }
 
 // backends are the backends the process tests run on: local always,

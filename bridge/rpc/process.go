@@ -322,6 +322,38 @@ func (w *outWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// procParams are the params that name a process.
+type procParams interface {
+	ProcessWriteParams | ProcessIDParams | ProcessSignalParams | ProcessWaitParams | ProcessReadParams
+}
+
+// procRequest decodes the params of a request about one process and looks
+// the process up.
+func procRequest[T procParams](c *conn, params json.RawMessage) (*T, *proc, error) {
+	q := new(T)
+	if err := decode(params, q); err != nil {
+		return nil, nil, err
+	}
+	var id string
+	switch v := any(q).(type) {
+	case *ProcessWriteParams:
+		id = v.ProcessID
+	case *ProcessIDParams:
+		id = v.ProcessID
+	case *ProcessSignalParams:
+		id = v.ProcessID
+	case *ProcessWaitParams:
+		id = v.ProcessID
+	case *ProcessReadParams:
+		id = v.ProcessID
+	}
+	p, err := c.lookupProc(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, p, nil
+}
+
 func (c *conn) lookupProc(processID string) (*proc, error) {
 	if err := required("processId", processID); err != nil {
 		return nil, err
@@ -336,11 +368,7 @@ func (c *conn) lookupProc(processID string) (*proc, error) {
 }
 
 func (c *conn) processWrite(params json.RawMessage) (any, error) {
-	var q ProcessWriteParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	q, p, err := procRequest[ProcessWriteParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -354,11 +382,7 @@ func (c *conn) processWrite(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) processCloseStdin(params json.RawMessage) (any, error) {
-	var q ProcessIDParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	_, p, err := procRequest[ProcessIDParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -369,11 +393,7 @@ func (c *conn) processCloseStdin(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) processSignal(params json.RawMessage) (any, error) {
-	var q ProcessSignalParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	q, p, err := procRequest[ProcessSignalParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -401,11 +421,7 @@ func (p *proc) exitCode() *int {
 }
 
 func (c *conn) processWait(params json.RawMessage) (any, error) {
-	var q ProcessWaitParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	q, p, err := procRequest[ProcessWaitParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -432,11 +448,7 @@ func (c *conn) processWait(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) processRead(params json.RawMessage) (any, error) {
-	var q ProcessReadParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	q, p, err := procRequest[ProcessReadParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -444,12 +456,12 @@ func (c *conn) processRead(params json.RawMessage) (any, error) {
 		q.MaxBytes = c.srv.opts.MaxReplayBytes
 	}
 	if q.WaitMs <= 0 {
-		return p.read(&q, nil)
+		return p.read(q, nil)
 	}
 	return later(func() (any, error) {
 		t := time.NewTimer(time.Duration(q.WaitMs) * time.Millisecond)
 		defer t.Stop()
-		return p.read(&q, t.C)
+		return p.read(q, t.C)
 	}), nil
 }
 
@@ -490,11 +502,7 @@ func (p *proc) read(q *ProcessReadParams, deadline <-chan time.Time) (any, error
 }
 
 func (c *conn) processSnapshot(params json.RawMessage) (any, error) {
-	var q ProcessIDParams
-	if err := decode(params, &q); err != nil {
-		return nil, err
-	}
-	p, err := c.lookupProc(q.ProcessID)
+	_, p, err := procRequest[ProcessIDParams](c, params)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"bytes"
@@ -10,27 +10,30 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
 )
 
 func TestBadInput(t *testing.T) {
 	c := newClient(t, testOptions(t))
 	next := func() *Message {
-		return c.next(5*time.Second, func(m *Message) bool { return m.Error != nil })
+		return c.Next(5*time.Second, func(m *Message) bool { return m.Error != nil })
 	}
 	// A malformed line: -32700, and the connection goes on.
-	c.writeLine([]byte(`{"jsonrpc":"2.0","id":1,"method":`))
+	c.WriteLine([]byte(`{"jsonrpc":"2.0","id":1,"method":`))
 	if m := next(); m.Error.Code != CodeParseError || string(m.ID) != "null" {
 		t.Fatalf("malformed line: %+v %s", m.Error, m.ID)
 	}
-	c.writeLine([]byte(`[1,2,3]`))
+	c.WriteLine([]byte(`[1,2,3]`))
 	if m := next(); m.Error.Code != CodeParseError {
 		t.Fatalf("array: %+v", m.Error)
 	}
-	c.writeLine([]byte(`{"jsonrpc":"1.0","id":7,"method":"process/list"}`))
+	c.WriteLine([]byte(`{"jsonrpc":"1.0","id":7,"method":"process/list"}`))
 	if m := next(); m.Error.Code != CodeInvalidRequest || string(m.ID) != "7" {
 		t.Fatalf("jsonrpc 1.0: %+v %s", m.Error, m.ID)
 	}
-	if e := c.callErr("no/such", struct{}{}); e == nil || e.Code != CodeMethodNotFound || !strings.Contains(e.Message, "no/such") {
+	if e := c.CallErr("no/such", struct{}{}); e == nil || e.Code != CodeMethodNotFound || !strings.Contains(e.Message, "no/such") {
 		t.Fatalf("unknown method: %+v", e)
 	}
 	// Bad params name the field.
@@ -50,7 +53,7 @@ func TestBadInput(t *testing.T) {
 		{MethodGateRegister, `{"name":"ok","stdin":"sometimes"}`, `"stdin"`},
 		{MethodProcessSignal, `{"processId":"p","signal":"STOP"}`, `no process`},
 	} {
-		m := c.request(tc.method, json.RawMessage(tc.params))
+		m := c.Request(tc.method, json.RawMessage(tc.params))
 		if m.Error == nil || !strings.Contains(m.Error.Message, tc.want) {
 			t.Errorf("%s %s: %+v, want an error naming %s", tc.method, tc.params, m.Error, tc.want)
 		} else if tc.want != "no process" && m.Error.Code != CodeInvalidParams {
@@ -59,22 +62,22 @@ func TestBadInput(t *testing.T) {
 	}
 	// Still serving.
 	var list ProcessListResult
-	c.call(MethodProcessList, struct{}{}, &list)
+	c.Call(MethodProcessList, struct{}{}, &list)
 }
 
 func TestNotInitializedAndVersion(t *testing.T) {
 	opts := testOptions(t)
 	c := newClient(t, opts)
 	// A second initialize is refused.
-	if e := c.callErr(MethodInitialize, InitializeParams{ProtocolVersion: 1}); e == nil {
+	if e := c.CallErr(MethodInitialize, InitializeParams{ProtocolVersion: 1}); e == nil {
 		t.Fatal("second initialize accepted")
 	}
 	// A fresh connection: requests before initialize, then a bad version.
 	raw := newUninitialized(t, opts)
-	if e := raw.callErr(MethodProcessList, struct{}{}); e == nil || e.Code != CodeNotInitialized {
+	if e := raw.CallErr(MethodProcessList, struct{}{}); e == nil || e.Code != CodeNotInitialized {
 		t.Fatalf("before initialize: %+v", e)
 	}
-	e := raw.callErr(MethodInitialize, InitializeParams{ClientName: "x", ProtocolVersion: 99})
+	e := raw.CallErr(MethodInitialize, InitializeParams{ClientName: "x", ProtocolVersion: 99})
 	if e == nil || !strings.Contains(e.Message, "[1]") {
 		t.Fatalf("version 99: %+v", e)
 	}
@@ -100,7 +103,7 @@ func TestMessageTooLarge(t *testing.T) {
 	}
 	line = append(line, end...)
 	go c.w.Write(line)
-	m := c.next(30*time.Second, func(m *Message) bool { return m.Error != nil })
+	m := c.Next(30*time.Second, func(m *Message) bool { return m.Error != nil })
 	if m.Error.Code != CodeInvalidRequest || !strings.Contains(m.Error.Message, "too large") {
 		t.Fatalf("got %+v", m.Error)
 	}
@@ -112,7 +115,7 @@ func TestMessageTooLarge(t *testing.T) {
 		t.Errorf("allocated %d MiB while refusing a %d MiB message", grew>>20, big>>20)
 	}
 	var list ProcessListResult
-	c.call(MethodProcessList, struct{}{}, &list)
+	c.Call(MethodProcessList, struct{}{}, &list)
 }
 
 func TestProcessLifecycle(t *testing.T) {
@@ -124,18 +127,18 @@ func TestProcessLifecycle(t *testing.T) {
 				t.Fatalf("backend %q, want %q", open.Backend, backend)
 			}
 			// Byte-exact output, both streams, binary bytes, exit code.
-			o := c.run("sb", "p1", "sh", "-c", `printf 'a\000b\377\n'; printf 'to-err' >&2; exit 3`)
-			if string(o.stdout) != "a\x00b\xff\n" || string(o.stderr) != "to-err" || o.exited.ExitCode != 3 {
-				t.Fatalf("stdout %q stderr %q exit %+v", o.stdout, o.stderr, o.exited)
+			o := c.Run("sb", "p1", nil, "sh", "-c", `printf 'a\000b\377\n'; printf 'to-err' >&2; exit 3`)
+			if string(o.Stdout) != "a\x00b\xff\n" || string(o.Stderr) != "to-err" || o.Exited.ExitCode != 3 {
+				t.Fatalf("stdout %q stderr %q exit %+v", o.Stdout, o.Stderr, o.Exited)
 			}
 			var w ProcessWaitResult
-			c.call(MethodProcessWait, ProcessWaitParams{ProcessID: "p1"}, &w)
+			c.Call(MethodProcessWait, ProcessWaitParams{ProcessID: "p1"}, &w)
 			if w.Running || w.ExitCode == nil || *w.ExitCode != 3 {
 				t.Fatalf("wait: %+v", w)
 			}
 			// process/read replays everything after a seq.
 			var r ProcessReadResult
-			c.call(MethodProcessRead, ProcessReadParams{ProcessID: "p1", AfterSeq: 0}, &r)
+			c.Call(MethodProcessRead, ProcessReadParams{ProcessID: "p1", AfterSeq: 0}, &r)
 			var all []byte
 			for _, ch := range r.Chunks {
 				if ch.Stream == "stdout" {
@@ -146,29 +149,29 @@ func TestProcessLifecycle(t *testing.T) {
 				t.Fatalf("read: %+v", r)
 			}
 			// Files persist across the sandbox's processes; cwd is honoured.
-			o = c.run("sb", "p2", "sh", "-c", "mkdir -p sub && echo kept > sub/f")
-			if o.exited.ExitCode != 0 {
-				t.Fatalf("write: %+v %q", o.exited, o.stderr)
+			o = c.Run("sb", "p2", nil, "sh", "-c", "mkdir -p sub && echo kept > sub/f")
+			if o.Exited.ExitCode != 0 {
+				t.Fatalf("write: %+v %q", o.Exited, o.Stderr)
 			}
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p3", SandboxID: "sb", Argv: []string{"cat", "f"}, Cwd: "sub",
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p3", SandboxID: "sb", Argv: []string{"cat", "f"}, Cwd: "sub",
 				Env: map[string]string{"X": "1"}}, nil)
-			if o = c.collect("p3", 30*time.Second); string(o.stdout) != "kept\n" {
-				t.Fatalf("cwd sub: %q %q", o.stdout, o.stderr)
+			if o = c.Collect("p3", 30*time.Second, nil); string(o.Stdout) != "kept\n" {
+				t.Fatalf("cwd sub: %q %q", o.Stdout, o.Stderr)
 			}
-			if e := c.callErr(MethodProcessStart, ProcessStartParams{ProcessID: "p4", SandboxID: "sb", Argv: []string{"true"}, Cwd: "../.."}); e == nil || !strings.Contains(e.Message, "cwd") {
+			if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p4", SandboxID: "sb", Argv: []string{"true"}, Cwd: "../.."}); e == nil || !strings.Contains(e.Message, "cwd") {
 				t.Fatalf("cwd ../..: %+v", e)
 			}
 			// A gate is a command: read_file answers from the workspace.
-			o = c.run("sb", "p5", "sh", "-c", "cd sub && read_file f")
-			if string(o.stdout) != "kept\n" {
-				t.Fatalf("read_file: %q %q", o.stdout, o.stderr)
+			o = c.Run("sb", "p5", nil, "sh", "-c", "cd sub && read_file f")
+			if string(o.Stdout) != "kept\n" {
+				t.Fatalf("read_file: %q %q", o.Stdout, o.Stderr)
 			}
 			// ids are unique per connection.
-			if e := c.callErr(MethodProcessStart, ProcessStartParams{ProcessID: "p1", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeConflict {
+			if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p1", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeConflict {
 				t.Fatalf("reused id: %+v", e)
 			}
 			var list ProcessListResult
-			c.call(MethodProcessList, struct{}{}, &list)
+			c.Call(MethodProcessList, struct{}{}, &list)
 			if len(list.Processes) != 4 || list.Processes[0].ProcessID != "p1" || list.Processes[0].Running {
 				t.Fatalf("list: %+v", list)
 			}
@@ -182,49 +185,49 @@ func TestStdinSignalTimeout(t *testing.T) {
 			c := newClient(t, testOptions(t))
 			c.openSandbox("sb", backend, false)
 			// stdin: chunks in order, then EOF.
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "cat", SandboxID: "sb", Argv: []string{"sh", "-c", "cat; echo eof"}, Stdin: true}, nil)
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "cat", SandboxID: "sb", Argv: []string{"sh", "-c", "cat; echo eof"}, Stdin: true}, nil)
 			for i := 0; i < 50; i++ {
-				c.call(MethodProcessWrite, ProcessWriteParams{ProcessID: "cat", Chunk: []byte(fmt.Sprintf("%02d,", i))}, nil)
+				c.Call(MethodProcessWrite, ProcessWriteParams{ProcessID: "cat", Chunk: []byte(fmt.Sprintf("%02d,", i))}, nil)
 			}
-			c.call(MethodProcessCloseStdin, ProcessIDParams{ProcessID: "cat"}, nil)
-			o := c.collect("cat", 30*time.Second)
+			c.Call(MethodProcessCloseStdin, ProcessIDParams{ProcessID: "cat"}, nil)
+			o := c.Collect("cat", 30*time.Second, nil)
 			var want strings.Builder
 			for i := 0; i < 50; i++ {
 				fmt.Fprintf(&want, "%02d,", i)
 			}
-			if string(o.stdout) != want.String()+"eof\n" {
-				t.Fatalf("stdin: %q", o.stdout)
+			if string(o.Stdout) != want.String()+"eof\n" {
+				t.Fatalf("stdin: %q", o.Stdout)
 			}
-			if e := c.callErr(MethodProcessWrite, ProcessWriteParams{ProcessID: "cat", Chunk: []byte("x")}); e == nil {
+			if e := c.CallErr(MethodProcessWrite, ProcessWriteParams{ProcessID: "cat", Chunk: []byte("x")}); e == nil {
 				t.Fatal("write after close accepted")
 			}
 
 			// A signal reaches the whole group: the trap runs.
 			m := marker()
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "sig", SandboxID: "sb",
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "sig", SandboxID: "sb",
 				Argv: []string{"sh", "-c", "trap 'echo got-term; exit 9' TERM; sleep " + m + " & echo ready; wait"}}, nil)
-			c.next(30*time.Second, isMethod(MethodProcessOutput))
-			c.call(MethodProcessSignal, ProcessSignalParams{ProcessID: "sig", Signal: "TERM"}, nil)
-			o = c.collect("sig", 30*time.Second)
-			if o.exited.ExitCode != 9 || !strings.Contains(string(o.stdout), "got-term") {
-				t.Fatalf("TERM: %+v %q", o.exited, o.stdout)
+			c.Next(30*time.Second, rpctest.IsMethod(MethodProcessOutput))
+			c.Call(MethodProcessSignal, ProcessSignalParams{ProcessID: "sig", Signal: "TERM"}, nil)
+			o = c.Collect("sig", 30*time.Second, nil)
+			if o.Exited.ExitCode != 9 || !strings.Contains(string(o.Stdout), "got-term") {
+				t.Fatalf("TERM: %+v %q", o.Exited, o.Stdout)
 			}
 			// KILL: 137, signal KILL.
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "kill", SandboxID: "sb", Argv: []string{"sh", "-c", "echo ready; exec sleep " + m}}, nil)
-			c.next(30*time.Second, isMethod(MethodProcessOutput))
-			c.call(MethodProcessSignal, ProcessSignalParams{ProcessID: "kill", Signal: "KILL"}, nil)
-			o = c.collect("kill", 30*time.Second)
-			if o.exited.ExitCode != 137 || o.exited.Signal != "KILL" {
-				t.Fatalf("KILL: %+v", o.exited)
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "kill", SandboxID: "sb", Argv: []string{"sh", "-c", "echo ready; exec sleep " + m}}, nil)
+			c.Next(30*time.Second, rpctest.IsMethod(MethodProcessOutput))
+			c.Call(MethodProcessSignal, ProcessSignalParams{ProcessID: "kill", Signal: "KILL"}, nil)
+			o = c.Collect("kill", 30*time.Second, nil)
+			if o.Exited.ExitCode != 137 || o.Exited.Signal != "KILL" {
+				t.Fatalf("KILL: %+v", o.Exited)
 			}
 			// A timeout.
-			c.call(MethodProcessStart, ProcessStartParams{ProcessID: "slow", SandboxID: "sb", Argv: []string{"sleep", m}, TimeoutMs: 300}, nil)
-			o = c.collect("slow", 30*time.Second)
-			if !o.exited.TimedOut || o.exited.ExitCode != 124 {
-				t.Fatalf("timeout: %+v", o.exited)
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "slow", SandboxID: "sb", Argv: []string{"sleep", m}, TimeoutMs: 300}, nil)
+			o = c.Collect("slow", 30*time.Second, nil)
+			if !o.Exited.TimedOut || o.Exited.ExitCode != 124 {
+				t.Fatalf("timeout: %+v", o.Exited)
 			}
 			var w ProcessWaitResult
-			c.call(MethodProcessWait, ProcessWaitParams{ProcessID: "slow"}, &w)
+			c.Call(MethodProcessWait, ProcessWaitParams{ProcessID: "slow"}, &w)
 			if !w.TimedOut {
 				t.Fatalf("wait after timeout: %+v", w)
 			}
@@ -246,16 +249,16 @@ func TestWaitReadSnapshot(t *testing.T) {
 	opts.MaxReplayBytes = 4000
 	c := newClient(t, opts)
 	c.openSandbox("sb", "local", false)
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Stdin: true,
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Stdin: true,
 		Argv: []string{"sh", "-c", `head -c 20000 /dev/zero | tr '\0' x; echo; echo END; read line; echo "$line"`}}, nil)
 	var w ProcessWaitResult
-	c.call(MethodProcessWait, ProcessWaitParams{ProcessID: "p", TimeoutMs: 200}, &w)
+	c.Call(MethodProcessWait, ProcessWaitParams{ProcessID: "p", TimeoutMs: 200}, &w)
 	if !w.Running || w.ExitCode != nil {
 		t.Fatalf("wait with timeout on a running process: %+v", w)
 	}
 	// Wait for END, then snapshot.
 	for {
-		m := c.next(30*time.Second, isMethod(MethodProcessOutput))
+		m := c.Next(30*time.Second, rpctest.IsMethod(MethodProcessOutput))
 		var p ProcessOutputParams
 		json.Unmarshal(m.Params, &p)
 		if bytes.Contains(p.Chunk, []byte("END")) {
@@ -263,13 +266,13 @@ func TestWaitReadSnapshot(t *testing.T) {
 		}
 	}
 	var snap ProcessSnapshotResult
-	c.call(MethodProcessSnapshot, ProcessIDParams{ProcessID: "p"}, &snap)
+	c.Call(MethodProcessSnapshot, ProcessIDParams{ProcessID: "p"}, &snap)
 	if !snap.Running || !snap.Truncated || snap.OmittedBytes < 18000 || !bytes.HasPrefix(snap.Stdout, []byte("xxxx")) || !bytes.Contains(snap.Stdout, []byte("END\n")) {
 		t.Fatalf("snapshot: running %v truncated %v omitted %d stdout %d bytes (tail %q)", snap.Running, snap.Truncated, snap.OmittedBytes, len(snap.Stdout), tail(snap.Stdout))
 	}
 	// The replay buffer is capped: the first chunks are gone.
 	var r ProcessReadResult
-	c.call(MethodProcessRead, ProcessReadParams{ProcessID: "p"}, &r)
+	c.Call(MethodProcessRead, ProcessReadParams{ProcessID: "p"}, &r)
 	var n int
 	for _, ch := range r.Chunks {
 		n += len(ch.Chunk)
@@ -281,11 +284,11 @@ func TestWaitReadSnapshot(t *testing.T) {
 	got := make(chan ProcessReadResult, 1)
 	go func() {
 		var r2 ProcessReadResult
-		c.call(MethodProcessRead, ProcessReadParams{ProcessID: "p", AfterSeq: r.NextSeq - 1, WaitMs: 20000}, &r2)
+		c.Call(MethodProcessRead, ProcessReadParams{ProcessID: "p", AfterSeq: r.NextSeq - 1, WaitMs: 20000}, &r2)
 		got <- r2
 	}()
 	time.Sleep(100 * time.Millisecond)
-	c.call(MethodProcessWrite, ProcessWriteParams{ProcessID: "p", Chunk: []byte("late-line\n")}, nil)
+	c.Call(MethodProcessWrite, ProcessWriteParams{ProcessID: "p", Chunk: []byte("late-line\n")}, nil)
 	select {
 	case r2 := <-got:
 		if len(r2.Chunks) == 0 || !strings.Contains(string(r2.Chunks[0].Chunk), "late-line") {
@@ -315,9 +318,9 @@ func TestDisconnectCleansUp(t *testing.T) {
 			c.openSandbox("b", backend, false)
 			m := marker()
 			for i, sb := range []string{"a", "b", "a"} {
-				c.call(MethodProcessStart, ProcessStartParams{ProcessID: fmt.Sprint("p", i), SandboxID: sb,
+				c.Call(MethodProcessStart, ProcessStartParams{ProcessID: fmt.Sprint("p", i), SandboxID: sb,
 					Argv: []string{"sh", "-c", "sleep " + m + " & echo up; sleep " + m}}, nil)
-				c.next(30*time.Second, isMethod(MethodProcessOutput))
+				c.Next(30*time.Second, rpctest.IsMethod(MethodProcessOutput))
 			}
 			if len(sleepers("sleep "+m)) == 0 {
 				t.Fatal("the test's processes are not running")
@@ -348,46 +351,46 @@ func TestCaps(t *testing.T) {
 	opts.MaxSandboxes = 1
 	c := newClient(t, opts)
 	c.openSandbox("sb", "local", false)
-	if e := c.callErr(MethodSandboxOpen, SandboxOpenParams{SandboxID: "sb2", Backend: "local", Workspace: t.TempDir()}); e == nil || e.Code != CodeLimit {
+	if e := c.CallErr(MethodSandboxOpen, SandboxOpenParams{SandboxID: "sb2", Backend: "local", Workspace: t.TempDir()}); e == nil || e.Code != CodeLimit {
 		t.Fatalf("second sandbox over maxSandboxes 1: %+v", e)
 	}
 	m := marker()
 	for i := 0; i < 2; i++ {
-		c.call(MethodProcessStart, ProcessStartParams{ProcessID: fmt.Sprint("s", i), SandboxID: "sb", Argv: []string{"sleep", m}, Stdin: true}, nil)
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: fmt.Sprint("s", i), SandboxID: "sb", Argv: []string{"sleep", m}, Stdin: true}, nil)
 	}
-	if e := c.callErr(MethodProcessStart, ProcessStartParams{ProcessID: "s3", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeLimit {
+	if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "s3", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeLimit {
 		t.Fatalf("third process over maxProcesses 2: %+v", e)
 	}
 	// sleep never reads: the queue fills (a pipe buffer's worth goes to
 	// the kernel first), then writes are refused.
 	var refused *Error
 	for i := 0; i < 200 && refused == nil; i++ {
-		refused = c.callErr(MethodProcessWrite, ProcessWriteParams{ProcessID: "s0", Chunk: bytes.Repeat([]byte("z"), 900)})
+		refused = c.CallErr(MethodProcessWrite, ProcessWriteParams{ProcessID: "s0", Chunk: bytes.Repeat([]byte("z"), 900)})
 	}
 	if refused == nil || refused.Code != CodeLimit {
 		t.Fatalf("180 KB to a process that never reads: %+v", refused)
 	}
-	c.call(MethodProcessSignal, ProcessSignalParams{ProcessID: "s0", Signal: "KILL"}, nil)
-	c.collect("s0", 30*time.Second)
+	c.Call(MethodProcessSignal, ProcessSignalParams{ProcessID: "s0", Signal: "KILL"}, nil)
+	c.Collect("s0", 30*time.Second, nil)
 	// A slot is free again.
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "s3", SandboxID: "sb", Argv: []string{"true"}}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "s3", SandboxID: "sb", Argv: []string{"true"}}, nil)
 }
 
 func TestSandboxCloseStopsItsProcesses(t *testing.T) {
 	c := newClient(t, testOptions(t))
 	ws, _ := c.openSandbox("sb", "local", false)
 	m := marker()
-	c.call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "echo up; sleep " + m}}, nil)
-	c.next(30*time.Second, isMethod(MethodProcessOutput))
-	c.call(MethodSandboxClose, SandboxCloseParams{SandboxID: "sb"}, nil)
-	o := c.collect("p", 30*time.Second)
-	if o.exited.ExitCode == 0 {
-		t.Fatalf("exit %+v", o.exited)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", "echo up; sleep " + m}}, nil)
+	c.Next(30*time.Second, rpctest.IsMethod(MethodProcessOutput))
+	c.Call(MethodSandboxClose, SandboxCloseParams{SandboxID: "sb"}, nil)
+	o := c.Collect("p", 30*time.Second, nil)
+	if o.Exited.ExitCode == 0 {
+		t.Fatalf("exit %+v", o.Exited)
 	}
 	if left := sleepers("sleep " + m); len(left) > 0 {
 		t.Fatalf("left running: %v", left)
 	}
-	if e := c.callErr(MethodProcessStart, ProcessStartParams{ProcessID: "q", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeNotFound {
+	if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "q", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeNotFound {
 		t.Fatalf("start in a closed sandbox: %+v", e)
 	}
 	if _, err := os.Stat(filepath.Join(ws)); err != nil {

@@ -3,13 +3,16 @@
 
 - one command: `true` run through a warm server (process/start to
   process/exited, local backend) against the client starting `true`
-  itself (subprocess.run), alternating call by call;
+  itself (subprocess.run), alternating call by call: once with this
+  client (threads: a reader, an events thread), once with a bare
+  line-by-line loop over the protocol (the protocol's own cost);
 - gate round trip from a sandboxed shell loop: a gate answered by this
   client (gate/call) against gb_echo, a Go gate built into the server,
   alternating batches.
 
     make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench.py [ROUNDS]
 """
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +23,42 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gatebridge_client import Client  # noqa: E402
 
 BATCH = 20
+
+
+def raw_protocol(starts: int, ws: str) -> None:
+    """process/start of true to process/exited over a bare pipe, no threads."""
+    binary = os.environ.get("GATEBRIDGE_BIN", "gatebridge")
+    srv = subprocess.Popen([binary, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert srv.stdin is not None and srv.stdout is not None
+    inp, out = srv.stdin, srv.stdout
+
+    def send(i: int, method: str, params: dict) -> None:
+        inp.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n").encode())
+
+    def until(pred) -> dict:
+        while True:
+            m = json.loads(out.readline())
+            if pred(m):
+                return m
+
+    send(1, "initialize", {"clientName": "bench", "protocolVersion": 1})
+    until(lambda m: m.get("id") == 1)
+    send(2, "sandbox/open", {"sandboxId": "s", "backend": "local", "workspace": ws})
+    until(lambda m: m.get("id") == 2)
+    spawn = serve = 0.0
+    for i in range(starts):
+        t0 = time.perf_counter()
+        subprocess.run(["true"], check=True)
+        t1 = time.perf_counter()
+        send(10 + i, "process/start", {"processId": "p%d" % i, "sandboxId": "s", "argv": ["true"]})
+        until(lambda m: m.get("method") == "process/exited")
+        t2 = time.perf_counter()
+        spawn += t1 - t0
+        serve += t2 - t1
+    inp.close()
+    srv.wait()
+    print("one command, local, %d each, bare protocol loop: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+          % (starts, serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
 
 
 def main() -> int:
@@ -42,8 +81,9 @@ def main() -> int:
                     return 1
                 spawn += t1 - t0
                 serve += t2 - t1
-            print("one command, local, %d each: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+            print("one command, local, %d each, this client: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
                   % (starts, serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+            raw_protocol(starts, ws)
             for _ in range(rounds):
                 for name, gate in (("python", "pygate"), ("go", "gb_echo")):
                     t0 = time.perf_counter()
