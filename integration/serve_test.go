@@ -111,6 +111,17 @@ func TestServe(t *testing.T) {
 				t.Fatalf("%d owned containers left after the client left", n)
 			}
 		}
+		// Nothing of the sandbox's is left in the workspace but what the
+		// command wrote: not the empty mount point that kept .git
+		// read-only.
+		ents, _ := os.ReadDir(ws)
+		if len(ents) != 1 || ents[0].Name() != "d" {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("workspace holds %v after the sandbox closed, want only d", names)
+		}
 	})
 }
 

@@ -108,6 +108,7 @@ type Sandbox struct {
 	sessionsPath string
 	workspace    string
 	wsWritable   bool
+	protected    []sandbox.Protected // known to the process that started it
 }
 
 var _ sandbox.Backend = (*Sandbox)(nil)
@@ -174,14 +175,16 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		return nil, err
 	}
 	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
+	var protected []sandbox.Protected
 	if ws != "" {
 		mounts = append(mounts, bind(ws, b.cfg.WorkspacePath, !opts.WorkspaceWritable))
-		protected, err := sandbox.ProtectedPaths("docker", &sandbox.Spec{Workspace: ws, WorkspaceWritable: opts.WorkspaceWritable, ProtectedPaths: opts.ProtectedPaths})
+		protected, err = sandbox.ProtectedPaths("docker", &sandbox.Spec{Workspace: ws, WorkspaceWritable: opts.WorkspaceWritable, ProtectedPaths: opts.ProtectedPaths})
 		if err != nil {
 			return nil, err
 		}
 		// Missing ones keep their (empty, read-only) mount point for the
-		// sandbox's life; `sandbox stop` does not remove it.
+		// sandbox's life; Sandbox.Stop of this Sandbox removes it, a stop
+		// by name from another process (`sandbox stop`) does not know it.
 		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
 	}
 	labels := b.labels(nil, map[string]string{
@@ -223,10 +226,12 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	if _, err := b.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		b.remove(ctx, created.ID)
+		sandbox.CleanupProtected(protected)
 		return nil, startError(err)
 	}
 	return &Sandbox{b: b, id: created.ID, name: opts.Name, image: b.cfg.Image, user: user,
-		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable}, nil
+		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable,
+		protected: protected}, nil
 }
 
 // Open returns the running persistent sandbox name (for `run --reuse`).
@@ -264,7 +269,15 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 }
 
 // Stop removes the sandbox's container.
-func (s *Sandbox) Stop(ctx context.Context) error { return s.b.Stop(ctx, s.name) }
+func (s *Sandbox) Stop(ctx context.Context) error {
+	err := s.b.Stop(ctx, s.name)
+	if err == nil {
+		// The empty mount points left for missing protected paths (an empty
+		// .git/ would make the workspace look like a broken repository).
+		sandbox.CleanupProtected(s.protected)
+	}
+	return err
+}
 
 // Stop force-removes the persistent sandbox name; a missing one is
 // [ErrNotFound].
