@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -211,4 +212,37 @@ func TestServeRefusesWorkspaceWithConfig(t *testing.T) {
 	// Read-only, the audit log's workspace is fine.
 	s := startServe(t, nil, "--config", other)
 	s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: ws}, nil)
+}
+
+// gate/list is the JSON of `gatebridge gates --format json`, with the
+// connection's own gates added (kind runtime).
+func TestServeGateListMatchesGates(t *testing.T) {
+	ws := workspace(t)
+	cli := gbRaw(t, ws, nil, nil, time.Minute, "gates", "--format", "json", "--workspace", ws)
+	if cli.Code != 0 {
+		t.Fatalf("gates: %+v", cli)
+	}
+	var want []rpc.GateDoc
+	if err := json.Unmarshal([]byte(cli.Stdout), &want); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, nil)
+	var got []rpc.GateDoc
+	s.Call(rpc.MethodGateList, struct{}{}, &got)
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) {
+		t.Fatalf("gate/list:\n%s\ngates --format json:\n%s", a, b)
+	}
+	s.Call(rpc.MethodGateRegister, rpc.GateRegisterParams{Name: "mine", Summary: "s"}, nil)
+	got = nil
+	s.Call(rpc.MethodGateList, struct{}{}, &got)
+	if len(got) != len(want)+1 {
+		t.Fatalf("after gate/register: %d gates, want %d", len(got), len(want)+1)
+	}
+	for _, g := range got {
+		if g.Name == "mine" && g.Kind != rpc.KindRuntime {
+			t.Fatalf("mine: kind %q", g.Kind)
+		}
+	}
 }
