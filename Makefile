@@ -54,12 +54,22 @@ test-clients: build
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 -m unittest discover -s clients/python -v
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py
 
+# Go before 1.27 can fail a fuzz run with a bare "context deadline
+# exceeded" as -fuzztime ends on a loaded machine (golang/go#75804): no
+# input failed and none is written. Such a run is repeated once; a run
+# that wrote a failing input, or failed any other way, fails at once.
 fuzz-short:
-	@set -e; for t in $(FUZZ_TARGETS); do \
+	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		if grep -q "func $$fn(" $$pkg/*_test.go 2>/dev/null; then \
 			echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) $$pkg; \
+			if ! $(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) $$pkg > $$log 2>&1; then \
+				cat $$log; \
+				if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
+					echo "fuzz $$pkg $$fn: the fuzz engine's deadline flake (golang/go#75804, no failing input): once more"; \
+					$(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) $$pkg; \
+				else exit 1; fi; \
+			else cat $$log; fi; \
 		fi; \
 	done
 
