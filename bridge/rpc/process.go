@@ -214,7 +214,7 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 			}
 			pr.writer("stderr").Write([]byte(msg))
 		default:
-			ex.ExitCode, ex.TimedOut = res.ExitCode, res.TimedOut
+			ex.ExitCode, ex.TimedOut, ex.Answer = res.ExitCode, res.TimedOut, res.Answer
 			if !res.TimedOut {
 				ex.Signal = exitSignal(res.ExitCode)
 			}

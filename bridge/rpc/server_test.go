@@ -161,10 +161,11 @@ func TestProcessLifecycle(t *testing.T) {
 			if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p4", SandboxID: "sb", Argv: []string{"true"}, Cwd: "../.."}); e == nil || !strings.Contains(e.Message, "cwd") {
 				t.Fatalf("cwd ../..: %+v", e)
 			}
-			// A gate is a command: read_file answers from the workspace.
-			o = c.Run("sb", "p5", nil, "sh", "-c", "cd sub && read_file f")
-			if string(o.Stdout) != "kept\n" {
-				t.Fatalf("read_file: %q %q", o.Stdout, o.Stderr)
+			// A gate is a command: read_file answers from the workspace;
+			// submit's answer comes with the exit.
+			o = c.Run("sb", "p5", nil, "sh", "-c", "cd sub && read_file f && submit 42")
+			if string(o.Stdout) != "kept\n" || o.Exited.Answer == nil || *o.Exited.Answer != "42" {
+				t.Fatalf("read_file, submit: %q %q %+v", o.Stdout, o.Stderr, o.Exited)
 			}
 			// ids are unique per connection.
 			if e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p1", SandboxID: "sb", Argv: []string{"true"}}); e == nil || e.Code != CodeConflict {

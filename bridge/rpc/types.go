@@ -276,6 +276,9 @@ type ProcessExitedParams struct {
 	ExitCode  int    `json:"exitCode"`
 	Signal    string `json:"signal,omitempty"`
 	TimedOut  bool   `json:"timedOut"`
+	// Answer is what the command passed to submit (the last call), if it
+	// called it.
+	Answer *string `json:"answer,omitempty"`
 }
 
 // GateCallParams are the params of the gate/call request (server → client).

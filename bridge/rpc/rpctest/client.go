@@ -5,11 +5,10 @@
 package rpctest
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,43 +17,24 @@ import (
 
 // Client is one connection's client end.
 type Client struct {
-	t      testing.TB
-	w      io.WriteCloser
-	wmu    sync.Mutex
-	mu     sync.Mutex
-	nextID int
-	waits  map[string]chan *rpc.Message
-	notes  chan *rpc.Message // notifications and server requests, in order
-	seqs   map[string]int64  // last process/output seq by process; -1 after process/exited
+	*rpc.Client
+	t     testing.TB
+	w     io.WriteCloser
+	notes chan *rpc.Message // notifications, server requests and stray responses, in order
+	seqs  map[string]int64  // last process/output seq by process; -1 after process/exited
 	// backlog holds messages Next passed over (the test goroutine's own).
 	backlog []*rpc.Message
 }
 
 // New reads the server's messages from r and writes the client's to w.
 func New(t testing.TB, r io.Reader, w io.WriteCloser) *Client {
-	c := &Client{t: t, w: w, waits: map[string]chan *rpc.Message{}, notes: make(chan *rpc.Message, 100000), seqs: map[string]int64{}}
+	c := &Client{t: t, w: w, notes: make(chan *rpc.Message, 100000), seqs: map[string]int64{}}
+	c.Client = rpc.NewClient(r, w, func(m *rpc.Message) {
+		c.checkOrder(m)
+		c.notes <- m
+	})
 	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			var m rpc.Message
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Errorf("the server sent a line that is not JSON: %q", sc.Bytes())
-				continue
-			}
-			if m.Method == "" {
-				c.mu.Lock()
-				ch := c.waits[string(m.ID)]
-				delete(c.waits, string(m.ID))
-				c.mu.Unlock()
-				if ch != nil {
-					ch <- &m
-					continue
-				}
-			}
-			c.checkOrder(&m)
-			c.notes <- &m
-		}
+		<-c.Client.Done()
 		close(c.notes)
 	}()
 	return c
@@ -66,9 +46,6 @@ func (c *Client) Initialize() {
 	c.Call(rpc.MethodInitialize, rpc.InitializeParams{ClientName: "rpctest", ProtocolVersion: 1}, nil)
 	c.Notify(rpc.MethodInitialized, struct{}{})
 }
-
-// Close closes the client's end (the server sees the client go away).
-func (c *Client) Close() error { return c.w.Close() }
 
 // checkOrder fails the test when a process's output skips or repeats a
 // seq, or comes after its process/exited.
@@ -92,38 +69,26 @@ func (c *Client) checkOrder(m *rpc.Message) {
 // WriteLine sends b and a newline as is.
 func (c *Client) WriteLine(b []byte) {
 	c.t.Helper()
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if _, err := c.w.Write(append(b, '\n')); err != nil {
 		c.t.Fatalf("write to the server: %v", err)
 	}
 }
 
-func (c *Client) write(m rpc.Message) {
-	c.t.Helper()
-	m.JSONRPC = "2.0"
-	b, _ := json.Marshal(m)
-	c.WriteLine(b)
-}
-
-// Request sends method and returns its response.
+// Request sends method and returns its response (Result or Error set).
 func (c *Client) Request(method string, params any) *rpc.Message {
 	c.t.Helper()
-	c.mu.Lock()
-	c.nextID++
-	id := fmt.Sprint(c.nextID)
-	ch := make(chan *rpc.Message, 1)
-	c.waits[id] = ch
-	c.mu.Unlock()
-	p, _ := json.Marshal(params)
-	c.write(rpc.Message{ID: json.RawMessage(id), Method: method, Params: p})
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(90 * time.Second):
-		c.t.Fatalf("%s: no response within 90s", method)
-		return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var raw json.RawMessage
+	err := c.Client.Call(ctx, method, params, &raw)
+	var e *rpc.Error
+	switch {
+	case errors.As(err, &e):
+		return &rpc.Message{Error: e}
+	case err != nil:
+		c.t.Fatalf("%s: %v", method, err)
 	}
+	return &rpc.Message{Result: raw}
 }
 
 // Call sends method and decodes its result into out (when not nil); an
@@ -150,18 +115,17 @@ func (c *Client) CallErr(method string, params any) *rpc.Error {
 // Notify sends a notification.
 func (c *Client) Notify(method string, params any) {
 	c.t.Helper()
-	p, _ := json.Marshal(params)
-	c.write(rpc.Message{Method: method, Params: p})
+	if err := c.Client.Notify(method, params); err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
 }
 
 // Respond answers the server request m with result, or with rerr.
 func (c *Client) Respond(m *rpc.Message, result any, rerr *rpc.Error) {
 	c.t.Helper()
-	var r json.RawMessage
-	if rerr == nil {
-		r, _ = json.Marshal(result)
+	if err := c.Client.Respond(m.ID, result, rerr); err != nil {
+		c.t.Fatalf("respond: %v", err)
 	}
-	c.write(rpc.Message{ID: m.ID, Result: r, Error: rerr})
 }
 
 // Next returns the first notification or server request for which keep
