@@ -193,6 +193,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newPruneCmd(a),
 		newBenchCmd(a),
 		newServeCmd(a),
+		newMCPCmd(a),
 		newVersionCmd(),
 	)
 	return root

@@ -47,17 +47,34 @@ closes, and on SIGINT, SIGTERM or SIGHUP.`,
 
 // serve runs one protocol connection on the command's stdin and stdout.
 func (a *app) serve(cmd *cobra.Command) error {
+	opts, closeAudit, err := a.rpcOptions(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	// Caught, these signals end the connection (and everything it
+	// started); and the commands it starts get them with their default
+	// action even when gatebridge was started ignoring them (nohup, a
+	// background job): a caught signal is reset at exec, an ignored one
+	// is not.
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return rpc.NewServer(opts).Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+}
+
+// rpcOptions are the protocol server's options from the config (serve,
+// mcp); the returned function closes the audit log.
+func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	cfg := a.cfg
-	stderr := cmd.ErrOrStderr()
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	var audit io.Writer
+	closeAudit := func() {}
 	if cfg.Audit.Path != "" {
 		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
-			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
+			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
 		}
-		defer f.Close()
-		audit = f
+		audit, closeAudit = f, func() { f.Close() }
 	}
 	approval := map[string]bool{}
 	for _, c := range cfg.Gates.Commands {
@@ -65,7 +82,7 @@ func (a *app) serve(cmd *cobra.Command) error {
 			approval[c.Name] = true
 		}
 	}
-	srv := rpc.NewServer(rpc.Options{
+	return rpc.Options{
 		Backends:         a.backends,
 		Settings:         backendSettings(cfg),
 		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed,
@@ -89,15 +106,7 @@ func (a *app) serve(cmd *cobra.Command) error {
 		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },
 		Version: versionString(),
 		Logf:    logf,
-	})
-	// Caught, these signals end the connection (and everything it
-	// started); and the commands it starts get them with their default
-	// action even when gatebridge was started ignoring them (nohup, a
-	// background job): a caught signal is reset at exec, an ignored one
-	// is not.
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
-	return srv.Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+	}, closeAudit, nil
 }
 
 // serveCheckWorkspace refuses a sandbox whose workspace holds the config

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+func newMCPCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve MCP on stdio: one bash tool that runs in a sandbox with every gate on its PATH",
+		Long: `Serve the Model Context Protocol on stdin and stdout with one tool, bash:
+it runs a command line in a sandbox (one per MCP session: files persist
+between calls, shell state does not) where every gate is a command. The
+tool's description lists the gates, so a model needs nothing else.
+
+The sandbox is opened when the server starts, so a backend that cannot
+run here fails at once. Everything is stopped and removed when the client
+disconnects.`,
+		Example: `  gatebridge mcp --sandbox bwrap --workspace ~/src/project
+  gatebridge mcp --sandbox docker --writable-workspace`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.mcp(cmd) },
+	}
+	f := cmd.Flags()
+	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	f.String("workspace", "", "directory the commands start in and the gates see (default: current directory)")
+	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
+	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
+	f.Duration("timeout", 0, "default time limit of one bash call (config sandbox.timeout, 10m)")
+	return needsConfig(cmd)
+}
+
+// mcp serves MCP on stdio.
+func (a *app) mcp(cmd *cobra.Command) error {
+	cfg := a.cfg
+	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	if err != nil {
+		return err
+	}
+	opts, closeAudit, err := a.rpcOptions(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	h, err := newMCPHost(ctx, rpc.NewServer(opts), mcpSettings{
+		Backend: cfg.Sandbox.Backend, Workspace: workspace, Writable: cfg.Sandbox.WritableWorkspace,
+		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
+	})
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	return h.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+// mcpSettings configure the MCP server's sandbox and its bash tool.
+type mcpSettings struct {
+	Backend   string // "auto", "local", "bwrap", "docker"
+	Workspace string
+	Writable  bool
+	Timeout   time.Duration // per call without timeout_ms; 0: none
+	MaxOutput int64         // bytes kept per stream (head and tail); 0: 1 MiB
+}
+
+// mcpHost is an MCP server whose bash tool runs commands through an
+// in-process protocol connection: the same sandboxes, gates, limits and
+// cleanup as `gatebridge serve`.
+type mcpHost struct {
+	server *mcp.Server
+	client *rpc.Client
+	served <-chan error
+	set    mcpSettings
+	open   rpc.SandboxOpenResult
+
+	mu    sync.Mutex
+	n     int
+	procs map[string]*mcpCall
+}
+
+// mcpCall is one bash call in flight.
+type mcpCall struct {
+	stdout, stderr *sandbox.Capture
+	exited         chan rpc.ProcessExitedParams
+	mu             sync.Mutex
+	progress       chan string // best effort: dropped when the client is slow; nil when closed
+}
+
+// report queues chunk for a progress notification.
+func (c *mcpCall) report(chunk []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progress != nil {
+		select {
+		case c.progress <- string(chunk):
+		default:
+		}
+	}
+}
+
+// endProgress stops the progress notifications.
+func (c *mcpCall) endProgress() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progress != nil {
+		close(c.progress)
+		c.progress = nil
+	}
+}
+
+const mcpSandboxID = "mcp"
+
+// bashInput is the bash tool's input.
+type bashInput struct {
+	Command   string `json:"command" jsonschema:"the command line, run by bash -c in the sandbox"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty" jsonschema:"stop the command after this many milliseconds (exit code 124); default: the server's limit"`
+}
+
+// bashOutput is the bash tool's structured result.
+type bashOutput struct {
+	ExitCode  int     `json:"exit_code" jsonschema:"the command's exit status: 124 timed out, 126 a gate refused, 127 command not found"`
+	Stdout    string  `json:"stdout" jsonschema:"standard output (head and tail when truncated)"`
+	Stderr    string  `json:"stderr" jsonschema:"standard error (head and tail when truncated)"`
+	TimedOut  bool    `json:"timed_out"`
+	Truncated bool    `json:"truncated" jsonschema:"output was cut in the middle; the text says how many bytes"`
+	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
+}
+
+// newMCPHost opens the sandbox and builds the MCP server with its tool.
+func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings) (*mcpHost, error) {
+	if set.MaxOutput <= 0 {
+		set.MaxOutput = sandbox.DefaultMaxOutput
+	}
+	h := &mcpHost{set: set, procs: map[string]*mcpCall{}}
+	h.client, h.served = srv.Connect(context.WithoutCancel(ctx), h.handle)
+	fail := func(err error) (*mcpHost, error) {
+		h.close()
+		return nil, err
+	}
+	if err := h.client.Call(ctx, rpc.MethodInitialize, rpc.InitializeParams{ClientName: "gatebridge mcp", ProtocolVersion: rpc.ProtocolVersion}, nil); err != nil {
+		return fail(err)
+	}
+	if err := h.client.Call(ctx, rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: mcpSandboxID, Backend: set.Backend,
+		Workspace: set.Workspace, WritableWorkspace: set.Writable}, &h.open); err != nil {
+		return fail(mcpOpenError(err))
+	}
+	var docs []rpc.GateDoc
+	if err := h.client.Call(ctx, rpc.MethodGateList, struct{}{}, &docs); err != nil {
+		return fail(err)
+	}
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, nil)
+	mcp.AddTool(h.server, &mcp.Tool{Name: "bash", Description: h.describe(docs)}, h.bash)
+	return h, nil
+}
+
+// mcpOpenError keeps a sandbox/open failure's hint for the user.
+func mcpOpenError(err error) error {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		if d, ok := e.Data.(map[string]any); ok {
+			if hint, ok := d["hint"].(string); ok && hint != "" {
+				return withHint(fmt.Errorf("mcp: open the sandbox: %s", e.Message), hint)
+			}
+		}
+		return fmt.Errorf("mcp: open the sandbox: %s", e.Message)
+	}
+	return fmt.Errorf("mcp: open the sandbox: %w", err)
+}
+
+// close ends the protocol connection: every process and the sandbox are
+// stopped and removed.
+func (h *mcpHost) close() {
+	h.client.Close()
+	<-h.served
+}
+
+// describe is the bash tool's description: how the shell behaves, and
+// every gate with its usage.
+func (h *mcpHost) describe(docs []rpc.GateDoc) string {
+	var b strings.Builder
+	ws := "read-only"
+	if h.set.Writable {
+		ws = "writable"
+	}
+	fmt.Fprintf(&b, "Run a command line with bash in a sandbox (%s backend). It starts in the workspace %s (%s). ", h.open.Backend, h.open.WorkspaceInside, ws)
+	b.WriteString("Files written in the workspace persist between calls of this session; shell state (variables, cd, background jobs) does not: each call is a new bash. ")
+	if h.set.Timeout > 0 {
+		fmt.Fprintf(&b, "A call is stopped after %v (timeout_ms to change it; exit code 124). ", h.set.Timeout)
+	}
+	fmt.Fprintf(&b, "Output is kept up to %d bytes per stream (head and tail; the middle is dropped and said so).\n\n", h.set.MaxOutput)
+	b.WriteString("Host tools are ordinary commands on PATH: they read arguments and stdin, print, and exit with a status, so they compose with pipes, $?, && and xargs. Exit 126: refused by policy; 127: no such command.\n")
+	for _, d := range docs {
+		usage := d.Usage
+		if usage == "" {
+			usage = d.Name
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", usage, strings.ReplaceAll(d.Summary, "\n", " "))
+	}
+	return b.String()
+}
+
+// handle routes the connection's notifications to the calls in flight.
+func (h *mcpHost) handle(m *rpc.Message) {
+	switch m.Method {
+	case rpc.MethodProcessOutput:
+		var p rpc.ProcessOutputParams
+		if json.Unmarshal(m.Params, &p) != nil {
+			return
+		}
+		h.mu.Lock()
+		c := h.procs[p.ProcessID]
+		h.mu.Unlock()
+		if c == nil {
+			return
+		}
+		if p.Stream == "stdout" {
+			c.stdout.Write(p.Chunk)
+		} else {
+			c.stderr.Write(p.Chunk)
+		}
+		c.report(p.Chunk)
+	case rpc.MethodProcessExited:
+		var p rpc.ProcessExitedParams
+		if json.Unmarshal(m.Params, &p) != nil {
+			return
+		}
+		h.mu.Lock()
+		c := h.procs[p.ProcessID]
+		delete(h.procs, p.ProcessID)
+		h.mu.Unlock()
+		if c != nil {
+			c.exited <- p
+		}
+	}
+}
+
+// bash runs one command line. Cancellation (notifications/cancelled)
+// kills the command's process group.
+func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput) (*mcp.CallToolResult, bashOutput, error) {
+	if strings.TrimSpace(in.Command) == "" {
+		return nil, bashOutput{}, errors.New("command is empty: give the command line to run")
+	}
+	if in.TimeoutMs < 0 {
+		return nil, bashOutput{}, errors.New("timeout_ms must not be negative")
+	}
+	c := &mcpCall{stdout: sandbox.NewCapture(h.set.MaxOutput), stderr: sandbox.NewCapture(h.set.MaxOutput),
+		exited: make(chan rpc.ProcessExitedParams, 1)}
+	if token := req.Params.GetProgressToken(); token != nil {
+		c.progress = make(chan string, 256)
+		go sendProgress(ctx, req.Session, token, c.progress)
+	}
+	defer c.endProgress()
+	h.mu.Lock()
+	h.n++
+	id := fmt.Sprintf("bash-%d", h.n)
+	h.procs[id] = c
+	h.mu.Unlock()
+	start := rpc.ProcessStartParams{ProcessID: id, SandboxID: mcpSandboxID, Argv: []string{"bash", "-c", in.Command}, TimeoutMs: in.TimeoutMs}
+	if start.TimeoutMs == 0 {
+		start.TimeoutMs = h.set.Timeout.Milliseconds()
+	}
+	if err := h.client.Call(ctx, rpc.MethodProcessStart, start, nil); err != nil {
+		h.mu.Lock()
+		delete(h.procs, id)
+		h.mu.Unlock()
+		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
+	}
+	var ex rpc.ProcessExitedParams
+	select {
+	case ex = <-c.exited:
+	case <-ctx.Done():
+		// The client cancelled (notifications/cancelled, or it went away):
+		// kill the whole group, and wait for it to go.
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		h.client.Call(kctx, rpc.MethodProcessSignal, rpc.ProcessSignalParams{ProcessID: id, Signal: "KILL"}, nil)
+		select {
+		case <-c.exited:
+		case <-kctx.Done():
+		}
+		cancel()
+		return nil, bashOutput{}, ctx.Err()
+	}
+	out := bashOutput{ExitCode: ex.ExitCode, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
+		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}
+	var text strings.Builder
+	text.WriteString(out.Stdout)
+	if out.Stderr != "" {
+		if text.Len() > 0 && !strings.HasSuffix(out.Stdout, "\n") {
+			text.WriteString("\n")
+		}
+		text.WriteString("[stderr]\n" + out.Stderr)
+	}
+	if text.Len() > 0 && !strings.HasSuffix(text.String(), "\n") {
+		text.WriteString("\n")
+	}
+	switch {
+	case ex.TimedOut:
+		fmt.Fprintf(&text, "[timed out: exit code %d]", ex.ExitCode)
+	default:
+		fmt.Fprintf(&text, "[exit code %d]", ex.ExitCode)
+	}
+	if out.Answer != nil {
+		fmt.Fprintf(&text, "\n[answer: %s]", *out.Answer)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex.ExitCode != 0}, out, nil
+}
+
+// sendProgress turns output chunks into progress notifications, in order.
+func sendProgress(ctx context.Context, s *mcp.ServerSession, token any, chunks <-chan string) {
+	n := 0
+	for chunk := range chunks {
+		n++
+		_ = s.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: chunk})
+	}
+}
