@@ -22,11 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
@@ -131,17 +128,6 @@ func (s *Server) limits() ConnLimits {
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
 	}
-}
-
-// ServeStdio serves one connection on the process's stdin and stdout, with
-// SIGINT, SIGTERM and SIGHUP ending it (and everything it started). While
-// it runs those signals are caught, so the commands it starts get them with
-// their default action even when gatebridge was started ignoring them
-// (nohup, a background job).
-func (s *Server) ServeStdio(ctx context.Context) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
-	return s.Serve(ctx, os.Stdin, os.Stdout)
 }
 
 // Serve serves one connection: requests from r, responses and
