@@ -244,3 +244,26 @@ func TestPendingCallsCap(t *testing.T) {
 	c.Respond(b, GateCallResult{}, nil)
 	c.Collect("p", 30*time.Second, nil)
 }
+
+// A gate registered while a sandbox is still opening is a command in it
+// all the same. (The interleaving is up to the scheduler: under -race this
+// may also catch an unlocked write of the sandbox's registry, but it did
+// not reliably against the old code.)
+func TestGateRegisteredWhileSandboxOpens(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		c := newClient(t, testOptions(t))
+		opened := make(chan struct{})
+		go func() {
+			defer close(opened)
+			c.openSandbox("sb", "local", false)
+		}()
+		c.Call(MethodGateRegister, GateRegisterParams{Name: fmt.Sprint("late", i)}, nil)
+		<-opened
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c", fmt.Sprintf("late%d; echo rc=$?", i)}}, nil)
+		o := c.Collect("p", 30*time.Second, func(GateCallParams) GateCallResult { return GateCallResult{} })
+		if string(o.Stdout) != "rc=0\n" {
+			t.Fatalf("round %d: %q %q", i, o.Stdout, o.Stderr)
+		}
+		c.close()
+	}
+}

@@ -239,10 +239,12 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	if err != nil {
 		return err
 	}
-	sb.reg, sb.kinds = reg, kinds
 	sb.closers = append(sb.closers, func() { reg.Close() })
+	// Under c.mu: gate/register reads sb.reg there, so a gate registered
+	// meanwhile is added either by it or here, never by neither.
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	sb.reg, sb.kinds = reg, kinds
 	for _, g := range c.rtGates {
 		if err := reg.Register(g); err != nil {
 			return errorf(CodeConflict, "registered gate %s: %v", g.spec.Name, err)
