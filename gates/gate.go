@@ -171,6 +171,13 @@ type Schemer interface {
 	InputSchema() json.RawMessage
 }
 
+// Approver is implemented by gates that must be approved before each call
+// (tools of an MCP server configured with approval: ask): a transport with
+// someone to ask asks (serve: approval/request); others refuse the call.
+type Approver interface {
+	NeedsApproval() bool
+}
+
 // Gate is a host-side tool callable from the sandbox. It does not know its
 // transport: the same gate answers a wrapper, a protocol client or an MCP
 // host.

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,7 +164,7 @@ func (c *conn) gateRegister(params json.RawMessage) (any, error) {
 			return nil, errorf(CodeInvalidParams, "invalid params: give \"params\" or \"inputSchema\", not both")
 		}
 		var err error
-		if params2, err = paramsOfSchema(p.InputSchema); err != nil {
+		if params2, err = gates.ParamsOfSchema(p.InputSchema); err != nil {
 			return nil, errorf(CodeInvalidParams, "invalid params: \"inputSchema\": %v", err)
 		}
 	}
@@ -175,7 +174,7 @@ func (c *conn) gateRegister(params json.RawMessage) (any, error) {
 	}
 	usage := p.Usage
 	if usage == "" {
-		usage = usageOf(p.Name, params2)
+		usage = gates.UsageOf(p.Name, params2)
 	}
 	g := &runtimeGate{c: c, schema: p.InputSchema, approval: p.Approval, timeout: timeout,
 		spec: gates.Spec{Name: p.Name, Summary: strings.TrimSpace(p.Summary), Usage: usage, Params: params2, Stdin: stdin,
@@ -287,60 +286,6 @@ func gateDoc(s gates.Spec, kind string, schema json.RawMessage) GateDoc {
 	return GateDoc{Name: s.Name, Summary: s.Summary, Usage: s.Usage, Params: p, Stdin: s.Stdin.String(), Kind: kind, InputSchema: schema}
 }
 
-// paramsOfSchema documents an object schema's properties as params.
-func paramsOfSchema(schema json.RawMessage) ([]gates.Param, error) {
-	var s struct {
-		Type       any                        `json:"type"`
-		Properties map[string]json.RawMessage `json:"properties"`
-		Required   []string                   `json:"required"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(schema))
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("not a JSON Schema object: %v", err)
-	}
-	if s.Type != nil && s.Type != "object" {
-		return nil, fmt.Errorf("type %v: a gate's input schema must describe an object", s.Type)
-	}
-	req := map[string]bool{}
-	for _, r := range s.Required {
-		req[r] = true
-	}
-	names := make([]string, 0, len(s.Properties))
-	for n := range s.Properties {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]gates.Param, 0, len(names))
-	for _, n := range names {
-		var prop struct {
-			Description string `json:"description"`
-		}
-		json.Unmarshal(s.Properties[n], &prop)
-		out = append(out, gates.Param{Name: n, Description: prop.Description, Required: req[n]})
-	}
-	return out, nil
-}
-
-func usageOf(name string, ps []gates.Param) string {
-	var b strings.Builder
-	b.WriteString(name)
-	for _, p := range ps {
-		n := strings.ToUpper(p.Name)
-		if p.Flag {
-			n = "--" + p.Name
-		}
-		if p.Variadic {
-			n += "..."
-		}
-		if p.Required {
-			b.WriteString(" " + n)
-		} else {
-			b.WriteString(" [" + n + "]")
-		}
-	}
-	return b.String()
-}
-
 // approver asks the client before a gate that needs approval runs in
 // process pr of sandbox sb.
 func (c *conn) approver(sb *sbox, owner func() *proc) bridge.ApproveFunc {
@@ -352,7 +297,13 @@ func (c *conn) approver(sb *sbox, owner func() *proc) bridge.ApproveFunc {
 		c.mu.Lock()
 		g := c.rtGates[spec.Name]
 		c.mu.Unlock()
-		if !(g != nil && g.approval) && !c.srv.opts.ApprovalGates[spec.Name] {
+		need := g != nil && g.approval || c.srv.opts.ApprovalGates[spec.Name]
+		if gate, err := sb.reg.Lookup(spec.Name); err == nil {
+			if a, ok := gate.(gates.Approver); ok && a.NeedsApproval() {
+				need = true
+			}
+		}
+		if !need {
 			return nil
 		}
 		sb.mu.Lock()

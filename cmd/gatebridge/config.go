@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type Config struct {
 	Bridge  BridgeConfig  `mapstructure:"bridge"`
 	Gates   GatesConfig   `mapstructure:"gates"`
 	Audit   AuditConfig   `mapstructure:"audit"`
+	MCP     MCPConfig     `mapstructure:"mcp"`
 
 	// configFile is the resolved path of the config file read, if any;
 	// configGiven the absolute path it was named by.
@@ -130,6 +132,23 @@ type CommandConfig struct {
 	// client (approval/request) before each call. `gatebridge run` has no
 	// one to ask and refuses such a gate.
 	Approval string `mapstructure:"approval"`
+}
+
+// MCPConfig is the mcp section: MCP servers whose tools become gates.
+type MCPConfig struct {
+	Servers map[string]MCPServerConfig `mapstructure:"servers"`
+}
+
+// MCPServerConfig is one MCP server (mcp.servers.NAME).
+type MCPServerConfig struct {
+	Command  []string          `mapstructure:"command"`
+	URL      string            `mapstructure:"url"`
+	Headers  map[string]string `mapstructure:"headers"`
+	Env      []string          `mapstructure:"env"`
+	Tools    []string          `mapstructure:"tools"`
+	Prefix   *string           `mapstructure:"prefix"`
+	Timeout  time.Duration     `mapstructure:"timeout"`
+	Approval string            `mapstructure:"approval"`
 }
 
 type ArgConfig struct {
@@ -336,18 +355,36 @@ func configCandidates() []string {
 // typo is an error that names the key instead of a silently ignored line.
 func checkUnknownKeys(m map[string]any, prefix string) *configError {
 	known := knownKeys(reflect.TypeOf(Config{}), "")
-	var walk func(m map[string]any, prefix string) *configError
-	walk = func(m map[string]any, prefix string) *configError {
+	var walk func(m map[string]any, prefix, pattern string) *configError
+	walk = func(m map[string]any, prefix, pattern string) *configError {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			full := prefix + k
-			kind, ok := known[full]
+			full, pat := prefix+k, pattern+k
+			kind, ok := known[pat]
 			if !ok {
 				return &configError{Key: full, Msg: "unknown key", Hint: "see configs/gatebridge.yaml for every key"}
+			}
+			if _, named := known[pat+".*"]; kind == reflect.Map && named {
+				sub, isMap := m[k].(map[string]any)
+				if !isMap {
+					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want sections by name", fmt.Sprint(m[k])),
+						Hint: "see configs/gatebridge.yaml for the keys under " + full}
+				}
+				for _, name := range sortedMapKeys(sub) {
+					entry, isMap := sub[name].(map[string]any)
+					if !isMap {
+						return &configError{Key: full + "." + name, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(sub[name])),
+							Hint: "see configs/gatebridge.yaml for the keys under " + full}
+					}
+					if err := walk(entry, full+"."+name+".", pat+".*."); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			if kind == reflect.Struct {
 				sub, isMap := m[k].(map[string]any)
@@ -356,14 +393,14 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(m[k])),
 						Hint: "see configs/gatebridge.yaml for the keys under " + full}
 				}
-				if err := walk(sub, full+"."); err != nil {
+				if err := walk(sub, full+".", pat+"."); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	return walk(m, prefix)
+	return walk(m, prefix, prefix)
 }
 
 func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
@@ -378,6 +415,14 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 		out[key] = f.Type.Kind()
 		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
 			for k, v := range knownKeys(f.Type, key+".") {
+				out[k] = v
+			}
+		}
+		// A map of sections by name (mcp.servers.NAME): its keys are
+		// "KEY.*.SUBKEY".
+		if f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct {
+			out[key+".*"] = reflect.Struct
+			for k, v := range knownKeys(f.Type.Elem(), key+".*.") {
 				out[k] = v
 			}
 		}
@@ -418,6 +463,8 @@ func numberDurationHook(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+var mapEntry = regexp.MustCompile(`\[([^\]0-9][^\]]*)\]`)
+
 func decodeError(err error, v *viper.Viper) error {
 	msg := err.Error()
 	// mapstructure: "decoding failed due to the following error(s):\n\n'sandbox.timeout' time: invalid duration \"x\""
@@ -426,7 +473,9 @@ func decodeError(err error, v *viper.Viper) error {
 		l := strings.TrimSpace(lines[i])
 		if strings.HasPrefix(l, "'") {
 			if end := strings.Index(l[1:], "'"); end > 0 {
-				key := l[1 : end+1]
+				// mapstructure names a map entry key[name]: the config's
+				// key is key.name (list indexes stay [0]).
+				key := mapEntry.ReplaceAllString(l[1:end+1], ".$1")
 				msg := "bad value"
 				if val := v.Get(key); val != nil {
 					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
@@ -509,9 +558,38 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		if len(cmd.Command) == 0 {
 			return bad(key+".command", "missing", "give the fixed argv prefix, e.g. [git, log]")
 		}
-		if cmd.Approval != "" && cmd.Approval != "never" && cmd.Approval != "ask" {
-			return bad(key+".approval", fmt.Sprintf("%q is not never or ask", cmd.Approval), "ask: `gatebridge serve` asks its client before each call")
+		if err := checkApproval(key+".approval", cmd.Approval); err != nil {
+			return err
+		}
+	}
+	for _, name := range sortedMapKeys(c.MCP.Servers) {
+		srv, key := c.MCP.Servers[name], "mcp.servers."+name
+		if (len(srv.Command) == 0) == (srv.URL == "") {
+			return bad(key, "set command (a stdio server) or url (a streamable HTTP one), one of them", "see the mcp example in configs/gatebridge.yaml")
+		}
+		if srv.Timeout < 0 {
+			return bad(key+".timeout", "negative", "a duration such as 60s")
+		}
+		if err := checkApproval(key+".approval", srv.Approval); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkApproval checks an approval setting: never (or unset) or ask.
+func checkApproval(key, v string) error {
+	if v != "" && v != "never" && v != "ask" {
+		return &configError{Key: key, Msg: fmt.Sprintf("%q is not never or ask", v), Hint: "ask: `gatebridge serve` asks its client before each call"}
+	}
+	return nil
+}
+
+func sortedMapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -342,14 +343,23 @@ func ignoredCwdConfig(cfg *Config) (checkResult, bool) {
 func gatesCheck(cfg *Config) checkResult {
 	ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
 	var kinds map[string]string
+	var warnings []string
 	if err == nil {
-		_, kinds, err = buildRegistry(cfg, ws, ws)
+		var reg *gates.Registry
+		reg, kinds, err = buildRegistry(cfg, ws, ws, func(w string) { warnings = append(warnings, w) })
+		if err == nil {
+			reg.Close()
+		}
 	}
 	if err != nil {
 		return problem("gates", err)
 	}
 	var parts []string
-	for _, k := range gates.Kinds() {
+	kindList := gates.Kinds()
+	if len(cfg.MCP.Servers) > 0 {
+		kindList = append(kindList, gates.Kind{Name: mcptools.KindMCP})
+	}
+	for _, k := range kindList {
 		var names []string
 		for name, kind := range kinds {
 			if kind == k.Name {
@@ -362,6 +372,10 @@ func gatesCheck(cfg *Config) checkResult {
 			p += " (" + strings.Join(names, ", ") + ")"
 		}
 		parts = append(parts, p)
+	}
+	if len(warnings) > 0 {
+		return checkResult{Check: "gates", Status: statusWarn, Detail: strings.Join(parts, "; ") + "; " + strings.Join(warnings, "; "),
+			Hint: "pick other names with mcp.servers.NAME.prefix, or list the tools you want with mcp.servers.NAME.tools"}
 	}
 	return checkResult{Check: "gates", Status: statusOK, Detail: strings.Join(parts, "; ")}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools"
 )
 
 // gateDoc is one gate as `gates --format json` prints it: ready to hand to
@@ -35,10 +39,11 @@ func newGatesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, kinds, err := buildRegistry(cfg, ws, ws)
+			reg, kinds, err := buildRegistry(cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
 			if err != nil {
 				return err
 			}
+			defer reg.Close()
 			specs := reg.Specs()
 			out := cmd.OutOrStdout()
 			switch format {
@@ -75,10 +80,13 @@ func newGatesCmd(a *app) *cobra.Command {
 }
 
 // buildRegistry makes the gates the config declares, kind by kind (see
-// gates.Kinds), and says which kind each gate is (by name). inside is
-// where the sandbox sees the workspace (for absolute paths in gate
-// arguments).
-func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, map[string]string, error) {
+// gates.Kinds), then the tools of the configured MCP servers (started or
+// connected to now: their tool lists name the gates), and says which kind
+// each gate is (by name). inside is where the sandbox sees the workspace
+// (for absolute paths in gate arguments). warn, when set, hears about
+// tools that could not become gates. The caller closes the registry (it
+// stops the MCP servers).
+func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*gates.Registry, map[string]string, error) {
 	reg := gates.NewRegistry()
 	kinds := map[string]string{}
 	add := func(kind string, settings any, key, hint string) error {
@@ -116,7 +124,63 @@ func buildRegistry(cfg *Config, workspace, inside string) (*gates.Registry, map[
 			return nil, nil, err
 		}
 	}
+	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+		if err := addMCPServer(reg, kinds, name, cfg.MCP.Servers[name], untrusted, warn); err != nil {
+			reg.Close()
+			return nil, nil, err
+		}
+	}
 	return reg, kinds, nil
+}
+
+// addMCPServer registers the tools of MCP server name as gates. Its
+// program must not be where the sandbox can write (as a command gate's).
+func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c MCPServerConfig, untrusted []string, warn func(string)) error {
+	key := "mcp.servers." + name
+	if len(c.Command) > 0 {
+		prog, err := exec.LookPath(c.Command[0])
+		if err != nil {
+			return &configError{Key: key + ".command", Msg: err.Error(), Hint: "give the server's program by absolute path, or put it on PATH"}
+		}
+		if abs, err := filepath.Abs(prog); err == nil {
+			if r, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = r
+			}
+			for _, u := range untrusted {
+				if u == "" {
+					continue
+				}
+				if ru, err := filepath.EvalSymlinks(u); err == nil {
+					u = ru
+				}
+				if abs == u || strings.HasPrefix(abs, strings.TrimSuffix(u, "/")+"/") {
+					return &configError{Key: key + ".command", Msg: fmt.Sprintf("%s is inside %s, which the sandbox can write", abs, u),
+						Hint: "install the MCP server outside the workspace, the writable root and the session directories"}
+				}
+			}
+		}
+	}
+	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: c.Command, Env: c.Env,
+		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask"})
+	if err != nil {
+		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
+	}
+	for _, g := range gs {
+		if err := reg.Register(g); err != nil {
+			refused = append(refused, mcptools.Refused{Tool: g.Spec().Name, Err: err})
+			if cl, ok := g.(gates.Closer); ok && len(gs) == 1 {
+				cl.Close()
+			}
+			continue
+		}
+		kinds[g.Spec().Name] = mcptools.KindMCP
+	}
+	for _, r := range refused {
+		if warn != nil {
+			warn(fmt.Sprintf("%s: tool %s is not a gate: %v", key, r.Tool, r.Err))
+		}
+	}
+	return nil
 }
 
 // builtinOptions are the built-in gates' settings.

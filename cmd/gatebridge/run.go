@@ -145,10 +145,11 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return err
 	}
 
-	reg, _, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace))
+	reg, _, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace), func(w string) { fmt.Fprintf(stderr, "gatebridge: warning: %s\n", w) })
 	if err != nil {
 		return err
 	}
+	defer reg.Close() // stops the MCP servers
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
 		if err := checkAuditPlace(cfg, workspace, chosen); err != nil {
@@ -171,7 +172,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		Keep:           cfg.Bridge.KeepSession,
 		Audit:          audit,
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
-		Approve:        refuseApprovalGates(cfg),
+		Approve:        refuseApprovalGates(cfg, reg),
 	}
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
@@ -233,21 +234,25 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	return nil
 }
 
-// refuseApprovalGates refuses the gates configured with approval: ask: a
-// run has no client to ask (gatebridge serve has).
-func refuseApprovalGates(cfg *Config) bridge.ApproveFunc {
+// refuseApprovalGates refuses the gates that need approval (a command
+// gate or an MCP server with approval: ask): a run has no client to ask
+// (gatebridge serve has).
+func refuseApprovalGates(cfg *Config, reg *gates.Registry) bridge.ApproveFunc {
 	ask := map[string]bool{}
 	for _, c := range cfg.Gates.Commands {
 		if c.Approval == "ask" {
 			ask[c.Name] = true
 		}
 	}
-	if len(ask) == 0 {
-		return nil
-	}
 	return func(_ context.Context, spec gates.Spec, _ *bridge.Request) error {
-		if ask[spec.Name] {
-			return errors.New("needs approval (gates.commands approval: ask), and gatebridge run has no one to ask; run it through gatebridge serve")
+		need := ask[spec.Name]
+		if g, err := reg.Lookup(spec.Name); err == nil {
+			if a, ok := g.(gates.Approver); ok && a.NeedsApproval() {
+				need = true
+			}
+		}
+		if need {
+			return errors.New("needs approval (approval: ask in the config), and gatebridge run has no one to ask; run it through gatebridge serve")
 		}
 		return nil
 	}

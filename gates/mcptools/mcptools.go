@@ -1,0 +1,449 @@
+// Package mcptools turns the tools of MCP servers into gates: each tool
+// becomes a command in the sandbox that takes key=value words (or one JSON
+// object, or a JSON object on stdin), checks them against the tool's input
+// schema, calls the tool and prints its result.
+//
+// A server is started (stdio) or connected to (streamable HTTP) when its
+// gates are made, since the tool list names the gates, and closed when
+// they are (gates.Registry.Close).
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// KindMCP is the kind of these gates in `gatebridge gates`.
+const KindMCP = "mcp"
+
+// DefaultTimeout bounds one tool call without Server.Timeout.
+const DefaultTimeout = 60 * time.Second
+
+// Server configures one MCP server.
+type Server struct {
+	// Name names the server in messages and, by default, prefixes its
+	// gates ("NAME_").
+	Name string
+	// Command starts a stdio server; URL connects to a streamable HTTP
+	// one (with Headers). Exactly one must be set.
+	Command []string
+	Env     []string // added to gatebridge's environment for Command
+	URL     string
+	Headers map[string]string
+	// Tools, when set, are the only tools made into gates.
+	Tools []string
+	// Prefix of the gate names; nil means Name + "_".
+	Prefix *string
+	// Timeout bounds one call; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Approval makes every call wait for approval (gates.Approver).
+	Approval bool
+}
+
+// Refused is a tool that did not become a gate, and why.
+type Refused struct {
+	Tool string
+	Err  error
+}
+
+// client is one connected server, shared by its gates.
+type client struct {
+	name    string
+	session *mcp.ClientSession
+	once    sync.Once
+	err     error
+}
+
+func (c *client) close() error {
+	c.once.Do(func() { c.err = c.session.Close() })
+	return c.err
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// GateName is the gate a tool becomes: prefix + tool, every character but
+// letters, digits, '_' and '-' replaced by '_'.
+func GateName(prefix, tool string) string { return unsafeName.ReplaceAllString(prefix+tool, "_") }
+
+// Connect starts or connects to s and makes a gate of each of its tools
+// (of s.Tools when set). Tools whose gate name the wrappers refuse, or that
+// clash, are returned as refused, not dropped in silence. The gates close
+// the connection when they are closed.
+func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
+	if (len(s.Command) == 0) == (s.URL == "") {
+		return nil, nil, fmt.Errorf("mcp server %s: set command or url (one of them)", s.Name)
+	}
+	var t mcp.Transport
+	if len(s.Command) > 0 {
+		cmd := exec.Command(s.Command[0], s.Command[1:]...)
+		cmd.Env = append(os.Environ(), s.Env...)
+		cmd.Stderr = os.Stderr
+		t = &mcp.CommandTransport{Command: cmd}
+	} else {
+		hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
+		t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp server %s: connect: %w", s.Name, err)
+	}
+	c := &client{name: s.Name, session: session}
+	var tools []*mcp.Tool
+	for tool, err := range session.Tools(cctx, nil) {
+		if err != nil {
+			c.close()
+			return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, err)
+		}
+		tools = append(tools, tool)
+	}
+	prefix := s.Name + "_"
+	if s.Prefix != nil {
+		prefix = *s.Prefix
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	allow := map[string]bool{}
+	for _, n := range s.Tools {
+		allow[n] = true
+	}
+	var out []gates.Gate
+	var refused []Refused
+	seen := map[string]string{}
+	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	for _, tool := range tools {
+		if len(allow) > 0 && !allow[tool.Name] {
+			continue
+		}
+		delete(allow, tool.Name)
+		g, err := newGate(c, tool, GateName(prefix, tool.Name), timeout)
+		if g != nil {
+			g.approval = s.Approval
+		}
+		if err == nil {
+			if other, dup := seen[g.spec.Name]; dup {
+				err = fmt.Errorf("gate name %s is also tool %s's", g.spec.Name, other)
+			}
+		}
+		if err != nil {
+			refused = append(refused, Refused{Tool: tool.Name, Err: err})
+			continue
+		}
+		seen[g.spec.Name] = tool.Name
+		out = append(out, g)
+	}
+	for n := range allow {
+		refused = append(refused, Refused{Tool: n, Err: errors.New("the server has no such tool (mcp.servers.*.tools)")})
+	}
+	if len(out) == 0 {
+		c.close()
+	}
+	return out, refused, nil
+}
+
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.base.RoundTrip(r)
+}
+
+// gate is one tool.
+type gate struct {
+	c        *client
+	tool     *mcp.Tool
+	schema   json.RawMessage
+	props    map[string]prop
+	spec     gates.Spec
+	timeout  time.Duration
+	approval bool
+}
+
+// prop is what the conversion of key=value needs of a property.
+type prop struct {
+	typ      string // "string", "integer", "number", "boolean", "object", "array", "" (any)
+	required bool
+}
+
+func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*gate, error) {
+	if err := mailbox.ValidateName(name); err != nil {
+		return nil, err
+	}
+	schema, err := json.Marshal(tool.InputSchema)
+	if err != nil || string(schema) == "null" {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	params, err := gates.ParamsOfSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	json.Unmarshal(schema, &s)
+	props := map[string]prop{}
+	for n, p := range s.Properties {
+		t, _ := p.Type.(string)
+		if ts, ok := p.Type.([]any); ok { // ["integer", "null"]: the first non-null
+			for _, x := range ts {
+				if x, _ := x.(string); x != "null" && t == "" {
+					t = x
+				}
+			}
+		}
+		props[n] = prop{typ: t}
+	}
+	for _, r := range s.Required {
+		p := props[r]
+		p.required = true
+		props[r] = p
+	}
+	summary, _, _ := strings.Cut(strings.TrimSpace(tool.Description), "\n")
+	if summary == "" {
+		summary = tool.Title
+	}
+	usage := name + " [KEY=VALUE...] | " + name + " '{JSON}' | " + name + " < JSON"
+	if len(params) > 0 {
+		var b strings.Builder
+		b.WriteString(name)
+		for _, p := range params {
+			if p.Required {
+				fmt.Fprintf(&b, " %s=…", p.Name)
+			} else {
+				fmt.Fprintf(&b, " [%s=…]", p.Name)
+			}
+		}
+		usage = b.String()
+	}
+	return &gate{c: c, tool: tool, schema: schema, props: props, timeout: timeout,
+		spec: gates.Spec{Name: name, Summary: summary, Usage: usage, Params: params, Stdin: gates.StdinIfNoArgs, Timeout: timeout}}, nil
+}
+
+func (g *gate) Spec() gates.Spec { return g.spec }
+
+// NeedsApproval implements gates.Approver.
+func (g *gate) NeedsApproval() bool { return g.approval }
+
+// InputSchema implements gates.Schemer.
+func (g *gate) InputSchema() json.RawMessage { return g.schema }
+
+// Close implements gates.Closer: the server's connection closes with the
+// first of its gates to close (a registry closes them all).
+func (g *gate) Close() error { return g.c.close() }
+
+// Call converts the arguments, calls the tool and prints its result.
+func (g *gate) Call(ctx context.Context, c *gates.Call) (int, error) {
+	if len(c.Args) == 1 && (c.Args[0] == "--help" || c.Args[0] == "-h") {
+		g.help(c)
+		return gates.ExitOK, nil
+	}
+	args, err := g.arguments(c.Args, c.Stdin)
+	if err != nil {
+		return gates.ExitUsage, gates.Usagef("%s: %v (see %s --help)", g.spec.Name, err, g.spec.Name)
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	res, err := g.c.session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool.Name, Arguments: args})
+	if err != nil {
+		if ctx.Err() != nil {
+			return gates.ExitTimeout, ctx.Err()
+		}
+		return gates.ExitFailure, fmt.Errorf("%s: mcp server %s: %v", g.spec.Name, g.c.name, err)
+	}
+	w := c.Stdout
+	if res.IsError {
+		w = c.Stderr
+	}
+	printed := false
+	for _, ct := range res.Content {
+		switch ct := ct.(type) {
+		case *mcp.TextContent:
+			fmt.Fprint(w, ct.Text)
+			if !strings.HasSuffix(ct.Text, "\n") {
+				fmt.Fprintln(w)
+			}
+			printed = true
+		case *mcp.ImageContent:
+			fmt.Fprintf(w, "[image %s, %d bytes: not shown]\n", ct.MIMEType, len(ct.Data))
+		case *mcp.AudioContent:
+			fmt.Fprintf(w, "[audio %s, %d bytes: not shown]\n", ct.MIMEType, len(ct.Data))
+		default:
+			b, _ := json.Marshal(ct)
+			fmt.Fprintf(w, "%s\n", b)
+		}
+	}
+	if !printed && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		fmt.Fprintf(w, "%s\n", b)
+	}
+	if res.IsError {
+		return gates.ExitFailure, nil
+	}
+	return gates.ExitOK, nil
+}
+
+// arguments builds the tool's arguments: key=value words converted by the
+// schema, or one JSON object argument, or (no arguments) a JSON object on
+// stdin; then checks required parameters and types.
+func (g *gate) arguments(words []string, stdin []byte) (map[string]any, error) {
+	args := map[string]any{}
+	switch {
+	case len(words) == 0 && len(strings.TrimSpace(string(stdin))) > 0:
+		if err := json.Unmarshal(stdin, &args); err != nil {
+			return nil, fmt.Errorf("stdin is not a JSON object: %v", err)
+		}
+	case len(words) == 1 && strings.HasPrefix(strings.TrimSpace(words[0]), "{"):
+		if err := json.Unmarshal([]byte(words[0]), &args); err != nil {
+			return nil, fmt.Errorf("the argument is not a JSON object: %v", err)
+		}
+	default:
+		for _, w := range words {
+			k, v, ok := strings.Cut(w, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("%q is not KEY=VALUE", w)
+			}
+			p, known := g.props[k]
+			if !known && len(g.props) > 0 {
+				return nil, fmt.Errorf("unknown parameter %s (parameters: %s)", k, strings.Join(g.names(), ", "))
+			}
+			val, err := convert(p.typ, v)
+			if err != nil {
+				return nil, fmt.Errorf("parameter %s: %v", k, err)
+			}
+			args[k] = val
+		}
+	}
+	for _, n := range g.names() {
+		p := g.props[n]
+		v, ok := args[n]
+		if !ok {
+			if p.required {
+				return nil, fmt.Errorf("missing required parameter %s", n)
+			}
+			continue
+		}
+		if !typeOK(p.typ, v) {
+			return nil, fmt.Errorf("parameter %s: want %s, got %T", n, p.typ, v)
+		}
+	}
+	return args, nil
+}
+
+func (g *gate) names() []string {
+	out := make([]string, 0, len(g.props))
+	for n := range g.props {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// convert turns a key=value value into the schema's type: numbers,
+// integers and booleans parsed, objects and arrays as JSON, strings (and
+// untyped values) kept as written, so an id like 00123 stays a string.
+func convert(typ, v string) (any, error) {
+	switch typ {
+	case "integer", "number", "boolean", "object", "array":
+		var x any
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&x); err != nil || dec.More() {
+			return nil, fmt.Errorf("%q is not a JSON %s", v, typ)
+		}
+		if !typeOK(typ, x) {
+			return nil, fmt.Errorf("%q is not %s", v, article(typ))
+		}
+		return x, nil
+	}
+	return v, nil
+}
+
+func typeOK(typ string, v any) bool {
+	switch typ {
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "integer":
+		switch n := v.(type) {
+		case json.Number:
+			_, err := n.Int64()
+			return err == nil
+		case float64:
+			return n == float64(int64(n))
+		}
+		return false
+	case "number":
+		switch v.(type) {
+		case json.Number, float64:
+			return true
+		}
+		return false
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	}
+	return true
+}
+
+func article(typ string) string {
+	if typ == "integer" || typ == "object" || typ == "array" {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+// help prints the tool's description and parameters.
+func (g *gate) help(c *gates.Call) {
+	fmt.Fprintf(c.Stdout, "usage: %s\n", g.spec.Usage)
+	if d := strings.TrimSpace(g.tool.Description); d != "" {
+		fmt.Fprintf(c.Stdout, "\n%s\n", d)
+	}
+	if len(g.spec.Params) > 0 {
+		fmt.Fprintln(c.Stdout, "\nparameters:")
+		for _, p := range g.spec.Params {
+			req := ""
+			if p.Required {
+				req = " (required)"
+			}
+			typ := g.props[p.Name].typ
+			if typ == "" {
+				typ = "any"
+			}
+			fmt.Fprintf(c.Stdout, "  %s: %s%s  %s\n", p.Name, typ, req, p.Description)
+		}
+	}
+	fmt.Fprintf(c.Stdout, "\nArguments: KEY=VALUE words, or one JSON object, or a JSON object on stdin.\n")
+}

@@ -1,0 +1,200 @@
+package mcptools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// The tests' MCP server is this test binary, re-run with
+// GATEBRIDGE_TEST_MCP_SERVER=1: a real stdio server built with the SDK.
+func TestMain(m *testing.M) {
+	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "1" {
+		serveTestTools()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type addIn struct {
+	A int `json:"a" jsonschema:"the first addend"`
+	B int `json:"b"`
+}
+
+type sumOut struct {
+	Sum int `json:"sum"`
+}
+
+type echoIn struct {
+	ID    string         `json:"id"`
+	Flag  bool           `json:"flag,omitempty"`
+	Ratio float64        `json:"ratio,omitempty"`
+	Tags  []string       `json:"tags,omitempty"`
+	Opts  map[string]any `json:"opts,omitempty"`
+}
+
+func serveTestTools() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "testtools"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers.\nThe sum comes back as structured content."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, sumOut, error) {
+			return nil, sumOut{in.A + in.B}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Say what arrived, as JSON text."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			b, _ := json.Marshal(in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, fmt.Errorf("boom")
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "odd name!", Description: "A name with characters a command cannot have."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "odd"}}}, nil, nil
+		})
+	s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+func testServer(tools ...string) Server {
+	exe, _ := os.Executable()
+	return Server{Name: "t", Command: []string{exe}, Env: []string{"GATEBRIDGE_TEST_MCP_SERVER=1"}, Tools: tools}
+}
+
+// connect makes the gates of the test server into a registry closed at
+// cleanup.
+func connect(t *testing.T, s Server) (*gates.Registry, []Refused) {
+	t.Helper()
+	gs, refused, err := Connect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := gates.NewRegistry()
+	for _, g := range gs {
+		reg.MustRegister(g)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return reg, refused
+}
+
+// call runs gate name with args (and stdin) and returns exit code, stdout
+// and stderr, the gate's error message included as the dispatcher would
+// print it.
+func call(t *testing.T, reg *gates.Registry, name string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	g, err := reg.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	c := &gates.Call{Args: args, Stdout: &out, Stderr: &errb}
+	if stdin != "" {
+		c.Stdin = []byte(stdin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := g.Call(ctx, c)
+	if err != nil {
+		fmt.Fprintf(&errb, "%v\n", err)
+	}
+	return gates.ExitCodeOf(code, err), out.String(), errb.String()
+}
+
+func TestToolsBecomeGates(t *testing.T) {
+	reg, refused := connect(t, testServer())
+	var names []string
+	for _, s := range reg.Specs() {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, " "); got != "t_add t_echo t_fail t_odd_name_" {
+		t.Fatalf("gates %q", got)
+	}
+	if len(refused) != 0 {
+		t.Fatalf("refused %v", refused)
+	}
+	add, _ := reg.Lookup("t_add")
+	sp := add.Spec()
+	if sp.Summary != "Add two integers." || sp.Usage != "t_add a=… b=…" || len(sp.Params) != 2 || sp.Params[0].Description != "the first addend" {
+		t.Fatalf("spec %+v", sp)
+	}
+	if s, ok := add.(gates.Schemer); !ok || !strings.Contains(string(s.InputSchema()), `"a"`) {
+		t.Fatal("no input schema")
+	}
+}
+
+func TestArguments(t *testing.T) {
+	reg, _ := connect(t, testServer())
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		code        int
+		out, err    string
+	}{
+		{"key=value, converted by the schema", "", []string{"a=2", "b=40"}, 0, `{"sum":42}` + "\n", ""},
+		{"one JSON object", "", []string{`{"a":1,"b":2}`}, 0, `{"sum":3}` + "\n", ""},
+		{"JSON on stdin", `{"a":5,"b":5}`, nil, 0, `{"sum":10}` + "\n", ""},
+		{"a string stays a string", "", []string{"id=00123", "flag=true", "ratio=0.5", `tags=["x","y"]`, `opts={"k":1}`}, 0,
+			`{"id":"00123","flag":true,"ratio":0.5,"tags":["x","y"],"opts":{"k":1}}` + "\n", ""},
+		{"wrong type", "", []string{"a=two", "b=1"}, 2, "", "parameter a"},
+		{"a fraction for an integer", "", []string{"a=1.5", "b=1"}, 2, "", "parameter a"},
+		{"missing required", "", []string{"b=1"}, 2, "", "missing required parameter a"},
+		{"unknown parameter", "", []string{"a=1", "b=1", "c=1"}, 2, "", "unknown parameter c (parameters: a, b)"},
+		{"not key=value", "", []string{"a=1", "b"}, 2, "", `"b" is not KEY=VALUE`},
+		{"bad JSON on stdin", "{", nil, 2, "", "stdin is not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := "t_add"
+			if strings.Contains(tc.name, "string stays") {
+				gate = "t_echo"
+			}
+			code, out, errOut := call(t, reg, gate, tc.stdin, tc.args...)
+			if code != tc.code || out != tc.out || !strings.Contains(errOut, tc.err) {
+				t.Fatalf("exit %d stdout %q stderr %q; want %d %q %q", code, out, errOut, tc.code, tc.out, tc.err)
+			}
+		})
+	}
+}
+
+func TestErrorsHelpAndAllowlist(t *testing.T) {
+	reg, _ := connect(t, testServer())
+	if code, out, errOut := call(t, reg, "t_fail", ""); code != 1 || out != "" || !strings.Contains(errOut, "boom") {
+		t.Fatalf("a tool error: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	code, out, _ := call(t, reg, "t_add", "", "--help")
+	for _, want := range []string{"usage: t_add a=… b=…", "The sum comes back", "a: integer (required)  the first addend"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("--help lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	reg2, refused := connect(t, testServer("add", "nosuch"))
+	if specs := reg2.Specs(); len(specs) != 1 || specs[0].Name != "t_add" {
+		t.Fatalf("allowlist: %+v", specs)
+	}
+	if len(refused) != 1 || refused[0].Tool != "nosuch" {
+		t.Fatalf("refused %+v", refused)
+	}
+	empty := ""
+	s := testServer("add")
+	s.Prefix = &empty
+	reg3, _ := connect(t, s)
+	if _, err := reg3.Lookup("add"); err != nil {
+		t.Fatalf("prefix \"\": %v", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	if _, _, err := Connect(context.Background(), Server{Name: "x"}); err == nil || !strings.Contains(err.Error(), "set command or url") {
+		t.Fatalf("no command, no url: %v", err)
+	}
+	if _, _, err := Connect(context.Background(), Server{Name: "x", Command: []string{"/nonexistent/server"}}); err == nil || !strings.Contains(err.Error(), "mcp server x: connect") {
+		t.Fatalf("missing program: %v", err)
+	}
+}
