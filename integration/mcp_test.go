@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,4 +71,67 @@ func TestMCPServer(t *testing.T) {
 			t.Fatalf("workspace holds %v", names)
 		}
 	})
+}
+
+// gatebridge mcp --http: a bearer token is required (401 without it), and
+// off loopback the server will not start without one; a session works
+// through the SDK's streamable HTTP client.
+func TestMCPHTTP(t *testing.T) {
+	needBackend(t, "local")
+	dir := workspace(t)
+	tokenFile := filepath.Join(dir, "token")
+	must(t, os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(binary, "mcp", "--sandbox", "local", "--workspace", workspace(t), "--http", addr, "--token-file", tokenFile)
+	cmd.Dir = dir
+	var stderr lockedWriter
+	stderr.b = &strings.Builder{}
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	url := "http://" + addr + "/"
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(stderr.String(), "serving streamable HTTP") }) {
+		t.Fatalf("no server: %s", stderr.String())
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %s", resp.Status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hc := &http.Client{Transport: authTransport{"Bearer s3cret-token"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "integration"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; server: %s", err, stderr.String())
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo over http; gb_echo gate"}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "over http\ngate\n") {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+
+	// Off loopback without a token: refused at start.
+	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0")
+	if out.Code == 0 || !strings.Contains(out.Stderr, "not a loopback address") {
+		t.Fatalf("0.0.0.0 without a token: %+v", out)
+	}
+	// A token file others can read: refused.
+	must(t, os.Chmod(tokenFile, 0o644))
+	out = gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	if out.Code == 0 || !strings.Contains(out.Stderr, "readable or writable by others") {
+		t.Fatalf("a 0644 token file: %+v", out)
+	}
+}
+
+type authTransport struct{ auth string }
+
+func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", a.auth)
+	return http.DefaultTransport.RoundTrip(r)
 }

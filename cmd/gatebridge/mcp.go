@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -41,6 +46,8 @@ disconnects.`,
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
 	f.Duration("timeout", 0, "default time limit of one bash call (config sandbox.timeout, 10m)")
+	f.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio: one sandbox per MCP session")
+	f.String("token-file", "", "with --http: require 'Authorization: Bearer TOKEN', TOKEN read from this file (required off loopback)")
 	return needsConfig(cmd)
 }
 
@@ -58,15 +65,136 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	defer closeAudit()
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), mcpSettings{
+	set := mcpSettings{
 		Backend: cfg.Sandbox.Backend, Workspace: workspace, Writable: cfg.Sandbox.WritableWorkspace,
 		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
-	})
+	}
+	srv := rpc.NewServer(opts)
+	addr, _ := cmd.Flags().GetString("http")
+	tokenFile, _ := cmd.Flags().GetString("token-file")
+	if addr != "" {
+		return serveMCPHTTP(ctx, srv, set, addr, tokenFile, cmd.ErrOrStderr())
+	}
+	if tokenFile != "" {
+		return &usageError{withHint(errors.New("mcp: --token-file needs --http"), "stdio needs no token: the client started this process")}
+	}
+	h, err := newMCPHost(ctx, srv, set, nil)
 	if err != nil {
 		return err
 	}
 	defer h.close()
 	return h.server.Run(ctx, &mcp.StdioTransport{})
+}
+
+// serveMCPHTTP serves streamable HTTP on addr: each MCP session gets its
+// own host (an in-process connection and its sandbox), closed when the
+// session ends, after an hour idle, or when the server stops. A bearer
+// token is required off loopback.
+func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, tokenFile string, stderr io.Writer) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &usageError{withHint(fmt.Errorf("mcp: --http %q: %v", addr, err), "give host:port, e.g. 127.0.0.1:8765")}
+	}
+	var token string
+	if tokenFile != "" {
+		if token, err = readTokenFile(tokenFile); err != nil {
+			return withHint(fmt.Errorf("mcp: --token-file: %w", err), "a file only you can read (chmod 600) holding one line, the token")
+		}
+	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return &usageError{withHint(fmt.Errorf("mcp: --http %s is not a loopback address and no --token-file is given: anyone who reaches it could run commands", addr),
+			"pass --token-file FILE (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1")}
+	}
+	var mu sync.Mutex
+	hosts := map[*mcpHost]bool{}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for h := range hosts {
+			h.close()
+		}
+	}()
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		var h *mcpHost
+		h, err := newMCPHost(ctx, srv, set, func(_ context.Context, req *mcp.InitializedRequest) {
+			go func() {
+				req.Session.Wait()
+				mu.Lock()
+				delete(hosts, h)
+				mu.Unlock()
+				h.close()
+			}()
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "gatebridge: mcp: new session: %v\n", err)
+			return nil
+		}
+		mu.Lock()
+		hosts[h] = true
+		mu.Unlock()
+		return h.server
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
+	var h http.Handler = handler
+	if token != "" {
+		h = bearer(token, handler)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mcp: listen on %s: %w", addr, err)
+	}
+	fmt.Fprintf(stderr, "gatebridge: mcp: serving streamable HTTP on http://%s/\n", ln.Addr())
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// bearer lets through only requests with Authorization: Bearer token.
+func bearer(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readTokenFile reads a bearer token: a regular file no one else can
+// read or write, holding one non-empty line.
+func readTokenFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s is readable or writable by others (mode %v)", path, st.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("%s must hold one token (one line, no spaces)", path)
+	}
+	return tok, nil
 }
 
 // mcpSettings configure the MCP server's sandbox and its bash tool.
@@ -88,9 +216,10 @@ type mcpHost struct {
 	set    mcpSettings
 	open   rpc.SandboxOpenResult
 
-	mu    sync.Mutex
-	n     int
-	procs map[string]*mcpCall
+	mu        sync.Mutex
+	n         int
+	procs     map[string]*mcpCall
+	closeOnce sync.Once
 }
 
 // mcpCall is one bash call in flight.
@@ -141,8 +270,9 @@ type bashOutput struct {
 	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
 }
 
-// newMCPHost opens the sandbox and builds the MCP server with its tool.
-func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings) (*mcpHost, error) {
+// newMCPHost opens the sandbox and builds the MCP server with its tool;
+// initialized, when set, runs when the client has initialized a session.
+func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initialized func(context.Context, *mcp.InitializedRequest)) (*mcpHost, error) {
 	if set.MaxOutput <= 0 {
 		set.MaxOutput = sandbox.DefaultMaxOutput
 	}
@@ -163,7 +293,7 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings) (*mcpHost
 	if err := h.client.Call(ctx, rpc.MethodGateList, struct{}{}, &docs); err != nil {
 		return fail(err)
 	}
-	h.server = mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, nil)
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
 	mcp.AddTool(h.server, &mcp.Tool{Name: "bash", Description: h.describe(docs)}, h.bash)
 	return h, nil
 }
@@ -183,10 +313,12 @@ func mcpOpenError(err error) error {
 }
 
 // close ends the protocol connection: every process and the sandbox are
-// stopped and removed.
+// stopped and removed. It may be called more than once.
 func (h *mcpHost) close() {
-	h.client.Close()
-	<-h.served
+	h.closeOnce.Do(func() {
+		h.client.Close()
+		<-h.served
+	})
 }
 
 // describe is the bash tool's description: how the shell behaves, and

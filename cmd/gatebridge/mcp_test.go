@@ -44,7 +44,7 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 		Process: sandbox.Spec{KillGrace: 500 * time.Millisecond},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), set)
+	h, err := newMCPHost(ctx, rpc.NewServer(opts), set, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
