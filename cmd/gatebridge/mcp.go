@@ -228,6 +228,31 @@ type mcpCall struct {
 	exited         chan rpc.ProcessExitedParams
 	mu             sync.Mutex
 	progress       chan string // best effort: dropped when the client is slow; nil when closed
+
+	// A background process: its output since the last bash_output, its
+	// exit once known, and a channel closed at each change.
+	bg      bool
+	exit    *rpc.ProcessExitedParams
+	changed chan struct{}
+}
+
+// write keeps a chunk of output.
+func (c *mcpCall) write(stream string, chunk []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if stream == "stdout" {
+		c.stdout.Write(chunk)
+	} else {
+		c.stderr.Write(chunk)
+	}
+	c.changedLocked()
+}
+
+func (c *mcpCall) changedLocked() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
 }
 
 // report queues chunk for a progress notification.
@@ -256,8 +281,9 @@ const mcpSandboxID = "mcp"
 
 // bashInput is the bash tool's input.
 type bashInput struct {
-	Command   string `json:"command" jsonschema:"the command line, run by bash -c in the sandbox"`
-	TimeoutMs int64  `json:"timeout_ms,omitempty" jsonschema:"stop the command after this many milliseconds (exit code 124); default: the server's limit"`
+	Command    string `json:"command" jsonschema:"the command line, run by bash -c in the sandbox"`
+	TimeoutMs  int64  `json:"timeout_ms,omitempty" jsonschema:"stop the command after this many milliseconds (exit code 124); default: the server's limit"`
+	Background bool   `json:"background,omitempty" jsonschema:"start it and return at once with its process_id: read its output with bash_output, write to its stdin with write_stdin"`
 }
 
 // bashOutput is the bash tool's structured result.
@@ -268,6 +294,21 @@ type bashOutput struct {
 	TimedOut  bool    `json:"timed_out"`
 	Truncated bool    `json:"truncated" jsonschema:"output was cut in the middle; the text says how many bytes"`
 	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
+	ProcessID string  `json:"process_id,omitempty" jsonschema:"a background process: its id"`
+	Running   bool    `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
+}
+
+// bashOutputInput is bash_output's input.
+type bashOutputInput struct {
+	ProcessID string `json:"process_id" jsonschema:"the process_id bash returned"`
+	WaitMs    int64  `json:"wait_ms,omitempty" jsonschema:"wait up to this many milliseconds for output or the exit (default 0: return at once; at most 60000)"`
+}
+
+// writeStdinInput is write_stdin's input.
+type writeStdinInput struct {
+	ProcessID  string `json:"process_id" jsonschema:"the process_id bash returned"`
+	Chars      string `json:"chars,omitempty" jsonschema:"text to write to the process's stdin (include newlines)"`
+	CloseStdin bool   `json:"close_stdin,omitempty" jsonschema:"then close its stdin (end of input)"`
 }
 
 // newMCPHost opens the sandbox and builds the MCP server with its tool;
@@ -295,6 +336,8 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 	}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
 	mcp.AddTool(h.server, &mcp.Tool{Name: "bash", Description: h.describe(docs)}, h.bash)
+	mcp.AddTool(h.server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."}, h.bashOutput)
+	mcp.AddTool(h.server, &mcp.Tool{Name: "write_stdin", Description: "Write text to a background process's stdin, and optionally close it."}, h.writeStdin)
 	return h, nil
 }
 
@@ -334,7 +377,8 @@ func (h *mcpHost) describe(docs []rpc.GateDoc) string {
 	if h.set.Timeout > 0 {
 		fmt.Fprintf(&b, "A call is stopped after %v (timeout_ms to change it; exit code 124). ", h.set.Timeout)
 	}
-	fmt.Fprintf(&b, "Output is kept up to %d bytes per stream (head and tail; the middle is dropped and said so).\n\n", h.set.MaxOutput)
+	fmt.Fprintf(&b, "Output is kept up to %d bytes per stream (head and tail; the middle is dropped and said so). ", h.set.MaxOutput)
+	b.WriteString("With background: true the command starts and the call returns its process_id at once: bash_output reads what it printed since the last read (and its exit status once it has exited), write_stdin writes to its stdin.\n\n")
 	b.WriteString("Host tools are ordinary commands on PATH: they read arguments and stdin, print, and exit with a status, so they compose with pipes, $?, && and xargs. Exit 126: refused by policy; 127: no such command.\n")
 	for _, d := range docs {
 		usage := d.Usage
@@ -360,11 +404,7 @@ func (h *mcpHost) handle(m *rpc.Message) {
 		if c == nil {
 			return
 		}
-		if p.Stream == "stdout" {
-			c.stdout.Write(p.Chunk)
-		} else {
-			c.stderr.Write(p.Chunk)
-		}
+		c.write(p.Stream, p.Chunk)
 		c.report(p.Chunk)
 	case rpc.MethodProcessExited:
 		var p rpc.ProcessExitedParams
@@ -373,11 +413,21 @@ func (h *mcpHost) handle(m *rpc.Message) {
 		}
 		h.mu.Lock()
 		c := h.procs[p.ProcessID]
-		delete(h.procs, p.ProcessID)
-		h.mu.Unlock()
-		if c != nil {
-			c.exited <- p
+		if c != nil && !c.bg {
+			delete(h.procs, p.ProcessID) // a background one stays for bash_output
 		}
+		h.mu.Unlock()
+		if c == nil {
+			return
+		}
+		if c.bg {
+			c.mu.Lock()
+			c.exit = &p
+			c.changedLocked()
+			c.mu.Unlock()
+			return
+		}
+		c.exited <- p
 	}
 }
 
@@ -402,7 +452,10 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 	id := fmt.Sprintf("bash-%d", h.n)
 	h.procs[id] = c
 	h.mu.Unlock()
-	start := rpc.ProcessStartParams{ProcessID: id, SandboxID: mcpSandboxID, Argv: []string{"bash", "-c", in.Command}, TimeoutMs: in.TimeoutMs}
+	if in.Background {
+		c.bg, c.changed = true, make(chan struct{})
+	}
+	start := rpc.ProcessStartParams{ProcessID: id, SandboxID: mcpSandboxID, Argv: []string{"bash", "-c", in.Command}, TimeoutMs: in.TimeoutMs, Stdin: in.Background}
 	if start.TimeoutMs == 0 {
 		start.TimeoutMs = h.set.Timeout.Milliseconds()
 	}
@@ -411,6 +464,11 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		delete(h.procs, id)
 		h.mu.Unlock()
 		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
+	}
+	if in.Background {
+		out := bashOutput{ProcessID: id, Running: true}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"[started in the background: process_id %s; bash_output reads its output, write_stdin writes to its stdin]", id)}}}, out, nil
 	}
 	var ex rpc.ProcessExitedParams
 	select {
@@ -429,6 +487,12 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 	}
 	out := bashOutput{ExitCode: ex.ExitCode, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
 		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}
+	return toolResult(out, &ex), out, nil
+}
+
+// toolResult is the text content of a result: stdout, then stderr, then
+// how it ended (ex nil: still running).
+func toolResult(out bashOutput, ex *rpc.ProcessExitedParams) *mcp.CallToolResult {
 	var text strings.Builder
 	text.WriteString(out.Stdout)
 	if out.Stderr != "" {
@@ -441,6 +505,8 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		text.WriteString("\n")
 	}
 	switch {
+	case ex == nil:
+		fmt.Fprintf(&text, "[still running: process_id %s]", out.ProcessID)
 	case ex.TimedOut:
 		fmt.Fprintf(&text, "[timed out: exit code %d]", ex.ExitCode)
 	default:
@@ -449,7 +515,75 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 	if out.Answer != nil {
 		fmt.Fprintf(&text, "\n[answer: %s]", *out.Answer)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex.ExitCode != 0}, out, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex != nil && ex.ExitCode != 0}
+}
+
+// background returns the background process id names, or an error a
+// model can act on.
+func (h *mcpHost) background(id string) (*mcpCall, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.procs[id]
+	if c == nil || !c.bg {
+		return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
+	}
+	return c, nil
+}
+
+// bashOutput returns a background process's output since the last call,
+// and its exit once it has exited (then it is forgotten).
+func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bashOutputInput) (*mcp.CallToolResult, bashOutput, error) {
+	c, err := h.background(in.ProcessID)
+	if err != nil {
+		return nil, bashOutput{}, err
+	}
+	wait := time.Duration(min(max(in.WaitMs, 0), 60000)) * time.Millisecond
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		if c.exit != nil || c.stdout.Total() > 0 || c.stderr.Total() > 0 || wait == 0 {
+			out := bashOutput{ProcessID: in.ProcessID, Running: c.exit == nil, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
+				Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0}
+			c.stdout, c.stderr = sandbox.NewCapture(h.set.MaxOutput), sandbox.NewCapture(h.set.MaxOutput)
+			ex := c.exit
+			c.mu.Unlock()
+			if ex != nil {
+				out.ExitCode, out.TimedOut, out.Answer = ex.ExitCode, ex.TimedOut, ex.Answer
+				h.mu.Lock()
+				delete(h.procs, in.ProcessID)
+				h.mu.Unlock()
+			}
+			return toolResult(out, ex), out, nil
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			wait = 0
+		case <-ctx.Done():
+			return nil, bashOutput{}, ctx.Err()
+		}
+	}
+}
+
+// writeStdin writes to a background process's stdin.
+func (h *mcpHost) writeStdin(ctx context.Context, _ *mcp.CallToolRequest, in writeStdinInput) (*mcp.CallToolResult, any, error) {
+	if _, err := h.background(in.ProcessID); err != nil {
+		return nil, nil, err
+	}
+	if in.Chars != "" {
+		if err := h.client.Call(ctx, rpc.MethodProcessWrite, rpc.ProcessWriteParams{ProcessID: in.ProcessID, Chunk: []byte(in.Chars)}, nil); err != nil {
+			return nil, nil, fmt.Errorf("write: %v", err)
+		}
+	}
+	if in.CloseStdin {
+		if err := h.client.Call(ctx, rpc.MethodProcessCloseStdin, rpc.ProcessIDParams{ProcessID: in.ProcessID}, nil); err != nil {
+			return nil, nil, fmt.Errorf("close stdin: %v", err)
+		}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("[wrote %d bytes]", len(in.Chars))}}}, nil, nil
 }
 
 // sendProgress turns output chunks into progress notifications, in order.

@@ -105,10 +105,17 @@ func TestMCPToolDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != 1 || tools.Tools[0].Name != "bash" {
-		t.Fatalf("tools: %+v", tools.Tools)
+	var names []string
+	var tool *mcp.Tool
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "bash" {
+			tool = tl
+		}
 	}
-	tool := tools.Tools[0]
+	if strings.Join(names, " ") != "bash bash_output write_stdin" {
+		t.Fatalf("tools: %v", names)
+	}
 	for _, want := range []string{"read-only", "persist between calls", "shell state", "1m0s", "read_file [--offset N] [--limit N] PATH", "submit", "Exit 126"} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q:\n%s", want, tool.Description)
@@ -218,4 +225,48 @@ func TestMCPProgressAndCancel(t *testing.T) {
 func pgrep(marker string) []string {
 	out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
 	return strings.Fields(string(out))
+}
+
+// The background form: bash with background: true returns a process id;
+// write_stdin feeds it; bash_output returns the output since the last read
+// and, once it has exited, the exit (then the id is gone).
+func TestMCPBackground(t *testing.T) {
+	cs, _ := mcpSession(t, mcpSettings{}, nil)
+	call := func(tool string, args map[string]any) (*mcp.CallToolResult, bashOutput) {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s %v: %v", tool, args, err)
+		}
+		var out bashOutput
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+		return res, out
+	}
+	res, out := call("bash", map[string]any{"command": "echo ready; read l; echo got:$l; read m; echo and:$m; exit 5", "background": true})
+	if out.ProcessID == "" || !out.Running || !strings.Contains(text(res), "background") {
+		t.Fatalf("start: %+v %q", out, text(res))
+	}
+	id := out.ProcessID
+	_, out = call("bash_output", map[string]any{"process_id": id, "wait_ms": 20000})
+	if out.Stdout != "ready\n" || !out.Running {
+		t.Fatalf("first read: %+v", out)
+	}
+	call("write_stdin", map[string]any{"process_id": id, "chars": "one\n"})
+	_, out = call("bash_output", map[string]any{"process_id": id, "wait_ms": 20000})
+	if out.Stdout != "got:one\n" || !out.Running {
+		t.Fatalf("second read: %+v", out)
+	}
+	call("write_stdin", map[string]any{"process_id": id, "chars": "two\n", "close_stdin": true})
+	var got string
+	for i := 0; i < 50 && !strings.Contains(got, "exit code 5"); i++ {
+		res, out = call("bash_output", map[string]any{"process_id": id, "wait_ms": 20000})
+		got += text(res)
+	}
+	if !strings.Contains(got, "and:two") || !strings.Contains(got, "[exit code 5]") || out.Running || out.ExitCode != 5 {
+		t.Fatalf("to the end: %q %+v", got, out)
+	}
+	if res, _ := call("bash_output", map[string]any{"process_id": id}); !res.IsError || !strings.Contains(text(res), "no background process") {
+		t.Fatalf("after the exit was read: %q", text(res))
+	}
 }
