@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -61,17 +62,88 @@ type Refused struct {
 	Err  error
 }
 
-// client is one connected server, shared by its gates.
+// client is one server, shared by its gates. A server that went away
+// (crashed) is started again by the next call.
 type client struct {
 	name    string
-	session *mcp.ClientSession
-	once    sync.Once
-	err     error
+	dial    func(ctx context.Context) (*mcp.ClientSession, error)
+	stderr  *tail // the stdio server's last stderr, shown when it fails
+	mu      sync.Mutex
+	session *mcp.ClientSession // nil: not connected
+	closed  bool
+}
+
+// get returns the session, connecting again if the last one was lost.
+func (c *client) get(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("closed")
+	}
+	if c.session == nil {
+		s, err := c.dial(ctx)
+		if err != nil {
+			return nil, c.withStderr(err)
+		}
+		c.session = s
+	}
+	return c.session, nil
+}
+
+// lost drops session s after a call found its connection gone.
+func (c *client) lost(s *mcp.ClientSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session == s {
+		c.session = nil
+		s.Close()
+	}
 }
 
 func (c *client) close() error {
-	c.once.Do(func() { c.err = c.session.Close() })
-	return c.err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.session == nil {
+		return nil
+	}
+	err := c.session.Close()
+	c.session = nil
+	return err
+}
+
+// withStderr adds the server's last stderr lines to err.
+func (c *client) withStderr(err error) error {
+	if c.stderr == nil {
+		return err
+	}
+	if t := strings.TrimSpace(c.stderr.String()); t != "" {
+		return fmt.Errorf("%w; its stderr ends with: %s", err, t)
+	}
+	return err
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -88,23 +160,31 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	if (len(s.Command) == 0) == (s.URL == "") {
 		return nil, nil, fmt.Errorf("mcp server %s: set command or url (one of them)", s.Name)
 	}
-	var t mcp.Transport
+	c := &client{name: s.Name}
 	if len(s.Command) > 0 {
-		cmd := exec.Command(s.Command[0], s.Command[1:]...)
-		cmd.Env = append(os.Environ(), s.Env...)
-		cmd.Stderr = os.Stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	} else {
-		hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
-		t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
+		c.stderr = &tail{max: 2048}
+	}
+	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
+		var t mcp.Transport
+		if len(s.Command) > 0 {
+			cmd := exec.Command(s.Command[0], s.Command[1:]...)
+			cmd.Env = append(os.Environ(), s.Env...)
+			cmd.Stderr = c.stderr
+			t = &mcp.CommandTransport{Command: cmd}
+		} else {
+			hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
+			t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
+	session, err := c.get(cctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp server %s: connect: %w", s.Name, err)
 	}
-	c := &client{name: s.Name, session: session}
 	var tools []*mcp.Tool
 	for tool, err := range session.Tools(cctx, nil) {
 		if err != nil {
@@ -268,12 +348,25 @@ func (g *gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 	if err != nil {
 		return gates.ExitUsage, gates.Usagef("%s: %v (see %s --help)", g.spec.Name, err, g.spec.Name)
 	}
+	// Starting a server again has its own limit (30s); the tool's timeout
+	// is for the call.
+	session, err := g.c.get(ctx)
+	if err != nil {
+		return gates.ExitFailure, fmt.Errorf("%s: mcp server %s could not be started again: %v", g.spec.Name, g.c.name, err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := g.c.session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool.Name, Arguments: args})
+	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool.Name, Arguments: args})
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil: // the caller went away, the run ended
 			return gates.ExitTimeout, ctx.Err()
+		case cctx.Err() != nil:
+			return gates.ExitTimeout, &gates.ExitError{Code: gates.ExitTimeout,
+				Err: fmt.Errorf("%s: mcp server %s did not answer within %v", g.spec.Name, g.c.name, g.timeout)}
+		case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			g.c.lost(session) // waits for a stdio server to be gone: its stderr is complete
+			return gates.ExitFailure, g.c.withStderr(fmt.Errorf("%s: mcp server %s went away (it is started again by the next call): %v", g.spec.Name, g.c.name, err))
 		}
 		return gates.ExitFailure, fmt.Errorf("%s: mcp server %s: %v", g.spec.Name, g.c.name, err)
 	}

@@ -61,6 +61,22 @@ func serveTestTools() {
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "odd"}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "The server dies."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stderr, "testtools: dying on purpose")
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Answers after ms milliseconds."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+			Ms int `json:"ms"`
+		}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.Ms) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil, nil
+		})
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
 
@@ -114,7 +130,7 @@ func TestToolsBecomeGates(t *testing.T) {
 	for _, s := range reg.Specs() {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, " "); got != "t_add t_echo t_fail t_odd_name_" {
+	if got := strings.Join(names, " "); got != "t_add t_crash t_echo t_fail t_odd_name_ t_slow" {
 		t.Fatalf("gates %q", got)
 	}
 	if len(refused) != 0 {
@@ -196,5 +212,29 @@ func TestBadConfig(t *testing.T) {
 	}
 	if _, _, err := Connect(context.Background(), Server{Name: "x", Command: []string{"/nonexistent/server"}}); err == nil || !strings.Contains(err.Error(), "mcp server x: connect") {
 		t.Fatalf("missing program: %v", err)
+	}
+}
+
+// A server that crashes: the call fails (exit 1) saying so, with the
+// server's last stderr; the next call starts it again. A slow tool times
+// out (exit 124) and the server goes on.
+func TestCrashAndTimeout(t *testing.T) {
+	s := testServer()
+	s.Timeout = 300 * time.Millisecond
+	reg, _ := connect(t, s)
+	code, _, errOut := call(t, reg, "t_crash", "")
+	if code != 1 || !strings.Contains(errOut, "went away") || !strings.Contains(errOut, "dying on purpose") {
+		t.Fatalf("crash: exit %d stderr %q", code, errOut)
+	}
+	if code, out, errOut := call(t, reg, "t_add", "", "a=1", "b=1"); code != 0 || out != `{"sum":2}`+"\n" {
+		t.Fatalf("after the crash: exit %d %q %q", code, out, errOut)
+	}
+	start := time.Now()
+	code, _, errOut = call(t, reg, "t_slow", "", "ms=20000")
+	if code != 124 || !strings.Contains(errOut, "did not answer within 300ms") || time.Since(start) > 10*time.Second {
+		t.Fatalf("slow: exit %d stderr %q after %v", code, errOut, time.Since(start))
+	}
+	if code, out, _ := call(t, reg, "t_add", "", "a=2", "b=2"); code != 0 || out != `{"sum":4}`+"\n" {
+		t.Fatalf("after the timeout: exit %d %q", code, out)
 	}
 }
