@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 // gateDoc is one gate as `gates --format json` prints it: ready to hand to
@@ -59,6 +63,8 @@ func newGatesCmd(a *app) *cobra.Command {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(docs)
+			case "json-schema", "openai", "anthropic", "mcp":
+				return writeToolSchemas(out, format, reg)
 			case "text":
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 				for _, s := range specs {
@@ -70,11 +76,11 @@ func newGatesCmd(a *app) *cobra.Command {
 				}
 				return tw.Flush()
 			default:
-				return withHint(fmt.Errorf("gates: unknown format %q", format), "use --format text or --format json")
+				return withHint(fmt.Errorf("gates: unknown format %q", format), "use --format text, json, json-schema, openai, anthropic or mcp")
 			}
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json, or tool definitions with a JSON Schema of each gate's parameters: json-schema, openai, anthropic, mcp")
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	return needsConfig(cmd)
 }
@@ -221,4 +227,108 @@ func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
 		spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
 	}
 	return spec
+}
+
+// gateSchema is the JSON Schema of a gate's parameters: its own when it
+// has one (gates.Schemer), else made from its params: each a string (a
+// variadic one an array of strings), required ones required.
+func gateSchema(g gates.Gate) json.RawMessage {
+	if s, ok := g.(gates.Schemer); ok && len(s.InputSchema()) > 0 {
+		return s.InputSchema()
+	}
+	props := map[string]any{}
+	required := []string{}
+	for _, p := range g.Spec().Params {
+		var prop map[string]any
+		if p.Variadic {
+			prop = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+		} else {
+			prop = map[string]any{"type": "string"}
+		}
+		if p.Description != "" {
+			prop["description"] = p.Description
+		}
+		props[p.Name] = prop
+		if p.Required {
+			required = append(required, p.Name)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
+	return b
+}
+
+// writeToolSchemas prints every gate as a tool definition in the shape an
+// API takes: json-schema {name, description, schema}, openai
+// {type: function, function: {name, description, parameters}}, anthropic
+// {name, description, input_schema}, mcp {name, description, inputSchema}.
+func writeToolSchemas(w io.Writer, format string, reg *gates.Registry) error {
+	var out []any
+	for _, spec := range reg.Specs() {
+		g, err := reg.Lookup(spec.Name)
+		if err != nil {
+			continue
+		}
+		desc := spec.Summary
+		if spec.Usage != "" {
+			desc += " Usage: " + spec.Usage
+		}
+		schema := gateSchema(g)
+		switch format {
+		case "json-schema":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "schema": schema})
+		case "openai":
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": spec.Name, "description": desc, "parameters": schema}})
+		case "anthropic":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "input_schema": schema})
+		case "mcp":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "inputSchema": schema})
+		}
+	}
+	if out == nil {
+		out = []any{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func newPromptCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "prompt",
+		Short: "Print the capability text for a system prompt: how the sandboxed shell behaves, and every gate with its usage",
+		Long: `Print the text a runtime puts in its system prompt so a model knows the
+sandboxed shell: the same text as gatebridge mcp's bash tool description,
+for the configured sandbox and workspace.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := a.cfg
+			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			if err != nil {
+				return err
+			}
+			reg, kinds, err := buildRegistry(cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			var docs []rpc.GateDoc
+			for _, s := range reg.Specs() {
+				docs = append(docs, rpc.GateDoc{Name: s.Name, Summary: s.Summary, Usage: s.Usage, Kind: kinds[s.Name]})
+			}
+			inside := ws
+			if cfg.Sandbox.Backend == docker.Name {
+				inside = docker.DefaultWorkspacePath
+			}
+			maxOut := cfg.Sandbox.MaxOutput
+			if maxOut <= 0 {
+				maxOut = sandbox.DefaultMaxOutput
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), capabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, docs))
+			return err
+		},
+	}
+	cmd.Flags().String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
+	cmd.Flags().Bool("writable-workspace", false, "the sandbox may write the workspace")
+	return needsConfig(cmd)
 }

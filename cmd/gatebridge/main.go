@@ -194,6 +194,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newBenchCmd(a),
 		newServeCmd(a),
 		newMCPCmd(a),
+		newPromptCmd(a),
 		newVersionCmd(),
 	)
 	return root
