@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 var (
@@ -89,4 +94,46 @@ func TestMCPToolsConfig(t *testing.T) {
 	if out.Code == 0 || !strings.Contains(out.Stderr, "mcp.servers.calc.comand") {
 		t.Fatalf("a typo: %+v", out)
 	}
+}
+
+// TestMCPCodeModeSize measures "code mode" (issue 14 §4) with three MCP
+// servers configured: the tools/list a host sees from gatebridge mcp (one
+// bash tool describing every gate) against the sum of the servers' own
+// tools/list, in bytes/4 tokens, and a task chaining three tools: one bash
+// call against three tool calls. It logs the figures (README) and checks
+// the chain's result.
+func TestMCPCodeModeSize(t *testing.T) {
+	srv := testMCPServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Each server's own tools/list, as a host would get it.
+	direct := 0
+	for range 3 {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.CommandTransport{Command: exec.Command(srv)}, nil)
+		must(t, err)
+		res, err := cs.ListTools(ctx, nil)
+		must(t, err)
+		b, _ := json.Marshal(res)
+		direct += len(b)
+		cs.Close()
+	}
+	cfg := filepath.Join(workspace(t), "gatebridge.yaml")
+	must(t, os.WriteFile(cfg, []byte("gates:\n  builtins: false\nmcp:\n  servers:\n    a:\n      command: ["+srv+"]\n    b:\n      command: ["+srv+"]\n    c:\n      command: ["+srv+"]\n"), 0o644))
+	cmd := exec.Command(binary, "--config", cfg, "mcp", "--sandbox", "local", "--workspace", workspace(t))
+	cmd.Dir = workspace(t)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	must(t, err)
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	must(t, err)
+	b, _ := json.Marshal(res)
+	via := len(b)
+	// The chain: add, add again with the result, then echo it, in one call.
+	call, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": `s=$(a_add a=2 b=3 | jq -r .sum 2>/dev/null || a_add a=2 b=3 | sed 's/[^0-9]//g'); t=$(b_add a=$s b=10 | sed 's/[^0-9]//g'); c_echo id=$t`}})
+	must(t, err)
+	if txt := call.Content[0].(*mcp.TextContent).Text; !strings.Contains(txt, `{"id":"15"}`) {
+		t.Fatalf("the chain: %q", txt)
+	}
+	t.Logf("code mode, 3 servers × 2 tools: tools/list the host sees: gatebridge mcp %d bytes (~%d tokens), the servers' own %d bytes (~%d tokens); a 3-tool chain: 1 model round trip through bash, 3 calling the tools one by one",
+		via, via/4, direct, direct/4)
 }
