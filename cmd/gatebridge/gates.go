@@ -171,15 +171,21 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 	if err != nil {
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
 	}
+	registered := 0
 	for _, g := range gs {
 		if err := reg.Register(g); err != nil {
 			refused = append(refused, mcptools.Refused{Tool: g.Spec().Name, Err: err})
-			if cl, ok := g.(gates.Closer); ok && len(gs) == 1 {
-				cl.Close()
-			}
 			continue
 		}
 		kinds[g.Spec().Name] = mcptools.KindMCP
+		registered++
+	}
+	if registered == 0 && len(gs) > 0 {
+		// No gate of it in the registry, so the registry will not close
+		// the server: close it now.
+		if cl, ok := gs[0].(gates.Closer); ok {
+			cl.Close()
+		}
 	}
 	for _, r := range refused {
 		if warn != nil {
