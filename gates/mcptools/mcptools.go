@@ -5,7 +5,9 @@
 //
 // A server is started (stdio) or connected to (streamable HTTP) when its
 // gates are made, since the tool list names the gates, and closed when
-// they are (gates.Registry.Close).
+// they are (gates.Registry.Close). A stdio server's last 2 KiB of stderr
+// are kept and shown when it fails; one that went away (crashed) is
+// started again by the next call. Each call has the server's timeout.
 package mcptools
 
 import (
