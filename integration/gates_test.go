@@ -96,7 +96,7 @@ func TestGatesCommand(t *testing.T) {
 	}
 
 	out = gbRaw(t, dir, nil, nil, 0, "gates", "--format", "xml")
-	want := "gatebridge: gates: unknown format \"xml\"\ngatebridge: hint: use --format text or --format json\n"
+	want := "gatebridge: gates: unknown format \"xml\"\ngatebridge: hint: use --format text, json, json-schema, openai, anthropic or mcp\n"
 	if out.Code != 125 || out.Stdout != "" || out.Stderr != want {
 		t.Errorf("--format xml: exit %d, stdout %q, stderr %q; want 125 and %q", out.Code, out.Stdout, out.Stderr, want)
 	}
