@@ -114,6 +114,7 @@ func TestMCPHTTP(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "over http\ngate\n") {
 		t.Fatalf("call: %v %+v", err, res)
 	}
+	cs.Close()
 
 	// Off loopback without a token: refused at start.
 	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0")
@@ -134,4 +135,60 @@ func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", a.auth)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Over HTTP each MCP session has its own sandbox, removed when that
+// session ends while the server goes on (docker: its container).
+func TestMCPHTTPSessionSandboxes(t *testing.T) {
+	needBackend(t, "docker")
+	dir := workspace(t)
+	ws := workspace(t)
+	tokenFile := filepath.Join(dir, "token")
+	must(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(binary, "mcp", "--sandbox", "docker", "--workspace", ws, "--http", addr, "--token-file", tokenFile)
+	cmd.Dir = dir
+	var stderr lockedWriter
+	stderr.b = &strings.Builder{}
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(stderr.String(), "serving streamable HTTP") }) {
+		t.Fatalf("no server: %s", stderr.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	connect := func() *mcp.ClientSession {
+		hc := &http.Client{Transport: authTransport{"Bearer tok"}}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v; server: %s", err, stderr.String())
+		}
+		return cs
+	}
+	a, b := connect(), connect()
+	for _, cs := range []*mcp.ClientSession{a, b} {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ownedContainers(t, ws); n != 2 {
+		t.Fatalf("%d containers for 2 sessions", n)
+	}
+	a.Close()
+	if !waitFor(30*time.Second, func() bool { return ownedContainers(t, ws) == 1 }) {
+		t.Fatalf("%d containers after one session ended, want 1", ownedContainers(t, ws))
+	}
+	if _, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}}); err != nil {
+		t.Fatalf("the other session: %v", err)
+	}
+	b.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if n := ownedContainers(t, ws); n != 0 {
+		t.Fatalf("%d containers after the server stopped", n)
+	}
 }

@@ -104,35 +104,64 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 		return &usageError{withHint(fmt.Errorf("mcp: --http %s is not a loopback address and no --token-file is given: anyone who reaches it could run commands", addr),
 			"pass --token-file FILE (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1")}
 	}
+	// One probe host at start: a backend that cannot run fails now, and
+	// its gates describe the tool. Each session then gets its own host at
+	// its first call (the SDK may ask for a server for any request, so
+	// nothing costly is made there), closed when the session ends.
+	probe, err := newMCPHost(ctx, srv, set, nil)
+	if err != nil {
+		return err
+	}
+	description := probe.description
+	probe.close()
 	var mu sync.Mutex
-	hosts := map[*mcpHost]bool{}
+	var ending sync.WaitGroup // sessions' hosts being closed
+	hosts := map[*mcp.ServerSession]*mcpHost{}
+	closing := false
 	defer func() {
 		mu.Lock()
-		defer mu.Unlock()
-		for h := range hosts {
+		closing = true
+		all := hosts
+		hosts = nil
+		mu.Unlock()
+		for _, h := range all {
 			h.close()
 		}
+		ending.Wait()
 	}()
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
-		var h *mcpHost
-		h, err := newMCPHost(ctx, srv, set, func(_ context.Context, req *mcp.InitializedRequest) {
-			go func() {
-				req.Session.Wait()
-				mu.Lock()
-				delete(hosts, h)
-				mu.Unlock()
-				h.close()
-			}()
-		})
-		if err != nil {
-			fmt.Fprintf(stderr, "gatebridge: mcp: new session: %v\n", err)
-			return nil
-		}
+	resolve := func(ctx context.Context, ss *mcp.ServerSession) (*mcpHost, error) {
 		mu.Lock()
-		hosts[h] = true
-		mu.Unlock()
-		return h.server
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
+		defer mu.Unlock()
+		if closing {
+			return nil, errors.New("the server is stopping")
+		}
+		if h := hosts[ss]; h != nil {
+			return h, nil
+		}
+		h, err := newMCPHost(ctx, srv, set, nil)
+		if err != nil {
+			return nil, fmt.Errorf("open this session's sandbox: %v", err)
+		}
+		hosts[ss] = h
+		go func() {
+			ss.Wait()
+			mu.Lock()
+			h := hosts[ss]
+			delete(hosts, ss)
+			if h != nil {
+				ending.Add(1)
+			}
+			mu.Unlock()
+			if h != nil {
+				h.close()
+				ending.Done()
+			}
+		}()
+		return h, nil
+	}
+	server := newMCPServer(description, nil, resolve)
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
 	var h http.Handler = handler
 	if token != "" {
 		h = bearer(token, handler)
@@ -215,6 +244,8 @@ type mcpHost struct {
 	served <-chan error
 	set    mcpSettings
 	open   rpc.SandboxOpenResult
+
+	description string
 
 	mu        sync.Mutex
 	n         int
@@ -334,11 +365,40 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 	if err := h.client.Call(ctx, rpc.MethodGateList, struct{}{}, &docs); err != nil {
 		return fail(err)
 	}
-	h.server = mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
-	mcp.AddTool(h.server, &mcp.Tool{Name: "bash", Description: h.describe(docs)}, h.bash)
-	mcp.AddTool(h.server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."}, h.bashOutput)
-	mcp.AddTool(h.server, &mcp.Tool{Name: "write_stdin", Description: "Write text to a background process's stdin, and optionally close it."}, h.writeStdin)
+	h.description = h.describe(docs)
+	h.server = newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*mcpHost, error) { return h, nil })
 	return h, nil
+}
+
+// newMCPServer is an MCP server with the bash tools; resolve gives the
+// host (connection and sandbox) of a session.
+func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error)) *mcp.Server {
+	server := mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
+	mcp.AddTool(server, &mcp.Tool{Name: "bash", Description: description},
+		func(ctx context.Context, req *mcp.CallToolRequest, in bashInput) (*mcp.CallToolResult, bashOutput, error) {
+			h, err := resolve(ctx, req.Session)
+			if err != nil {
+				return nil, bashOutput{}, err
+			}
+			return h.bash(ctx, req, in)
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in bashOutputInput) (*mcp.CallToolResult, bashOutput, error) {
+			h, err := resolve(ctx, req.Session)
+			if err != nil {
+				return nil, bashOutput{}, err
+			}
+			return h.bashOutput(ctx, req, in)
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "write_stdin", Description: "Write text to a background process's stdin, and optionally close it."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in writeStdinInput) (*mcp.CallToolResult, any, error) {
+			h, err := resolve(ctx, req.Session)
+			if err != nil {
+				return nil, nil, err
+			}
+			return h.writeStdin(ctx, req, in)
+		})
+	return server
 }
 
 // mcpOpenError keeps a sandbox/open failure's hint for the user.
