@@ -119,7 +119,7 @@ func NewCommand(s CommandSpec) (Gate, error) {
 	if err != nil {
 		return nil, fail("command", "%v", err)
 	}
-	if path, err = trustedCommand(path, s.Untrusted); err != nil {
+	if path, err = TrustedCommand(path, s.Untrusted); err != nil {
 		return nil, fail("command", "%v", err)
 	}
 	policy, err := newArgPolicy(s, fail)

@@ -36,12 +36,12 @@ func exitStatus(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
-// trustedCommand resolves path (symlinks included) and refuses it when the
+// TrustedCommand resolves path (symlinks included) and refuses it when the
 // sandbox could have written it: inside one of untrusted, or when the file
 // or a directory above it is owned by a user other than root and us, or is
 // writable by group or others (a sticky directory such as /tmp only
 // protects names, so the file itself must still pass).
-func trustedCommand(path string, untrusted []string) (string, error) {
+func TrustedCommand(path string, untrusted []string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err

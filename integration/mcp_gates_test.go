@@ -88,6 +88,18 @@ func TestMCPToolsConfig(t *testing.T) {
 	if out.Code != 125 || !strings.Contains(out.Stderr, "which the sandbox can write") {
 		t.Fatalf("a server program in the workspace: %+v", out)
 	}
+	// A server program in a directory others can write (they could
+	// replace it): refused, as for a command gate.
+	open := filepath.Join(t.TempDir(), "open")
+	must(t, os.Mkdir(open, 0o777))
+	must(t, os.Chmod(open, 0o777))
+	replaceable := filepath.Join(open, "server")
+	must(t, os.WriteFile(replaceable, data, 0o755))
+	must(t, os.WriteFile(cfg, []byte("mcp:\n  servers:\n    calc:\n      command: ["+replaceable+"]\n"), 0o644))
+	out = gbRaw(t, ws, nil, nil, 0, "--config", cfg, "run", "--sandbox", "local", "--workspace", ws, "--", "true")
+	if out.Code != 125 || !strings.Contains(out.Stderr, "writable by group or others") {
+		t.Fatalf("a server program others can replace: %+v", out)
+	}
 	// A typo under a server is an unknown key, not ignored.
 	must(t, os.WriteFile(cfg, []byte("mcp:\n  servers:\n    calc:\n      comand: ["+srv+"]\n"), 0o644))
 	out = gbRaw(t, ws, nil, nil, 0, "--config", cfg, "gates")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -143,30 +142,20 @@ func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*g
 // program must not be where the sandbox can write (as a command gate's).
 func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c MCPServerConfig, untrusted []string, warn func(string)) error {
 	key := "mcp.servers." + name
-	if len(c.Command) > 0 {
-		prog, err := exec.LookPath(c.Command[0])
+	command := c.Command
+	if len(command) > 0 {
+		prog, err := exec.LookPath(command[0])
+		if err == nil {
+			prog, err = gates.TrustedCommand(prog, untrusted)
+		}
 		if err != nil {
-			return &configError{Key: key + ".command", Msg: err.Error(), Hint: "give the server's program by absolute path, or put it on PATH"}
+			return &configError{Key: key + ".command", Msg: err.Error(),
+				Hint: "install the MCP server where only root or you can write, outside the workspace, the writable root and the session directories"}
 		}
-		if abs, err := filepath.Abs(prog); err == nil {
-			if r, err := filepath.EvalSymlinks(abs); err == nil {
-				abs = r
-			}
-			for _, u := range untrusted {
-				if u == "" {
-					continue
-				}
-				if ru, err := filepath.EvalSymlinks(u); err == nil {
-					u = ru
-				}
-				if abs == u || strings.HasPrefix(abs, strings.TrimSuffix(u, "/")+"/") {
-					return &configError{Key: key + ".command", Msg: fmt.Sprintf("%s is inside %s, which the sandbox can write", abs, u),
-						Hint: "install the MCP server outside the workspace, the writable root and the session directories"}
-				}
-			}
-		}
+		// Start the program that was checked, not whatever PATH finds later.
+		command = append([]string{prog}, command[1:]...)
 	}
-	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: c.Command, Env: c.Env,
+	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
 		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask"})
 	if err != nil {
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
