@@ -37,12 +37,7 @@ func newGatesCmd(a *app) *cobra.Command {
 		Short: "List the gates a sandboxed command can call, with usage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := a.cfg
-			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
-			if err != nil {
-				return err
-			}
-			reg, kinds, err := buildRegistry(cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
+			reg, kinds, _, err := a.workspaceGates(cmd)
 			if err != nil {
 				return err
 			}
@@ -82,6 +77,18 @@ func newGatesCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text, json, or tool definitions with a JSON Schema of each gate's parameters: json-schema, openai, anthropic, mcp")
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	return needsConfig(cmd)
+}
+
+// workspaceGates builds the configured gates for the configured workspace
+// as the host sees it (gates, prompt), warnings on cmd's stderr; the caller
+// closes the registry.
+func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]string, string, error) {
+	ws, err := resolveWorkspace(a.cfg.Sandbox.Workspace)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	reg, kinds, err := buildRegistry(a.cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
+	return reg, kinds, ws, err
 }
 
 // buildRegistry makes the gates the config declares, kind by kind (see
@@ -297,11 +304,7 @@ for the configured sandbox and workspace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
-			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
-			if err != nil {
-				return err
-			}
-			reg, kinds, err := buildRegistry(cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
+			reg, kinds, ws, err := a.workspaceGates(cmd)
 			if err != nil {
 				return err
 			}
