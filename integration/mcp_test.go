@@ -78,25 +78,9 @@ func TestMCPServer(t *testing.T) {
 // through the SDK's streamable HTTP client.
 func TestMCPHTTP(t *testing.T) {
 	needBackend(t, "local")
-	dir := workspace(t)
-	tokenFile := filepath.Join(dir, "token")
-	must(t, os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(binary, "mcp", "--sandbox", "local", "--workspace", workspace(t), "--http", addr, "--token-file", tokenFile)
-	cmd.Dir = dir
-	var stderr lockedWriter
-	stderr.b = &strings.Builder{}
-	cmd.Stderr = &stderr
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	url := "http://" + addr + "/"
-	if !waitFor(10*time.Second, func() bool { return strings.Contains(stderr.String(), "serving streamable HTTP") }) {
-		t.Fatalf("no server: %s", stderr.String())
-	}
-	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	srv := startMCPHTTP(t, "local", workspace(t), "s3cret-token")
+	dir, tokenFile := srv.dir, srv.tokenFile
+	resp, err := http.Post(srv.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
@@ -104,11 +88,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	hc := &http.Client{Transport: authTransport{"Bearer s3cret-token"}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "integration"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v; server: %s", err, stderr.String())
-	}
+	cs := srv.connect(ctx)
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo over http; gb_echo gate"}})
 	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "over http\ngate\n") {
@@ -141,34 +121,11 @@ func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // session ends while the server goes on (docker: its container).
 func TestMCPHTTPSessionSandboxes(t *testing.T) {
 	needBackend(t, "docker")
-	dir := workspace(t)
 	ws := workspace(t)
-	tokenFile := filepath.Join(dir, "token")
-	must(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(binary, "mcp", "--sandbox", "docker", "--workspace", ws, "--http", addr, "--token-file", tokenFile)
-	cmd.Dir = dir
-	var stderr lockedWriter
-	stderr.b = &strings.Builder{}
-	cmd.Stderr = &stderr
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	if !waitFor(10*time.Second, func() bool { return strings.Contains(stderr.String(), "serving streamable HTTP") }) {
-		t.Fatalf("no server: %s", stderr.String())
-	}
+	srv := startMCPHTTP(t, "docker", ws, "tok")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	connect := func() *mcp.ClientSession {
-		hc := &http.Client{Transport: authTransport{"Bearer tok"}}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: hc, MaxRetries: -1}, nil)
-		if err != nil {
-			t.Fatalf("connect: %v; server: %s", err, stderr.String())
-		}
-		return cs
-	}
+	connect := func() *mcp.ClientSession { return srv.connect(ctx) }
 	a, b := connect(), connect()
 	for _, cs := range []*mcp.ClientSession{a, b} {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}}); err != nil {
@@ -186,9 +143,52 @@ func TestMCPHTTPSessionSandboxes(t *testing.T) {
 		t.Fatalf("the other session: %v", err)
 	}
 	b.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	srv.cmd.Wait()
 	if n := ownedContainers(t, ws); n != 0 {
 		t.Fatalf("%d containers after the server stopped", n)
 	}
+}
+
+// mcpHTTPServer is `gatebridge mcp --http` on a free loopback port.
+type mcpHTTPServer struct {
+	t                          *testing.T
+	url, token, dir, tokenFile string
+	cmd                        *exec.Cmd
+	stderr                     *lockedWriter
+}
+
+// startMCPHTTP starts it on backend with workspace ws and the bearer
+// token, and waits until it serves; it is stopped at cleanup.
+func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
+	t.Helper()
+	s := &mcpHTTPServer{t: t, token: token, dir: workspace(t), stderr: &lockedWriter{b: &strings.Builder{}}}
+	s.tokenFile = filepath.Join(s.dir, "token")
+	must(t, os.WriteFile(s.tokenFile, []byte(token+"\n"), 0o600))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	s.url = "http://" + addr + "/"
+	s.cmd = exec.Command(binary, "mcp", "--sandbox", backend, "--workspace", ws, "--http", addr, "--token-file", s.tokenFile)
+	s.cmd.Dir = s.dir
+	s.cmd.Stderr = s.stderr
+	must(t, s.cmd.Start())
+	t.Cleanup(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() })
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "serving streamable HTTP") }) {
+		t.Fatalf("no server: %s", s.stderr.String())
+	}
+	return s
+}
+
+// connect opens an MCP session with the SDK's streamable HTTP client,
+// sending the token.
+func (s *mcpHTTPServer) connect(ctx context.Context) *mcp.ClientSession {
+	s.t.Helper()
+	hc := &http.Client{Transport: authTransport{"Bearer " + s.token}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "integration"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		s.t.Fatalf("connect: %v; server: %s", err, s.stderr.String())
+	}
+	return cs
 }
