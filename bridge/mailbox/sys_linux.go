@@ -53,3 +53,7 @@ func copyDefaultACL(fromFd, toFd int) (bool, error) {
 func renameNoReplace(oldDir int, old string, newDir int, new string) error {
 	return unix.Renameat2(oldDir, old, newDir, new, unix.RENAME_NOREPLACE)
 }
+
+func punchHole(fd int, n int64) error {
+	return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, n)
+}

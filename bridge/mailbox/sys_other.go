@@ -25,3 +25,5 @@ const slotsSupported = false
 func copyDefaultACL(int, int) (bool, error) { return false, unix.ENOTSUP }
 
 func renameNoReplace(int, string, int, string) error { return unix.ENOTSUP }
+
+func punchHole(int, int64) error { return unix.ENOTSUP }

@@ -195,6 +195,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newServeCmd(a),
 		newMCPCmd(a),
 		newPromptCmd(a),
+		newAgentCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,153 @@
+// Package agent carries commands into a long-lived sandbox through a
+// directory, the other way round from the gates' mailbox: the host writes
+// a command request, a small agent inside the sandbox (`gatebridge
+// agent`) starts it and reports its output and exit status in files the
+// host reads as hostile input. No docker socket and no exec API are
+// involved, so a persistent sandbox costs what a process start costs, and
+// a sandbox that shares only a volume with gatebridge (a Kubernetes pod
+// with gatebridge as a sidecar) can run commands.
+//
+// # Layout
+//
+// One agent serves one directory DIR, seen at the same path or another
+// one by the host and the sandbox:
+//
+//	DIR/req/                 written by the host; read-only to the sandbox
+//	  wake                   FIFO: the agent blocks reading it, the host writes a byte
+//	  <id>.json              a command ([Request]), renamed into place
+//	  <id>.in                FIFO: the command's stdin (when Request.Stdin)
+//	  <id>.lease             FIFO the host holds open: EOF means the host is gone
+//	  <id>.sig.<n>           signal number n-th sent to the command's process group
+//	DIR/out/                 written by the agent (the sandbox): hostile to the host
+//	  agent.json             [Hello], written at start, touched every second
+//	  <id>.stdout <id>.stderr  the command's output (the command writes them itself)
+//	  <id>.exit              decimal exit status (128+N for signal N), renamed into place last
+//
+// Ids are 32 lowercase hex digits chosen by the host. The host removes a
+// command's req/ files when it is done with it; the agent then removes its
+// out/ files.
+//
+// # Trust
+//
+// The agent trusts the host: it runs what req/ says, as the sandbox's own
+// user, with no more rights than any command in the sandbox has. The host
+// trusts nothing in out/: every file is opened relative to out/'s fd
+// without following links, must be a regular file with one link, is read
+// in capped amounts, and what it holds cannot reach another command, a
+// gate or the host (see [Conn]). Commands in one sandbox share its user
+// with the agent, so one can forge another's result in out/: that is the
+// sandbox deceiving itself, and sandboxes of different trust must not
+// share one agent.
+package agent
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Protocol is the version of this layout, in [Hello].
+const Protocol = 1
+
+// Names in DIR, req/ and out/.
+const (
+	DirReq    = "req"
+	DirOut    = "out"
+	FileWake  = "wake"
+	FileHello = "agent.json"
+
+	extRequest = ".json"
+	extStdin   = ".in"
+	extLease   = ".lease"
+	extSignal  = ".sig."
+	extStdout  = ".stdout"
+	extStderr  = ".stderr"
+	extExit    = ".exit"
+)
+
+// Request is a command, as the host writes it to req/<id>.json.
+type Request struct {
+	// Argv is the command; Argv[0] is looked up in Env's PATH.
+	Argv []string `json:"argv"`
+	// Env is the command's whole environment (KEY=VALUE).
+	Env []string `json:"env"`
+	// Dir is the working directory, as the sandbox sees it.
+	Dir string `json:"dir"`
+	// Stdin: the command's stdin is the FIFO req/<id>.in; else /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// Hello is what the agent writes to out/agent.json when it starts.
+type Hello struct {
+	Protocol int    `json:"protocol"`
+	PID      int    `json:"pid"`
+	Version  string `json:"version,omitempty"`
+	// Path is the agent's own PATH: the image's, for commands' PATH.
+	Path string `json:"path,omitempty"`
+}
+
+// validID reports whether id is a command id: 32 lowercase hex digits.
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseSignalName splits "<id>.sig.<n>" into id and n.
+func parseSignalName(name string) (id string, n int, ok bool) {
+	id, rest, found := strings.Cut(name, extSignal)
+	if !found || !validID(id) {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return id, n, true
+}
+
+// parseExit parses an exit file: a decimal status 0..255 and an optional
+// newline.
+func parseExit(b []byte) (int, bool) {
+	s := strings.TrimSuffix(string(b), "\n")
+	if s == "" || len(s) > 3 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 255 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// DefaultMaxStream caps the bytes read from one command's stdout or stderr
+// file: a sparse file costs the sandbox nothing to make and the host a
+// read per byte.
+const DefaultMaxStream = 4 << 30
+
+// StaleAfter: the agent touches its hello every second; one older than
+// this means the agent is gone.
+var StaleAfter = 10 * time.Second
+
+// DialOptions configure [Dial].
+type DialOptions struct {
+	// Wait bounds the wait for the agent's hello; 0 means 10s.
+	Wait time.Duration
+	// MaxStream caps the bytes read per output stream of a command; 0
+	// means [DefaultMaxStream].
+	MaxStream int64
+}
+
+// Command is one command for [Conn.Run], as the sandbox sees it.
+type Command struct {
+	Argv []string
+	Env  []string
+	Dir  string
+}
