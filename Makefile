@@ -13,11 +13,13 @@ FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandP
 
 all: build
 
+# Static (no cgo): the same binary runs as `gatebridge agent` inside any
+# Linux image (persistent docker sandboxes mount it read-only).
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gatebridge
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gatebridge
 
 install:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(DESTDIR)$(PREFIX)/bin/gatebridge ./cmd/gatebridge
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(DESTDIR)$(PREFIX)/bin/gatebridge ./cmd/gatebridge
 
 # A real example: build, then let a sandboxed bash read, search and submit.
 # SANDBOX=auto (the default) uses Docker or bubblewrap; on a machine with
@@ -43,10 +45,17 @@ example: build
 # short fuzz runs. Docker tests need the engine and the test image (built
 # here when the engine answers); CI sets GATEBRIDGE_REQUIRE_BACKENDS so a
 # skipped backend test fails there.
-test: lint test-image-if-engine unit test-clients fuzz-short
+test: lint test-deploy test-image-if-engine unit test-clients fuzz-short
 
 unit: build
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The Kubernetes manifests (deploy/k8s, a Go module of its own): decoded
+# strictly into the Kubernetes API types, their security properties
+# checked. Not run on a cluster.
+.PHONY: test-deploy
+test-deploy:
+	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The Python client (clients/python, standard library only) against the
 # built binary, with the system python3; then its example agent loop once.

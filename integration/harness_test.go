@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
 	build := exec.Command("go", "build", "-o", binary, "./cmd/gatebridge")
+	// Static, as `make build` makes it: persistent docker sandboxes run it
+	// as their agent in an image without libc.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Dir = root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

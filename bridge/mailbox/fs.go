@@ -186,12 +186,25 @@ func readDirNames(fd int, max int) ([]string, error) {
 // to the sandbox's uid (an ACL whose mask is these group bits, or group
 // ownership) decide who else reads it; never "other".
 func writeFileAtomic(dirfd int, name string, data []byte, tmpSuffix string) error {
+	return writeFileAtomicMode(dirfd, name, data, tmpSuffix, 0)
+}
+
+// writeFileAtomicMode is writeFileAtomic with mode set on the temp file
+// before it is renamed (0: 0640 less the umask).
+func writeFileAtomicMode(dirfd int, name string, data []byte, tmpSuffix string, mode uint32) error {
 	tmp := ".tmp-" + name + "-" + tmpSuffix
 	fd, err := ignoringEINTR(func() (int, error) {
 		return unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", name, err)
+	}
+	if mode != 0 {
+		if err := unix.Fchmod(fd, mode); err != nil {
+			unix.Close(fd)
+			unix.Unlinkat(dirfd, tmp, 0)
+			return fmt.Errorf("create %s: %w", name, err)
+		}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	_, werr := f.Write(data)

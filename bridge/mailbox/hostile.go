@@ -81,9 +81,9 @@ func PunchHole(f *os.File, n int64) error {
 func ListDir(fd int, max int) ([]string, error) { return readDirNames(fd, max) }
 
 // WriteFileAt writes data to name under dirfd atomically (an O_EXCL temp
-// file renamed over name, never following a link), mode 0640.
-func WriteFileAt(dirfd int, name string, data []byte) error {
-	return writeFileAtomic(dirfd, name, data, fmt.Sprint(os.Getpid()))
+// file renamed over name, never following a link) with mode (0: 0640).
+func WriteFileAt(dirfd int, name string, data []byte, mode os.FileMode) error {
+	return writeFileAtomicMode(dirfd, name, data, fmt.Sprint(os.Getpid()), uint32(mode.Perm()))
 }
 
 // MkfifoAt makes the FIFO name under dirfd (mode 0660 less the umask).

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -69,8 +73,37 @@ func dockerConfig(cfg *Config) docker.Config {
 	if l.Pids == 0 {
 		dc.PidsLimit = -1
 	}
+	dc.Agent = agentBinary()
 	return dc
 }
+
+// agentBinary is this executable when it can run in any Linux image (a
+// static ELF for this architecture, as `make build` makes it): persistent
+// docker sandboxes then run it as their agent. "" otherwise (they use the
+// engine's exec API, slower, and say nothing: isolation is the same).
+var agentBinary = sync.OnceValue(func() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return ""
+	}
+	f, err := elf.Open(self)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			return ""
+		}
+	}
+	return self
+})
 
 func newDocker(cfg *Config) (*docker.Backend, error) {
 	return docker.New(dockerConfig(cfg))

@@ -321,7 +321,8 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 		}()
 	}
 	req, _ := json.Marshal(Request{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: spec.Stdin != nil})
-	if err := mailbox.WriteFileAt(c.reqFd, id+extRequest, req); err != nil {
+	// Readable by the agent's user: not ours when gatebridge is root.
+	if err := mailbox.WriteFileAt(c.reqFd, id+extRequest, req, 0o644); err != nil {
 		return nil, r.errorf("write request", err)
 	}
 	r.sent = true
@@ -456,8 +457,7 @@ func (r *run) errorf(op string, err error) error {
 func (r *run) signal(sig syscall.Signal) {
 	r.sigs++
 	name := r.id + extSignal + strconv.Itoa(r.sigs)
-	if mailbox.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sig)))) == nil {
-		unix.Fchmodat(r.c.reqFd, name, 0o644, 0)
+	if mailbox.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sig))), 0o644) == nil {
 		r.c.wake()
 	}
 }

@@ -44,7 +44,18 @@ func TestConformance(t *testing.T) {
 // workspace and shared sessions root are exactly the documented weaker
 // isolation; TestPersistent checks the bin/ and responses/ mitigation.
 func TestConformancePersistent(t *testing.T) {
-	b, _ := newBackend(t, Config{})
+	persistentConformance(t, Config{})
+}
+
+// TestConformancePersistentAgent runs the suite against a persistent
+// sandbox whose commands go through `gatebridge agent`.
+func TestConformancePersistentAgent(t *testing.T) {
+	engine(t)
+	persistentConformance(t, Config{Agent: agentBinary(t)})
+}
+
+func persistentConformance(t *testing.T, cfg Config) {
+	b, _ := newBackend(t, cfg)
 	// The suite's fixtures live under os.TempDir: point it at a directory
 	// of this test's own, so the sessions root does not overlap another
 	// sandbox's (Start refuses that) when packages test in parallel.

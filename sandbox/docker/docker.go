@@ -138,6 +138,12 @@ type Config struct {
 	Client client.APIClient
 	// PullProgress receives pull progress in Check; default os.Stderr.
 	PullProgress io.Writer
+	// Agent is the host path of a statically linked gatebridge binary.
+	// Set, persistent sandboxes run it read-only as their entrypoint
+	// (`gatebridge agent`, package sandbox/agent) and run each command
+	// through it: no exec API, a process start's cost. "" (or FIFOs that
+	// do not reach the container: Docker Desktop) keeps the exec API.
+	Agent string
 }
 
 func (c Config) withDefaults() Config {

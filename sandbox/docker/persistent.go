@@ -12,10 +12,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/agent"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -36,6 +38,17 @@ const (
 	// LabelOwned marks a persistent sandbox that lives only as long as the
 	// process that started it (StartOptions.Owned): "true".
 	LabelOwned = "io.gatebridge.owned"
+	// LabelAgent is the host path of the agent directory of a sandbox
+	// whose commands go through `gatebridge agent` (Config.Agent).
+	LabelAgent = "io.gatebridge.agent"
+)
+
+// AgentPath is where a persistent sandbox sees its agent directory, and
+// AgentBinary the agent's binary.
+const (
+	AgentPath   = "/gatebridge/agent"
+	AgentBinary = "/gatebridge/bin/gatebridge"
+	agentDir    = ".agent" // under the sessions root
 )
 
 // DefaultSessionsPath is where [StartOptions.SessionsRoot] is mounted.
@@ -109,6 +122,10 @@ type Sandbox struct {
 	workspace    string
 	wsWritable   bool
 	protected    []sandbox.Protected // known to the process that started it
+	agentDir     string              // host; "" runs commands with the exec API
+
+	agentMu sync.Mutex
+	agent   *agent.Conn
 }
 
 var _ sandbox.Backend = (*Sandbox)(nil)
@@ -187,6 +204,27 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		// by name from another process (`sandbox stop`) does not know it.
 		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
 	}
+	// The agent: req/ read-only inside (also through the sessions mount,
+	// which a read-only bind of .agent/ over it shadows), out/ writable
+	// by the container user alone.
+	var entry []string
+	agentHost := ""
+	if b.cfg.Agent != "" && !b.usePoll(ctx) {
+		agentHost = filepath.Join(root, agentDir)
+		auid, agid := os.Geteuid(), os.Getegid()
+		if u, g, ok := parseUser(user); ok && os.Geteuid() == 0 {
+			auid, agid = u, g
+		}
+		if err := agent.Prepare(agentHost, auid, agid); err != nil {
+			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name, Err: fmt.Errorf("prepare the agent directory: %w", err)}
+		}
+		mounts = append(mounts,
+			bind(agentHost, path.Join(opts.SessionsPath, agentDir), true),
+			bind(filepath.Join(agentHost, agent.DirReq), path.Join(AgentPath, agent.DirReq), true),
+			bind(filepath.Join(agentHost, agent.DirOut), path.Join(AgentPath, agent.DirOut), false),
+			bind(b.cfg.Agent, AgentBinary, true))
+		entry = []string{AgentBinary, "agent", "--dir", AgentPath}
+	}
 	labels := b.labels(nil, map[string]string{
 		LabelPersistent:        opts.Name,
 		LabelSessionsRoot:      root,
@@ -198,6 +236,10 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	})
 	if opts.Owned {
 		labels[LabelOwned] = "true"
+	}
+	if agentHost != "" {
+		labels[LabelAgent] = agentHost
+		opts.Sleeper = entry
 	}
 	workdir := "/"
 	if ws != "" {
@@ -231,7 +273,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	return &Sandbox{b: b, id: created.ID, name: opts.Name, image: b.cfg.Image, user: user,
 		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable,
-		protected: protected}, nil
+		protected: protected, agentDir: agentHost}, nil
 }
 
 // Open returns the running persistent sandbox name (for `run --reuse`).
@@ -265,11 +307,23 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	}
 	return &Sandbox{b: b, id: c.ID, name: name, image: c.Config.Image, user: l[LabelUser],
 		sessionsRoot: l[LabelSessionsRoot], sessionsPath: l[LabelSessionsPath],
-		workspace: l[LabelWorkspace], wsWritable: l[LabelWorkspaceWritable] == "true"}, nil
+		workspace: l[LabelWorkspace], wsWritable: l[LabelWorkspaceWritable] == "true", agentDir: l[LabelAgent]}, nil
+}
+
+// Close lets go of the agent connection (the sandbox runs on).
+func (s *Sandbox) Close() error {
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	if s.agent != nil {
+		s.agent.Close()
+		s.agent = nil
+	}
+	return nil
 }
 
 // Stop removes the sandbox's container.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	s.Close()
 	err := s.b.Stop(ctx, s.name)
 	if err == nil {
 		// The empty mount points left for missing protected paths (an empty
@@ -493,6 +547,9 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 
 	env := s.b.env(ctx, in, spec.Env)
+	if s.agentDir != "" {
+		return s.runAgent(ctx, spec, env, workdir)
+	}
 	var sessPath string
 	for i, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -680,4 +737,28 @@ func wakeLabel(poll bool) string {
 		return "poll"
 	}
 	return "fifo"
+}
+
+// runAgent runs spec through the sandbox's agent (dialled at the first
+// command of this process).
+func (s *Sandbox) runAgent(ctx context.Context, spec *sandbox.Spec, env []string, workdir string) (*sandbox.Result, error) {
+	s.agentMu.Lock()
+	c := s.agent
+	if c == nil {
+		var err error
+		c, err = agent.Dial(ctx, s.agentDir, agent.DialOptions{})
+		if err != nil {
+			s.agentMu.Unlock()
+			return nil, &sandbox.Error{Backend: "docker", Op: "run in " + s.name, Err: err,
+				Hint: fmt.Sprintf("see `docker logs %s%s`; remove it with `gatebridge sandbox stop %s` and start it again", ContainerPrefix, s.name, s.name)}
+		}
+		s.agent = c
+	}
+	s.agentMu.Unlock()
+	res, err := c.Run(ctx, agent.Command{Argv: spec.Command, Env: env, Dir: workdir}, spec)
+	if err != nil {
+		return nil, err
+	}
+	res.Info = map[string]string{"image": s.image, "container_id": s.id, "mode": "persistent", "sandbox": s.name, "via": "agent"}
+	return res, nil
 }
