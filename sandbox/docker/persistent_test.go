@@ -50,8 +50,71 @@ func runIn(t *testing.T, sb *Sandbox, ctx context.Context, script string, opts .
 	return sb.Run(ctx, spec)
 }
 
-func TestPersistent(t *testing.T) {
-	b, _ := newBackend(t, Config{})
+func TestPersistent(t *testing.T) { testPersistent(t, Config{}) }
+
+// TestPersistentAgent: the same through `gatebridge agent`, and what a
+// command can do to the agent's directory and binary.
+func TestPersistentAgent(t *testing.T) {
+	engine(t)
+	sb := testPersistent(t, Config{Agent: agentBinary(t)})
+	ctx := context.Background()
+	t.Run("via-agent", func(t *testing.T) {
+		r, err := runIn(t, sb, ctx, `true`)
+		if err != nil || r.Info["via"] != "agent" {
+			t.Fatalf("got %v %v", err, r)
+		}
+	})
+	t.Run("req-and-binary-read-only", func(t *testing.T) { agentDirAttack(t, sb) })
+}
+
+// TestPersistentAgentRootUser: with the container user root (allowed),
+// file permissions no longer keep req/ and the binary safe; the
+// read-only mounts must.
+func TestPersistentAgentRootUser(t *testing.T) {
+	engine(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the container user is the host user otherwise")
+	}
+	b, _ := newBackend(t, Config{Agent: agentBinary(t)})
+	name := fmt.Sprintf("test-root-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	sb, err := b.Start(context.Background(), StartOptions{Name: name, SessionsRoot: root, UID: 0, GID: 0, AllowRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
+	r, err := runIn(t, sb, context.Background(), `id -u`)
+	if err != nil || out(r) != "0" {
+		t.Fatalf("not root inside: %v %q", err, out(r))
+	}
+	agentDirAttack(t, sb)
+}
+
+// agentDirAttack: a command that could write req/ could make the agent
+// run anything at any time; one that could replace the binary would make
+// every later sandbox run it. Both stay read-only, through every path the
+// container has to them.
+func agentDirAttack(t *testing.T, sb *Sandbox) {
+	script := `for p in /gatebridge/agent/req /gatebridge/sessions/.agent/req; do
+  echo '{"argv":["sh","-c","echo pwned"]}' > $p/0123456789abcdef0123456789abcdef.json 2>/dev/null && echo "wrote $p"
+  mkdir $p/x 2>/dev/null && echo "mkdir $p"
+  rm -f $p/wake 2>/dev/null; [ -p $p/wake ] || echo "removed $p/wake"
+done
+echo x >> /gatebridge/bin/gatebridge 2>/dev/null && echo "wrote the binary"
+mv /gatebridge/sessions/.agent /gatebridge/sessions/.moved 2>/dev/null && echo "moved .agent"
+echo done`
+	r, err := runIn(t, sb, context.Background(), script)
+	if err != nil || out(r) != "done" {
+		t.Fatalf("got %v %q %q", err, out(r), r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(sb.SessionsRoot(), ".agent", "req", "0123456789abcdef0123456789abcdef.json")); err == nil {
+		t.Fatal("a request was planted on the host")
+	}
+}
+
+func testPersistent(t *testing.T, cfg Config) *Sandbox {
+	b, _ := newBackend(t, cfg)
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi\n"), 0o644)
 	os.Chmod(ws, 0o755)
@@ -205,6 +268,7 @@ echo x > calls/c && echo calls-ok`
 			t.Fatalf("second start: %v", err)
 		}
 	})
+	return sb
 }
 
 func TestPersistentStopPrune(t *testing.T) {

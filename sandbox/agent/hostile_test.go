@@ -1,0 +1,347 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/agent"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
+)
+
+// fake plays a hostile sandbox: it writes out/ by hand, as any command in
+// the sandbox could.
+type fake struct {
+	t      *testing.T
+	dir    string
+	out    string
+	secret string
+}
+
+const secretText = "host-secret-7f3a"
+
+func newFake(t *testing.T) *fake {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "agent")
+	if err := agent.Prepare(dir, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{t: t, dir: dir, out: filepath.Join(dir, agent.DirOut), secret: filepath.Join(root, "secret")}
+	if err := os.WriteFile(f.secret, []byte(secretText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.hello()
+	return f
+}
+
+func (f *fake) hello() {
+	b, _ := json.Marshal(agent.Hello{Protocol: agent.Protocol, PID: 1, Path: "/bin"})
+	if err := os.WriteFile(filepath.Join(f.out, agent.FileHello), b, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fake) dial(opts agent.DialOptions) *agent.Conn {
+	f.t.Helper()
+	c, err := agent.Dial(context.Background(), f.dir, opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// request waits for the next request id in req/ (not in seen).
+func (f *fake) request(seen map[string]bool) string {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ents, _ := os.ReadDir(filepath.Join(f.dir, agent.DirReq))
+		for _, e := range ents {
+			if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(id, ".") && !seen[id] {
+				seen[id] = true
+				return id
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	f.t.Fatal("no request came")
+	return ""
+}
+
+// write writes out/name as the agent does: whole, renamed into place.
+func (f *fake) write(name, data string) {
+	f.t.Helper()
+	if err := writeWhole(filepath.Join(f.out, name), []byte(data)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func writeWhole(p string, data []byte) error {
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+type result struct {
+	res *sandbox.Result
+	err error
+}
+
+func (f *fake) start(c *agent.Conn, spec *sandbox.Spec) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		res, err := c.Run(context.Background(), agent.Command{Argv: []string{"true"}, Dir: "/"}, spec)
+		ch <- result{res, err}
+	}()
+	return ch
+}
+
+func wait(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return: the host is stuck on what the sandbox wrote")
+		return result{}
+	}
+}
+
+// TestHostileOutputFiles: what the sandbox puts in place of a command's
+// output is never followed, never blocks the host, and never reads a
+// host file into the result.
+func TestHostileOutputFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(f *fake, path string) error
+		want  string
+	}{
+		{"symlink to a host file", func(f *fake, p string) error { return os.Symlink(f.secret, p) }, "symbolic link (refused)"},
+		{"hard link to a host file", func(f *fake, p string) error { return os.Link(f.secret, p) }, "more than one hard link (refused)"},
+		{"FIFO", func(f *fake, p string) error { return syscall.Mkfifo(p, 0o666) }, "not a regular file (refused)"},
+		{"directory", func(f *fake, p string) error { return os.Mkdir(p, 0o755) }, "not a regular file (refused)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			c := f.dial(agent.DialOptions{})
+			ch := f.start(c, &sandbox.Spec{})
+			id := f.request(map[string]bool{})
+			if err := tc.plant(f, filepath.Join(f.out, id+".stdout")); err != nil {
+				t.Fatal(err)
+			}
+			f.write(id+".exit", "0\n")
+			r := wait(t, ch)
+			if r.err != nil {
+				t.Fatalf("Run: %v", r.err)
+			}
+			if strings.Contains(string(r.res.Stdout)+string(r.res.Stderr), secretText) {
+				t.Fatalf("the host file's content reached the result: %q", r.res.Stdout)
+			}
+			if !strings.Contains(string(r.res.Stderr), tc.want) {
+				t.Errorf("stderr %q, want it to say %q", r.res.Stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestHostileExitFiles: a garbled, oversized or linked exit status is an
+// error for that command alone; a command running beside it gets its own
+// result.
+func TestHostileExitFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(f *fake, path string) error
+		want  string
+	}{
+		{"garbage", func(f *fake, p string) error { return writeWhole(p, []byte("abc")) }, "is not an exit status"},
+		{"out of range", func(f *fake, p string) error { return writeWhole(p, []byte("256")) }, "is not an exit status"},
+		{"negative", func(f *fake, p string) error { return writeWhole(p, []byte("-1")) }, "is not an exit status"},
+		{"huge", func(f *fake, p string) error { return writeWhole(p, make([]byte, 1<<20)) }, "exceeds the size limit"},
+		{"symlink", func(f *fake, p string) error { return os.Symlink(f.secret, p) }, "symbolic link (refused)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			c := f.dial(agent.DialOptions{})
+			seen := map[string]bool{}
+			bad := f.start(c, &sandbox.Spec{})
+			badID := f.request(seen)
+			good := f.start(c, &sandbox.Spec{})
+			goodID := f.request(seen)
+			if err := tc.plant(f, filepath.Join(f.out, badID+".exit")); err != nil {
+				t.Fatal(err)
+			}
+			f.write(goodID+".stdout", "fine\n")
+			f.write(goodID+".exit", "42\n")
+			g := wait(t, good)
+			if g.err != nil || g.res.ExitCode != 42 || string(g.res.Stdout) != "fine\n" {
+				t.Errorf("the other command: err %v, result %+v", g.err, g.res)
+			}
+			b := wait(t, bad)
+			if b.err == nil || !strings.Contains(b.err.Error(), tc.want) {
+				t.Fatalf("Run: %v, %+v; want an error saying %q", b.err, b.res, tc.want)
+			}
+			if strings.Contains(b.err.Error(), secretText) {
+				t.Fatalf("the error shows the host file: %v", b.err)
+			}
+		})
+	}
+}
+
+// TestSparseOutputBounded: a sparse file claims terabytes at no cost to
+// the sandbox; the host reads at most MaxStream bytes of it, stops the
+// command, and says why.
+func TestSparseOutputBounded(t *testing.T) {
+	f := newFake(t)
+	const max = 1 << 20
+	c := f.dial(agent.DialOptions{MaxStream: max})
+	var live countWriter
+	ch := f.start(c, &sandbox.Spec{Stdout: &live})
+	id := f.request(map[string]bool{})
+	p := filepath.Join(f.out, id+".stdout")
+	f.write(id+".stdout", "")
+	if err := os.Truncate(p, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	// The host asks the command to stop: the fake obeys once it sees a
+	// signal file, as the agent would.
+	sig := filepath.Join(f.dir, agent.DirReq, id+".sig.1")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(sig); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the host did not stop the command")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.write(id+".exit", "143\n")
+	r := wait(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if live.n > max {
+		t.Errorf("the host read %d bytes, cap %d", live.n, max)
+	}
+	if !strings.Contains(string(r.res.Stderr), "exceeded") {
+		t.Errorf("stderr %q does not say the output was cut", r.res.Stderr)
+	}
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// TestHostileHello: the hello is read like any out/ file, and a stale one
+// means no agent.
+func TestHostileHello(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(f *fake, p string) error
+		want  string
+	}{
+		{"symlink", func(f *fake, p string) error { os.Remove(p); return os.Symlink(f.secret, p) }, "symbolic link"},
+		{"huge", func(f *fake, p string) error { return writeWhole(p, make([]byte, 1<<20)) }, "exceeds the size limit"},
+		{"FIFO", func(f *fake, p string) error { os.Remove(p); return syscall.Mkfifo(p, 0o666) }, "not a regular file"},
+		{"stale", func(f *fake, p string) error {
+			old := time.Now().Add(-time.Hour)
+			return os.Chtimes(p, old, old)
+		}, "not running"},
+		{"other protocol", func(f *fake, p string) error { return writeWhole(p, []byte(`{"protocol":99}`)) }, "protocol 99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			if err := tc.plant(f, filepath.Join(f.out, agent.FileHello)); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err := agent.Dial(context.Background(), f.dir, agent.DialOptions{Wait: 300 * time.Millisecond})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Dial: %v, want an error saying %q", err, tc.want)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("Dial took %v", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestAgentGone: an agent that stops touching its hello fails the command
+// after StaleAfter, instead of a wait without end.
+func TestAgentGone(t *testing.T) {
+	old := agent.StaleAfter
+	agent.StaleAfter = time.Second
+	t.Cleanup(func() { agent.StaleAfter = old })
+	f := newFake(t)
+	c := f.dial(agent.DialOptions{})
+	ch := f.start(c, &sandbox.Spec{})
+	f.request(map[string]bool{})
+	r := wait(t, ch)
+	if r.err == nil || !strings.Contains(r.err.Error(), "has not answered") {
+		t.Fatalf("Run: %v, %+v; want the agent reported gone", r.err, r.res)
+	}
+}
+
+// TestLeaseKillsOrphans: when the host goes away mid-command (its end of
+// the lease closes), the agent kills the command's process group.
+func TestLeaseKillsOrphans(t *testing.T) {
+	c, _ := startAgent(t)
+	m := sandboxtest.Marker()
+	done := make(chan error, 1)
+	ctx := context.Background()
+	go func() {
+		_, err := c.Run(ctx, agent.Command{Argv: []string{"/bin/sh", "-c", "sleep " + m + " & sleep " + m}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/"}, &sandbox.Spec{})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sandboxtest.HostProcesses(m)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Close() // as if gatebridge died: the lease's write end closes
+	if err := <-done; err == nil {
+		t.Error("Run returned no error for a closed connection")
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(sandboxtest.HostProcesses(m)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes outlived their host: %v", sandboxtest.HostProcesses(m))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAttachedRefusesRoot: an agent running as root runs every command as
+// root; the attached backend refuses that unless allowed.
+func TestAttachedRefusesRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agent runs as the test's user")
+	}
+	c, _ := startAgent(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	spec := f.Spec("true")
+	spec.WorkspaceWritable = true
+	_, err := (&agent.Attached{Conn: c, Root: "/"}).Run(context.Background(), spec)
+	var se *sandbox.Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "runs as root") {
+		t.Fatalf("Run: %v, want a refusal", err)
+	}
+	if se.Hint == "" {
+		t.Error("no hint")
+	}
+}
