@@ -33,7 +33,9 @@ trap cleanup EXIT
 
 if [ -z "${GB:-}" ]; then
 	GB=$tmp/gatebridge
-	go build -o "$GB" ./cmd/gatebridge
+	# Static, as make build makes it: persistent sandboxes then run it as
+	# their agent (commands without the exec API).
+	CGO_ENABLED=0 go build -o "$GB" ./cmd/gatebridge
 fi
 ws=$tmp/ws
 mkdir -p "$ws"
@@ -76,7 +78,7 @@ add() { labels+=("$1"); cmds+=("$2"); }
 add "docker run --rm IMG true (Docker CLI)" "docker run --rm --network none $IMG true"
 add "gatebridge run --sandbox docker -- true" "$GB run --sandbox docker --image $IMG -- true"
 add "docker exec CTR true (Docker CLI)" "docker exec $ctr true"
-add "gatebridge run --reuse NAME -- true" "$GB run --reuse $name -- true"
+add "gatebridge run --reuse NAME -- true (agent)" "$GB run --reuse $name -- true"
 add "gatebridge run --sandbox local -- true" "$GB run --sandbox local -- true"
 if [ "$bwrap_ok" = 1 ]; then
 	add "gatebridge run --sandbox bwrap -- true" "$GB run --sandbox bwrap -- true"
@@ -120,6 +122,10 @@ for i in "${!cmds[@]}"; do
 	read -r m r <<<"$(stats "$tmp/t$i")"
 	echo "| \`${labels[$i]}\` | $m | $r |"
 done
+read -r mexec _ <<<"$(stats "$tmp/t2")"
+read -r mreuse _ <<<"$(stats "$tmp/t3")"
+echo
+echo "run --reuse / docker exec (medians, same rounds): $(awk -v a="$mreuse" -v b="$mexec" 'BEGIN { printf "%.2fx", a / b }') (target <= 0.2x)"
 echo
 echo "Per gate call: $CALLS x \`gb_echo hello\` in one \`sh -c\` loop, (T($CALLS) - T(0)) / $CALLS, median of $GN (ms)"
 echo
