@@ -107,6 +107,7 @@ type fieldNote struct {
 
 // fieldNotes are keyed by "GoType.jsonName".
 var fieldNotes = map[string]fieldNote{
+	"InitializeParams.authToken": {description: "Over `serve --listen`: the server's token, required in the first message (else -32006 and the connection is closed). Unused over stdio."},
 	"SandboxOpenParams.backend": {enum: []string{"auto", "local", "bwrap", "docker"},
 		description: "auto: the strongest usable backend (never local unless the server allows unsandboxed runs)."},
 	"SandboxOpenParams.workspace":        {description: "An absolute host directory: the processes' default cwd and the root the file gates see."},

@@ -53,6 +53,7 @@ const (
 	CodeLimit          = -32003 // a per-connection cap was reached
 	CodeUnavailable    = -32004 // the backend cannot run here
 	CodeConflict       = -32005 // the id is already in use
+	CodeUnauthorized   = -32006 // serve --listen: the first message is not initialize with the token
 )
 
 // Message is one JSON-RPC 2.0 message: a request (ID and Method), a
@@ -79,6 +80,10 @@ func (e *Error) Error() string { return e.Message }
 type InitializeParams struct {
 	ClientName      string `json:"clientName"`
 	ProtocolVersion int    `json:"protocolVersion"`
+	// AuthToken is the server's token on a network connection
+	// ([ServeListener]), which checks it before the connection exists;
+	// Serve itself never reads it (a stdio client needs none).
+	AuthToken string `json:"authToken,omitempty"`
 }
 
 // InitializeResult is initialize's result.
