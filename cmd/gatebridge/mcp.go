@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -97,10 +96,10 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 	}
 	var token string
 	if tokenFile != "" {
-		if token, err = readTokenFile(tokenFile); err != nil {
-			return withHint(fmt.Errorf("mcp: --token-file: %w", err), "a file only you can read (chmod 600) holding one line, the token")
+		if token, err = loadToken("mcp", tokenFile); err != nil {
+			return err
 		}
-	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	} else if !isLoopbackHost(host) {
 		return &usageError{withHint(fmt.Errorf("mcp: --http %s is not a loopback address and no --token-file is given: anyone who reaches it could run commands", addr),
 			"pass --token-file FILE (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1")}
 	}
@@ -195,35 +194,6 @@ func bearer(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// readTokenFile reads a bearer token: a regular file no one else can
-// read or write, holding one non-empty line.
-func readTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s is readable or writable by others (mode %v)", path, st.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("%s must hold one token (one line, no spaces)", path)
-	}
-	return tok, nil
 }
 
 // mcpSettings configure the MCP server's sandbox and its bash tool.

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,49 +21,155 @@ import (
 )
 
 func newServeCmd(a *app) *cobra.Command {
-	var stdio bool
+	var sf serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve --stdio",
+		Use:   "serve --stdio | --listen ADDR --token-file FILE",
 		Short: "Serve the JSON-RPC protocol: a runtime in any language runs sandboxed processes and answers gates",
-		Long: `Serve the gatebridge JSON-RPC protocol (docs/jsonrpc.md) on stdin and
-stdout, one JSON object per line; logs go to stderr. A runtime opens
-sandboxes, starts processes in them with streamed output, stdin and
-signals, and registers gates that it answers itself.
+		Long: `Serve the gatebridge JSON-RPC protocol (docs/jsonrpc.md), one JSON object
+per line; logs go to stderr. A runtime opens sandboxes, starts processes
+in them with streamed output, stdin and signals, and registers gates that
+it answers itself.
 
-Everything the connection started is stopped and removed when stdin
-closes, and on SIGINT, SIGTERM or SIGHUP.`,
+--stdio serves one connection on stdin and stdout. Everything it started
+is stopped and removed when stdin closes.
+
+--listen ADDR serves TCP (TLS with --tls-cert and --tls-key), for a
+runtime on another machine or in another container of a Kubernetes pod:
+each client connection is a connection of its own, with its own
+sandboxes, removed when it closes. The client's first line must be
+initialize with the token of --token-file in params.authToken; anything
+else is refused. --token-file is required, on loopback too.
+
+SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 		Example: `  gatebridge serve --stdio
-  python3 examples/agent_loop.py   # drives it with clients/python`,
+  python3 examples/agent_loop.py   # drives it with clients/python
+  gatebridge serve --listen 127.0.0.1:7800 --token-file ~/.config/gatebridge/token
+  gatebridge serve --listen :7800 --token-file /run/token --tls-cert tls.crt --tls-key tls.key`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !stdio {
-				return &usageError{withHint(errors.New("serve: choose a transport"), "pass --stdio")}
-			}
-			return a.serve(cmd)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd, sf) },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&stdio, "stdio", false, "serve on stdin and stdout")
+	f.BoolVar(&sf.stdio, "stdio", false, "serve one connection on stdin and stdout")
+	f.StringVar(&sf.listen, "listen", "", "serve TCP on ADDR (host:port; :PORT is every interface): one connection per client")
+	f.StringVar(&sf.tokenFile, "token-file", "", "with --listen (required): clients send the token in this file in initialize's authToken")
+	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
+	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
+	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: connections open at once; one more is refused")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
 	return needsConfig(cmd)
 }
 
-// serve runs one protocol connection on the command's stdin and stdout.
-func (a *app) serve(cmd *cobra.Command) error {
-	opts, closeAudit, err := a.rpcOptions(cmd.ErrOrStderr())
+// serveFlags choose serve's transport.
+type serveFlags struct {
+	stdio           bool
+	listen          string
+	tokenFile       string
+	tlsCert, tlsKey string
+	maxConns        int
+}
+
+// validate checks the flags together, before anything is opened.
+func (f serveFlags) validate() error {
+	usage := func(msg, hint string) error { return &usageError{withHint(errors.New("serve: "+msg), hint)} }
+	switch {
+	case !f.stdio && f.listen == "":
+		return usage("choose a transport", "pass --stdio, or --listen ADDR --token-file FILE")
+	case f.stdio && f.listen != "":
+		return usage("--stdio and --listen exclude each other", "pass one of them")
+	case f.stdio && (f.tokenFile != "" || f.tlsCert != "" || f.tlsKey != ""):
+		return usage("--token-file, --tls-cert and --tls-key go with --listen", "stdio needs no token: the client started this process")
+	case f.stdio:
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return usage(fmt.Sprintf("--listen %q: %v", f.listen, err), "give host:port, e.g. 127.0.0.1:7800, or :7800 for every interface")
+	}
+	switch {
+	case f.tokenFile == "":
+		return usage("--listen needs --token-file: anyone who reaches "+f.listen+" could run commands",
+			"put a random token in a file only you can read (openssl rand -hex 32 > token; chmod 600 token); clients send it in initialize's authToken")
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return usage("--tls-cert and --tls-key go together", "pass both (PEM files) to serve TLS, or neither to serve plain TCP")
+	case f.maxConns < 1:
+		return usage(fmt.Sprintf("--max-connections %d: want at least 1", f.maxConns), "the default is "+strconv.Itoa(rpc.DefaultMaxConns))
+	}
+	return nil
+}
+
+// serve serves the protocol on the transport the flags choose. Every
+// transport hands each connection to the same function, (*rpc.Server).Serve:
+// one connection on a reader and a writer, until the reader ends or ctx
+// is cancelled, then everything the connection started is removed.
+func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	stderr := cmd.ErrOrStderr()
+	var listen func(ctx context.Context, conn rpc.ServeFunc) error
+	if f.listen != "" {
+		var err error
+		if listen, err = f.listener(stderr); err != nil {
+			return err
+		}
+	}
+	opts, closeAudit, err := a.rpcOptions(stderr)
 	if err != nil {
 		return err
 	}
 	defer closeAudit()
-	// Caught, these signals end the connection (and everything it
+	// Caught, these signals end every connection (and everything it
 	// started); and the commands it starts get them with their default
 	// action even when gatebridge was started ignoring them (nohup, a
 	// background job): a caught signal is reset at exec, an ignored one
 	// is not.
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	return rpc.NewServer(opts).Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+	conn := rpc.NewServer(opts).Serve
+	if listen != nil {
+		return listen(ctx, conn)
+	}
+	return conn(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+}
+
+// listener reads the token and the TLS key pair (so that a bad file fails
+// before anything starts) and returns the function that listens on
+// f.listen and serves each connection with conn.
+func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn rpc.ServeFunc) error, error) {
+	token, err := loadToken("serve", f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, withHint(fmt.Errorf("serve: --tls-cert %s, --tls-key %s: %w", f.tlsCert, f.tlsKey, err),
+				"both must be PEM files: the certificate (chain) and its private key")
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	return func(ctx context.Context, conn rpc.ServeFunc) error {
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return fmt.Errorf("serve: listen on %s: %w", f.listen, err)
+		}
+		how := "plain TCP"
+		if tlsConfig != nil {
+			ln, how = tls.NewListener(ln, tlsConfig), "TLS"
+		}
+		logf("gatebridge: serve: listening on %s (%s)", ln.Addr(), how)
+		if host, _, _ := net.SplitHostPort(f.listen); tlsConfig == nil && !isLoopbackHost(host) {
+			logf("gatebridge: warning: serve: %s is not a loopback address and there is no TLS: the token and everything else travel in clear text (fine inside a pod's own network namespace; else pass --tls-cert and --tls-key)", f.listen)
+		}
+		err = rpc.ServeListener(ctx, ln, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		logf("gatebridge: serve: stopped listening on %s", ln.Addr())
+		return nil
+	}, nil
 }
 
 // rpcOptions are the protocol server's options from the config (serve,

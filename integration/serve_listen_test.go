@@ -1,0 +1,413 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+)
+
+// listenServer is `gatebridge serve --listen 127.0.0.1:0 --token-file F`.
+type listenServer struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string // where it listens
+	token  string
+	dir    string // its cwd, holding the token file
+	stderr *lockedWriter
+	tls    *tls.Config // a client's, when it serves TLS
+}
+
+const listenToken = "c0ffee-7d1e-4b2a-token"
+
+// startServeListen starts the server with args after the token file, and
+// waits until it listens; it is stopped (SIGTERM) at cleanup.
+func startServeListen(t *testing.T, listen string, args ...string) *listenServer {
+	t.Helper()
+	s := &listenServer{t: t, token: listenToken, dir: workspace(t), stderr: &lockedWriter{b: &strings.Builder{}}}
+	tokenFile := filepath.Join(s.dir, "token")
+	must(t, os.WriteFile(tokenFile, []byte(s.token+"\n"), 0o600))
+	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", listen, "--token-file", tokenFile}, args...)...)
+	s.cmd.Dir = s.dir
+	s.cmd.Stderr = s.stderr
+	must(t, s.cmd.Start())
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("serve stderr:\n%s", s.stderr)
+		}
+	})
+	re := regexp.MustCompile(`gatebridge: serve: listening on (\S+) `)
+	if !waitFor(20*time.Second, func() bool { return re.MatchString(s.stderr.String()) }) {
+		t.Fatalf("the server does not listen: %s", s.stderr)
+	}
+	s.addr = re.FindStringSubmatch(s.stderr.String())[1]
+	return s
+}
+
+// stop sends SIGTERM and waits for the server to exit; it returns its
+// exit error.
+func (s *listenServer) stop() error {
+	if s.cmd.ProcessState != nil {
+		return nil
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		s.cmd.Process.Kill()
+		s.t.Errorf("serve did not exit within 60s of SIGTERM")
+		return <-done
+	}
+}
+
+// dial opens a connection (TLS when the server serves it), closed at
+// cleanup.
+func (s *listenServer) dial() net.Conn {
+	s.t.Helper()
+	var nc net.Conn
+	var err error
+	if s.tls != nil {
+		nc, err = tls.Dial("tcp", s.addr, s.tls)
+	} else {
+		nc, err = net.Dial("tcp", s.addr)
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// client dials and initializes with the token.
+func (s *listenServer) client() (*rpctest.Client, net.Conn) {
+	s.t.Helper()
+	nc := s.dial()
+	c := rpctest.New(s.t, nc, nc)
+	c.Call(rpc.MethodInitialize, rpc.InitializeParams{ClientName: "integration", ProtocolVersion: rpc.ProtocolVersion, AuthToken: s.token}, nil)
+	c.Notify(rpc.MethodInitialized, struct{}{})
+	return c, nc
+}
+
+// refused reads what a refused client gets: one error response, then the
+// end of the connection.
+func refused(t *testing.T, nc net.Conn, d time.Duration) *rpc.Error {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(d))
+	br := bufio.NewReader(nc)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no error response: %v (read %q)", err, line)
+	}
+	var m rpc.Message
+	if err := json.Unmarshal(line, &m); err != nil || m.Error == nil {
+		t.Fatalf("not an error response: %q", line)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("after the error: %q, %v; want the connection closed", rest, err)
+	}
+	return m.Error
+}
+
+// TestServeListen: clients over TCP, on every backend. Each connection has
+// its own sandboxes, removed when it closes while the others go on; SIGTERM
+// stops the server and removes what the remaining ones started. The log
+// names each client's address and never the token.
+func TestServeListen(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		s := startServeListen(t, "127.0.0.1:0")
+		a, aConn := s.client()
+		b, _ := s.client()
+
+		wsA, wsB := workspace(t), workspace(t)
+		a.Call(rpc.MethodGateRegister, rpc.GateRegisterParams{Name: "ask_runtime"}, nil)
+		a.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: wsA}, nil)
+		o := a.Run("sb", "p1", func(p rpc.GateCallParams) rpc.GateCallResult {
+			return rpc.GateCallResult{Stdout: []byte("runtime says " + strings.Join(p.Args, ",") + "\n")}
+		}, "sh", "-c", "echo over tcp; ask_runtime x y; gb_echo gate")
+		if o.Exited.ExitCode != 0 || string(o.Stdout) != "over tcp\nruntime says x,y\ngate\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
+		}
+		b.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: backend, Workspace: wsB}, nil)
+		// The other connection does not see a's gate.
+		if o := b.Run("sb", "p1", nil, "sh", "-c", "ask_runtime"); o.Exited.ExitCode != 127 {
+			t.Fatalf("b called a's gate: exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
+		}
+		markA, markB := "4242"+fmtNano(), "4343"+fmtNano()
+		a.Call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: "long", SandboxID: "sb", Argv: []string{"sleep", markA}}, nil)
+		b.Call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: "long", SandboxID: "sb", Argv: []string{"sleep", markB}}, nil)
+		running := func(mark, ws string) bool {
+			if backend == "docker" {
+				return ownedContainers(t, ws) > 0
+			}
+			return len(sleepPids(mark)) > 0
+		}
+		if !waitFor(30*time.Second, func() bool { return running(markA, wsA) && running(markB, wsB) }) {
+			t.Fatal("the clients' processes are not running")
+		}
+
+		aConn.Close()
+		if !waitFor(60*time.Second, func() bool { return !running(markA, wsA) }) {
+			t.Fatal("a disconnected; its sandbox is still there")
+		}
+		if !running(markB, wsB) {
+			t.Fatal("b's sandbox went away with a")
+		}
+		var list rpc.ProcessListResult
+		b.Call(rpc.MethodProcessList, struct{}{}, &list)
+
+		if err := s.stop(); err != nil {
+			t.Fatalf("serve exit after SIGTERM: %v", err)
+		}
+		if running(markB, wsB) {
+			t.Fatal("b's sandbox outlived the server")
+		}
+		select {
+		case <-b.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("b's connection is open after the server exited")
+		}
+		log := s.stderr.String()
+		for _, want := range []string{": connected", ": disconnected", ": closed: the server is stopping", "stopped listening"} {
+			if !strings.Contains(log, "gatebridge: serve: ") || !strings.Contains(log, want) {
+				t.Errorf("the log lacks %q:\n%s", want, log)
+			}
+		}
+		if strings.Contains(log, s.token) {
+			t.Errorf("the log holds the token:\n%s", log)
+		}
+	})
+}
+
+func fmtNano() string { return strings.TrimLeft(time.Now().Format(".000000"), ".") }
+
+// TestServeListenRefuses performs the attacks of a client without the
+// token on the binary: each gets one -32006 error and a closed connection
+// before any protocol state exists, with the defaults of serve (64 KiB,
+// 10 s).
+func TestServeListenRefuses(t *testing.T) {
+	s := startServeListen(t, "127.0.0.1:0")
+	// A silent client, connected first: it is dropped after 10 s, which
+	// the other cases below use.
+	silent := s.dial()
+	silentSince := time.Now()
+	trickle := s.dial()
+	var trickled atomic.Int64
+	go func() {
+		for _, c := range []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"authToken":"` + s.token + `"}}`) {
+			if _, err := trickle.Write([]byte{c}); err != nil {
+				return
+			}
+			trickled.Add(1)
+			time.Sleep(time.Second) // slower than 10 s for the line
+		}
+	}()
+
+	for _, tc := range []struct{ name, line, want string }{
+		{"wrong token", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"x","protocolVersion":1,"authToken":"guess-7d1e"}}`, "wrong authToken"},
+		{"no token", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"x","protocolVersion":1}}`, "no authToken"},
+		{"not initialize first", `{"jsonrpc":"2.0","id":1,"method":"sandbox/open","params":{"sandboxId":"x","backend":"local","workspace":"/"}}`, "must be the initialize request"},
+		{"not JSON", `GET / HTTP/1.1`, "not a JSON-RPC request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := s.dial()
+			io.WriteString(nc, tc.line+"\n")
+			e := refused(t, nc, 10*time.Second)
+			if e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, tc.want) {
+				t.Fatalf("%+v, want -32006 saying %q", e, tc.want)
+			}
+		})
+	}
+
+	t.Run("huge line", func(t *testing.T) {
+		// 64 KiB without a newline, then nothing: refused at once.
+		nc := s.dial()
+		start := time.Now()
+		_, err := nc.Write(bytes.Repeat([]byte("x"), 64<<10))
+		must(t, err)
+		if e := refused(t, nc, 5*time.Second); e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, "over 65536 bytes") {
+			t.Fatalf("%+v", e)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("refused after %v", d)
+		}
+		// A client that streams a line of 64 MiB is cut off early: the
+		// server never reads (nor holds) more than the bound, so the
+		// writes fail once the socket buffers are full.
+		nc = s.dial()
+		nc.(*net.TCPConn).SetWriteBuffer(64 << 10)
+		var sent int64
+		wrote := make(chan error, 1)
+		go func() {
+			chunk := bytes.Repeat([]byte("y"), 64<<10)
+			for sent < 64<<20 {
+				nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				n, err := nc.Write(chunk)
+				atomic.AddInt64(&sent, int64(n))
+				if err != nil {
+					wrote <- err
+					return
+				}
+			}
+			wrote <- nil
+		}()
+		refused(t, nc, 10*time.Second)
+		if err := <-wrote; err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the client wrote %d bytes (%v): the server read on", atomic.LoadInt64(&sent), err)
+		}
+		if n := atomic.LoadInt64(&sent); n > 16<<20 {
+			t.Fatalf("the client wrote %d bytes before the server closed", n)
+		}
+	})
+
+	t.Run("silent and trickling clients", func(t *testing.T) {
+		for _, nc := range []net.Conn{silent, trickle} {
+			e := refused(t, nc, time.Until(silentSince.Add(20*time.Second)))
+			if e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, "no initialize request within 10s") {
+				t.Fatalf("%+v", e)
+			}
+		}
+		if d := time.Since(silentSince); d < 9*time.Second {
+			t.Fatalf("dropped after %v, want 10s", d)
+		}
+		if n := trickled.Load(); n < 5 || n > 15 {
+			t.Fatalf("the trickling client sent %d bytes before it was dropped", n)
+		}
+	})
+
+	log := s.stderr.String()
+	if strings.Count(log, ": refused: ") != 8 || strings.Contains(log, ": connected") {
+		t.Errorf("log:\n%s", log)
+	}
+	if strings.Contains(log, s.token) || strings.Contains(log, "guess-7d1e") {
+		t.Errorf("the log holds a token:\n%s", log)
+	}
+}
+
+// --max-connections: one more connection is refused with -32003, and a
+// slot is free again once a client leaves.
+func TestServeListenMaxConnections(t *testing.T) {
+	s := startServeListen(t, "127.0.0.1:0", "--max-connections", "2")
+	_, first := s.client()
+	s.client()
+	if e := refused(t, s.dial(), 10*time.Second); e.Code != rpc.CodeLimit || !strings.Contains(e.Message, "too many connections: 2") {
+		t.Fatalf("%+v", e)
+	}
+	first.Close()
+	if !waitFor(20*time.Second, func() bool {
+		nc := s.dial()
+		defer nc.Close()
+		io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"x","protocolVersion":1,"authToken":"`+s.token+`"}}`+"\n")
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(nc).ReadBytes('\n')
+		var m rpc.Message
+		return json.Unmarshal(line, &m) == nil && m.Error == nil && m.Result != nil
+	}) {
+		t.Fatal("no connection is accepted after a client left")
+	}
+}
+
+// TLS with a self-signed certificate: a client that trusts it runs a
+// command; one that does not, one limited to TLS 1.1 and a plain-TCP one
+// get nowhere.
+func TestServeListenTLS(t *testing.T) {
+	needBackend(t, "local")
+	dir := workspace(t)
+	certFile, keyFile, pool := selfSigned(t, dir)
+	s := startServeListen(t, "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.Contains(s.stderr.String(), "(TLS)") || strings.Contains(s.stderr.String(), "clear text") {
+		t.Fatalf("stderr: %s", s.stderr)
+	}
+	s.tls = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	c, _ := s.client()
+	c.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: workspace(t)}, nil)
+	if o := c.Run("sb", "p", nil, "sh", "-c", "echo over tls; gb_echo gate"); string(o.Stdout) != "over tls\ngate\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
+	}
+	if nc, err := tls.Dial("tcp", s.addr, &tls.Config{ServerName: "127.0.0.1"}); err == nil {
+		nc.Close()
+		t.Fatal("a client that does not trust the certificate connected")
+	}
+	if nc, err := tls.Dial("tcp", s.addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS11}); err == nil {
+		nc.Close()
+		t.Fatal("a TLS 1.1 client connected")
+	}
+	nc, err := net.Dial("tcp", s.addr)
+	must(t, err)
+	defer nc.Close()
+	io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"authToken":"`+s.token+`"}}`+"\n")
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(nc)
+	if bytes.Contains(got, []byte(`"result"`)) {
+		t.Fatalf("a plain-TCP client was answered: %q", got)
+	}
+}
+
+// Without TLS off loopback, serve warns that the token travels in clear
+// text (and serves: a pod's own network namespace is the intended use).
+func TestServeListenClearTextWarning(t *testing.T) {
+	s := startServeListen(t, "0.0.0.0:0")
+	if !strings.Contains(s.stderr.String(), "gatebridge: warning: serve: 0.0.0.0:0 is not a loopback address and there is no TLS: the token and everything else travel in clear text") {
+		t.Fatalf("no warning: %s", s.stderr)
+	}
+	_, port, _ := net.SplitHostPort(s.addr)
+	s.addr = net.JoinHostPort("127.0.0.1", port)
+	c, _ := s.client()
+	c.Call(rpc.MethodProcessList, struct{}{}, nil)
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// (0600) into dir, and returns their paths and a pool that trusts it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "gatebridge test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	must(t, err)
+	cert, err := x509.ParseCertificate(der)
+	must(t, err)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	kb, err := x509.MarshalECPrivateKey(key)
+	must(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
+	return certFile, keyFile, pool
+}
