@@ -171,14 +171,15 @@ func checkPodSpec(spec *corev1.PodSpec, tokenSecret string) problems {
 
 	// The mailbox: one memory-backed emptyDir at the same path in both, the
 	// path the agent and serve are given.
+	// serve --attach DIR serves the agent directory DIR/agent.
 	dir, _ := flagValue(sandboxArgv, "--dir")
 	attach, _ := flagValue(sidecarArgv, "--attach")
-	if dir == "" || dir != attach {
-		p.add("agent --dir %q and serve --attach %q must be the same path", dir, attach)
+	if attach == "" || dir != attach+"/agent" {
+		p.add("agent --dir %q must be serve --attach %q followed by /agent", dir, attach)
 	}
 	for _, c := range []*corev1.Container{sandbox, sidecar} {
-		if m := exactMount(c, dir); m == nil || m.Name != mailVolume {
-			p.add("container %s: the mailbox %q must be the mount of volume %s", c.Name, dir, mailVolume)
+		if m := exactMount(c, attach); m == nil || m.Name != mailVolume {
+			p.add("container %s: the mailbox %q must be the mount of volume %s", c.Name, attach, mailVolume)
 		}
 	}
 	if v := vols[mailVolume]; v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
