@@ -40,11 +40,17 @@ sandboxes, removed when it closes. The client's first line must be
 initialize with the token of --token-file in params.authToken; anything
 else is refused. --token-file is required, on loopback too.
 
+--attach DIR serves a sandbox that gatebridge does not start: a container
+of the same pod sharing DIR and the workspace at the same paths, running
+gatebridge agent --dir DIR/agent. Commands go through DIR (no exec API, no
+docker socket); sessions live in DIR/sessions. Its isolation is the pod's.
+
 SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 		Example: `  gatebridge serve --stdio
   python3 examples/agent_loop.py   # drives it with clients/python
   gatebridge serve --listen 127.0.0.1:7800 --token-file ~/.config/gatebridge/token
-  gatebridge serve --listen :7800 --token-file /run/token --tls-cert tls.crt --tls-key tls.key`,
+  gatebridge serve --listen :7800 --token-file /run/token --tls-cert tls.crt --tls-key tls.key
+  gatebridge serve --listen :7800 --token-file /run/token --attach /gatebridge   # a pod's sidecar (deploy/k8s)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd, sf) },
 	}
@@ -55,6 +61,8 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
 	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: connections open at once; one more is refused")
+	f.StringVar(&sf.attach, "attach", "", "run every sandbox's commands through `gatebridge agent --dir DIR/agent` in a container sharing DIR (and the workspace) at the same paths: a pod's sidecar; the only backend then is \"attached\"")
+	f.BoolVar(&sf.attachReadOnly, "attach-readonly-workspace", false, "with --attach: the sandbox mounts the workspace read-only (then only read-only sandboxes open; without it only writable ones: gatebridge cannot enforce either)")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
 	return needsConfig(cmd)
@@ -67,6 +75,8 @@ type serveFlags struct {
 	tokenFile       string
 	tlsCert, tlsKey string
 	maxConns        int
+	attach          string
+	attachReadOnly  bool
 }
 
 // validate checks the flags together, before anything is opened.
@@ -118,6 +128,15 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer closeAudit()
+	if f.attach != "" {
+		detach, err := attach(&opts, f.attach, f.attachReadOnly)
+		if err != nil {
+			return err
+		}
+		defer detach()
+	} else if f.attachReadOnly {
+		return &usageError{withHint(errors.New("serve: --attach-readonly-workspace goes with --attach"), "pass --attach DIR too")}
+	}
 	// Caught, these signals end every connection (and everything it
 	// started); and the commands it starts get them with their default
 	// action even when gatebridge was started ignoring them (nohup, a

@@ -1,0 +1,82 @@
+"""Drives a reproduced sidecar pod over the network (TestSidecarPod).
+
+argv: HOST PORT TOKEN_FILE. Prints one line per check ("ok NAME" or
+"FAIL NAME: why") and exits 1 if any failed.
+"""
+import os
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+from gatebridge_client import Client, GatebridgeError  # noqa: E402
+
+host, port, token_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+token = open(token_file).read().strip()
+failed = []
+
+
+def check(name, cond, why=""):
+    print(("ok " if cond else "FAIL ") + name + ("" if cond else ": " + why), flush=True)
+    if not cond:
+        failed.append(name)
+
+
+# A wrong token is refused before anything else.
+try:
+    bad = Client.connect_tcp(host, port, token="wrong-" + token)
+    bad.close()
+    check("wrong token refused", False, "connected")
+except GatebridgeError as e:
+    check("wrong token refused", "unauthorized" in str(e).lower() or "token" in str(e).lower(), str(e))
+except OSError as e:
+    check("wrong token refused", True, str(e))
+
+with Client.connect_tcp(host, port, token=token) as client:
+
+    @client.gate("lookup", summary="Look a word up", usage="lookup WORD")
+    def lookup(call):
+        return "definition of " + " ".join(call.args) + "\n"
+
+    with client.open_sandbox(backend="auto", workspace="/workspace", writable_workspace=True) as sb:
+        r = sb.run("id -u; cat /workspace/hello.txt; read_file hello.txt; lookup pods")
+        out = r.stdout.decode()
+        check("command runs in the sandbox as its user", r.exit_code == 0 and out.splitlines()[0] == "65532", repr(r))
+        check("built-in gate through the mailbox", out.count("hello from the workspace") == 2, out)
+        check("runtime gate answered by this client", "definition of pods" in out, out)
+
+        r = sb.run("exit 7")
+        check("exit status", r.exit_code == 7, repr(r))
+
+        chunks = []
+        got_first = threading.Event()
+
+        def on_output(stream, data):
+            chunks.append((stream, data))
+            got_first.set()
+
+        p = sb.start(["sh", "-c", "echo first; read line; echo got $line; echo err >&2"], on_output=on_output)
+        streamed = got_first.wait(10)
+        check("output streams before exit", streamed and chunks[0][1].startswith(b"first"), repr(chunks))
+        p.write(b"typed\n")
+        p.close_stdin()
+        res = p.wait()
+        joined = b"".join(d for s, d in chunks if s == "stdout")
+        check("stdin reaches the command", res.exit_code == 0 and b"got typed" in joined, repr((res, chunks)))
+
+        # From inside the pod: the sidecar's port without the token, and
+        # the world outside.
+        probe = (
+            'printf \'%s\\n\' \'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\' '
+            '| nc -w 3 127.0.0.1 7800; echo "rc=$?"'
+        )
+        r = sb.run(probe)
+        out = r.stdout.decode()
+        check("sandbox cannot use the sidecar without the token",
+              "unauthorized" in out.lower() and '"result"' not in out, out + r.stderr.decode())
+        outside = os.environ.get("POD_OUTSIDE", "")
+        for target in [t for t in outside.split(",") if t]:
+            h, pt = target.rsplit(":", 1)
+            r = sb.run("echo x | nc -w 3 %s %s && echo CONNECTED; true" % (h, pt))
+            check("sandbox cannot reach " + target, "CONNECTED" not in r.stdout.decode(), r.stdout.decode())
+
+sys.exit(1 if failed else 0)
