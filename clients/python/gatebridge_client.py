@@ -1,4 +1,4 @@
-"""A Python client for ``gatebridge serve --stdio``.
+"""A Python client for ``gatebridge serve`` (``--stdio`` or ``--listen``).
 
 One file, standard library only, Python >= 3.9. Copy it into your project.
 
@@ -25,6 +25,11 @@ timeouts) and answers gates itself, in-process::
             p.write(b"hello\\n")
             p.close_stdin()
             print(p.wait().exit_code)
+
+``Client()`` starts ``gatebridge serve --stdio`` as a child process. To
+reach a server started with ``gatebridge serve --listen ADDR --token-file
+FILE`` (another machine, or a sidecar container), use
+``Client.connect_tcp(host, port, token=..., tls=...)``.
 
 Threads. A background thread reads the server's messages. Responses are
 delivered on it; ``process/output`` and ``process/exited`` notifications
@@ -53,12 +58,16 @@ bridge/rpc/types.go).
 from __future__ import annotations
 
 import base64
+import collections
+import io
 import itertools
 import json
 import logging
 import os
 import queue
 import signal as _signal
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -113,6 +122,9 @@ NOT_INITIALIZED = -32002
 LIMIT = -32003
 UNAVAILABLE = -32004
 CONFLICT = -32005
+#: ``serve --listen`` refused the connection: no initialize with the
+#: server's token as the first message.
+UNAUTHORIZED = -32006
 REQUEST_CANCELLED = -32800
 #: Client-side only: the connection to the server is gone.
 CONNECTION_CLOSED = -32099
@@ -487,6 +499,160 @@ def _key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
 
+class _TCP:
+    """A connected TCP socket: one thread may read while others write (the
+    caller keeps writes whole)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def recv(self, n: int) -> bytes:
+        return self.sock.recv(n)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def close_write(self) -> None:
+        self.sock.shutdown(socket.SHUT_WR)
+
+
+class _TLS(_TCP):
+    """TLS over a connected TCP socket, for one reading thread and any
+    number of writing ones at once. An ``ssl.SSLSocket`` cannot do that:
+    OpenSSL forbids reading and writing one connection from two threads
+    (they corrupt each other at random: a lost write, "[SSL] internal
+    error"). So the TLS state is an ``ssl.SSLObject`` over memory buffers,
+    used under a lock only for the in-memory work; the socket is read and
+    written outside it, and the records go out in the order they were
+    made."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_hostname: str) -> None:
+        super().__init__(sock)
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._in, self._out, server_side=False, server_hostname=server_hostname)
+        self._lock = threading.Lock()  # _tls, _in, _out
+        self._send_lock = threading.Lock()  # the socket's sending side
+        self._records: "collections.deque[bytes]" = collections.deque()  # made, not yet sent, in order
+        # The handshake, before any other thread knows the connection (the
+        # socket's timeout bounds it).
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._take_records()
+                self._send_records(True)
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionError("the server closed the connection during the TLS handshake")
+                self._in.write(data)
+        self._take_records()
+        self._send_records(True)
+
+    def _take_records(self) -> None:
+        """Queues what the TLS state made (under _lock)."""
+        data = self._out.read()
+        if data:
+            self._records.append(data)
+
+    def _send_records(self, block: bool) -> None:
+        """Sends the queued records in order. Whoever holds the send lock
+        sends everything queued, and looks again after letting it go; a
+        reader (block False) does not wait for a writer stuck in sendall."""
+        while self._records:
+            if not self._send_lock.acquire(blocking=block):
+                return
+            try:
+                while True:
+                    try:
+                        data = self._records.popleft()
+                    except IndexError:
+                        break
+                    self.sock.sendall(data)
+            finally:
+                self._send_lock.release()
+
+    def recv(self, n: int) -> bytes:
+        while True:
+            with self._lock:
+                try:
+                    data: Optional[bytes] = self._tls.read(n)
+                except ssl.SSLWantReadError:
+                    data = None
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    data = b""  # close_notify, or the connection closed between records
+                self._take_records()  # reading can make records too (a key update)
+            self._send_records(False)
+            if data is not None:
+                return data
+            raw = self.sock.recv(65536)
+            with self._lock:
+                if raw:
+                    self._in.write(raw)
+                else:
+                    self._in.write_eof()
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        with self._lock:
+            while view:
+                n = self._tls.write(view)
+                view = view[n:]
+            self._take_records()
+        self._send_records(True)
+
+    def close_write(self) -> None:
+        with self._lock:
+            try:
+                self._tls.unwrap()  # makes close_notify; the reader reads on
+            except ssl.SSLError:
+                pass
+            self._take_records()
+        self._send_records(True)
+        self.sock.shutdown(socket.SHUT_WR)
+
+
+class _ConnReader(io.RawIOBase):
+    """The reading side of a _TCP, as a binary file (wrap it in a
+    BufferedReader for readline)."""
+
+    def __init__(self, conn: _TCP) -> None:
+        super().__init__()
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = self._conn.recv(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _ConnWriter:
+    """The writing side of a _TCP, as a file object: close() ends the
+    sending side only (the server reads end of file, stops and removes
+    what the connection started, then closes its side, which the reader
+    sees)."""
+
+    def __init__(self, conn: _TCP) -> None:
+        self._conn = conn
+
+    def write(self, data: bytes) -> int:
+        self._conn.sendall(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        try:
+            self._conn.close_write()
+        except OSError:
+            pass
+
+
 # ---------------------------------------------------------------- client
 
 
@@ -496,8 +662,9 @@ class Client:
     ``Client()`` starts ``gatebridge serve --stdio`` (``$GATEBRIDGE_BIN``
     or ``gatebridge`` from ``PATH``; pass ``argv`` to choose, e.g.
     ``["gatebridge", "--config", "gb.yaml", "serve", "--stdio"]``) and
-    initializes the connection. :meth:`connect` speaks over streams you
-    already have instead. Use it as a context manager, or call
+    initializes the connection. :meth:`connect_tcp` connects to a server
+    started with ``serve --listen`` instead, and :meth:`connect` speaks
+    over streams you already have. Use it as a context manager, or call
     :meth:`close`.
 
     on_approval: called (on a worker thread) for every ``approval/request``;
@@ -543,14 +710,72 @@ class Client:
         reader: IO[bytes],
         writer: IO[bytes],
         *,
+        token: Optional[str] = None,
         on_approval: Optional[ApprovalCallback] = None,
         client_name: str = "gatebridge_client.py",
         gate_workers: int = 32,
     ) -> "Client":
         """A client over streams already connected to a server (binary
-        file objects: the server's output to read, its input to write)."""
+        file objects: the server's output to read, its input to write).
+        token: sent in initialize's ``authToken`` (a ``serve --listen``
+        server requires it; over stdio it is not needed)."""
         client = cls.__new__(cls)
-        client._setup(reader, writer, None, on_approval, client_name, gate_workers)
+        client._setup(reader, writer, None, on_approval, client_name, gate_workers, token=token)
+        return client
+
+    @classmethod
+    def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        *,
+        token: str,
+        tls: Union[None, bool, ssl.SSLContext] = None,
+        cafile: Optional[str] = None,
+        server_hostname: Optional[str] = None,
+        connect_timeout: float = 30.0,
+        on_approval: Optional[ApprovalCallback] = None,
+        client_name: str = "gatebridge_client.py",
+        gate_workers: int = 32,
+    ) -> "Client":
+        """A client of a server started with ``gatebridge serve --listen
+        ADDR --token-file FILE``, on another machine or in another
+        container: the connection is the client's own (its sandboxes are
+        removed when it closes).
+
+        token: the contents of the server's token file (sent in
+            initialize's ``authToken``; a wrong one raises
+            :class:`GatebridgeError` with code :data:`UNAUTHORIZED`).
+        tls: ``None``/``False`` for plain TCP (the server has no
+            ``--tls-cert``), ``True`` for TLS checked against the system's
+            CAs (or ``cafile``), or an ``ssl.SSLContext`` of your own.
+        cafile: a PEM file of the CA (or self-signed certificate) to trust;
+            implies TLS.
+        server_hostname: the name the certificate must hold (default:
+            ``host``).
+        connect_timeout: seconds to connect (and finish the TLS handshake).
+        """
+        if not token:
+            raise ValueError("connect_tcp needs the server's token (the contents of its --token-file)")
+        context: Optional[ssl.SSLContext] = None
+        if isinstance(tls, ssl.SSLContext):
+            if cafile is not None:
+                raise ValueError("pass cafile or an ssl.SSLContext, not both")
+            context = tls
+        elif tls or cafile is not None:
+            context = ssl.create_default_context(cafile=cafile)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+        sock = socket.create_connection((host, port), timeout=connect_timeout)
+        try:
+            conn = _TLS(sock, context, server_hostname or host) if context is not None else _TCP(sock)
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        client = cls.__new__(cls)
+        client._sock = sock
+        client._setup(io.BufferedReader(_ConnReader(conn), 65536), _ConnWriter(conn),  # type: ignore[arg-type]
+                      None, on_approval, client_name, gate_workers, token=token)
         return client
 
     def _setup(
@@ -561,10 +786,14 @@ class Client:
         on_approval: Optional[ApprovalCallback],
         client_name: str,
         gate_workers: int,
+        token: Optional[str] = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
         self._proc = proc
+        if not hasattr(self, "_sock"):
+            self._sock: Optional[socket.socket] = None
+        self._last_unmatched_error: Optional[Dict[str, Any]] = None
         self.on_approval = on_approval
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -584,9 +813,11 @@ class Client:
         self._events_thread = threading.Thread(target=self._event_loop, name="gatebridge-events", daemon=True)
         self._reader_thread.start()
         self._events_thread.start()
+        init: Dict[str, Any] = {"clientName": client_name, "protocolVersion": PROTOCOL_VERSION}
+        if token is not None:
+            init["authToken"] = token
         try:
-            res = self.request("initialize", {"clientName": client_name, "protocolVersion": PROTOCOL_VERSION},
-                               timeout=60)
+            res = self.request("initialize", init, timeout=60)
             self._notify("initialized", {})
         except BaseException:
             self.close()
@@ -609,7 +840,8 @@ class Client:
 
     @property
     def pid(self) -> Optional[int]:
-        """The server's process id (``None`` for :meth:`connect`)."""
+        """The server's process id (``None`` for :meth:`connect` and
+        :meth:`connect_tcp`)."""
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -701,6 +933,11 @@ class Client:
                 pass
         elif self._closing:
             why = "the client was closed"
+        last = self._last_unmatched_error
+        if last is not None and not self._closing:
+            # The server said why before it closed (e.g. too many
+            # connections), in an answer to no request of ours.
+            why += ": %s (code %s)" % (last.get("message"), last.get("code"))
         self._connection_lost(ConnectionClosedError(why))
 
     def _dispatch(self, msg: Dict[str, Any]) -> None:
@@ -724,6 +961,8 @@ class Client:
         if not isinstance(rid, int) or isinstance(rid, bool):
             if err:
                 log.warning("gatebridge_client: server error without a request: %s", err)
+                if isinstance(err, dict):
+                    self._last_unmatched_error = err
             return
         with self._lock:
             p = self._pending.pop(rid, None)
@@ -1037,7 +1276,10 @@ class Client:
         """Closes the connection: the server's stdin is closed, so it stops
         and removes every process and sandbox of the connection; then waits
         up to ``timeout`` seconds for it to exit (then terminates it).
-        Calls still pending raise :class:`ConnectionClosedError`."""
+        Over TCP (:meth:`connect_tcp`) the sending side is closed, and it
+        waits up to ``timeout`` seconds for the server to close its side,
+        which it does once it has removed everything. Calls still pending
+        raise :class:`ConnectionClosedError`."""
         with self._lock:
             already = self._closing
             self._closing = True
@@ -1063,6 +1305,18 @@ class Client:
                     self._proc.wait()
         if threading.current_thread() is not self._reader_thread:
             self._reader_thread.join(timeout=timeout if self._proc is None else 5)
+        if self._sock is not None:
+            try:  # wakes the reader if the server never closed its side
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            if threading.current_thread() is not self._reader_thread:
+                self._reader_thread.join(timeout=5)
+            try:
+                self._reader.close()
+            except (OSError, ValueError):
+                pass
+            self._sock.close()
         if self._proc is not None and self._proc.stdout is not None:
             try:
                 self._proc.stdout.close()

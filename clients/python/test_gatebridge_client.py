@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ from gatebridge_client import (  # noqa: E402
     NOT_FOUND,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    UNAUTHORIZED,
     UNAVAILABLE,
     ApprovalRequest,
     Client,
@@ -198,6 +200,11 @@ class BackendTests:
     id: Any
 
     @classmethod
+    def connect(cls) -> Client:
+        """The class's connection."""
+        return new_client()
+
+    @classmethod
     def open_extra(cls) -> Dict[str, Any]:
         return {"image": IMAGE} if cls.BACKEND == "docker" else {}
 
@@ -206,7 +213,7 @@ class BackendTests:
         why = backend_wanted(cls.BACKEND)
         if why:
             raise unittest.SkipTest(why)
-        cls.client = new_client()
+        cls.client = cls.connect()
         cls.ws = workspace()
         try:
             cls.sb = cls.client.open_sandbox(backend=cls.BACKEND, workspace=cls.ws, **cls.open_extra())
@@ -619,6 +626,40 @@ class DockerTests(BackendTests, unittest.TestCase):
     BACKEND = "docker"
 
 
+class LocalOverTLSTests(BackendTests, unittest.TestCase):
+    """LocalTests over ``serve --listen`` with TLS (Client.connect_tcp):
+    the same calls, with the client's reader thread and its writing
+    threads on one TLS connection."""
+
+    BACKEND = "local"
+    listen_dir: str
+    listen: "ListenServer"
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not shutil.which("openssl"):
+            raise unittest.SkipTest("no openssl to make a certificate")
+        cls.listen_dir = tempfile.mkdtemp(prefix="gb-pyclient-tls-")
+        token, token_file = make_token(cls.listen_dir)
+        cert, key = make_cert(cls.listen_dir)
+        cls.listen = ListenServer(token_file, "--tls-cert", cert, "--tls-key", key)
+        cls.listen.token, cls.listen.cafile = token, cert
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.listen.stop()
+        shutil.rmtree(cls.listen_dir, ignore_errors=True)
+
+    @classmethod
+    def connect(cls) -> Client:
+        return Client.connect_tcp("127.0.0.1", cls.listen.port, token=cls.listen.token, cafile=cls.listen.cafile)
+
+    def test_close_leaves_nothing(self) -> None:
+        self.skipTest("stdio: the server process exits; over TCP, ListenTests.test_run_over_tcp")
+
+
 class ConnectionTests(unittest.TestCase):
     """The connection's life: shutdown, a server that dies, bad binaries."""
 
@@ -680,6 +721,144 @@ class ConnectionTests(unittest.TestCase):
             with self.assertRaises(GatebridgeError) as cm:
                 c.open_sandbox(backend="nosuch", workspace=ROOT)
             self.assertEqual(cm.exception.code, INVALID_PARAMS)
+
+
+def make_token(d: str) -> Tuple[str, str]:
+    """A fresh token, and the file (0600) in d that holds it."""
+    token = uuid.uuid4().hex
+    path = os.path.join(d, "token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token, path
+
+
+def make_cert(d: str) -> Tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key, in d (openssl)."""
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=gatebridge test",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cert, key
+
+
+class ListenServer:
+    """``gatebridge serve --listen 127.0.0.1:0 --token-file F`` and its
+    log; stopped with SIGTERM."""
+
+    token = ""
+    cafile = ""
+
+    def __init__(self, token_file: str, *args: str) -> None:
+        self.proc = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file, *args],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=server_env())
+        assert self.proc.stderr is not None
+        self.lines: List[str] = []
+        self.cond = threading.Condition()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        with self.cond:
+            self.cond.wait_for(lambda: any("listening on" in l for l in self.lines) or self.proc.poll() is not None, WAIT)
+        line = next((l for l in self.lines if "listening on" in l), None)
+        if line is None:
+            self.stop()
+            raise AssertionError("the server does not listen: %s" % self.log())
+        self.port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            with self.cond:
+                self.lines.append(raw.decode("utf-8", "replace"))
+                self.cond.notify_all()
+
+    def log(self) -> str:
+        with self.cond:
+            return "".join(self.lines)
+
+    def wait_log(self, needle: str) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: needle in "".join(self.lines), WAIT)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(60)
+        self._drainer.join(WAIT)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return code
+
+
+class ListenTests(unittest.TestCase):
+    """Client.connect_tcp against ``gatebridge serve --listen``: the token,
+    a command in a sandbox, cleanup when the client closes, TLS."""
+
+    dir: str
+    token: str
+    token_file: str
+    server: ListenServer
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.dir = tempfile.mkdtemp(prefix="gb-pyclient-listen-")
+        cls.token, cls.token_file = make_token(cls.dir)
+        cls.server = ListenServer(cls.token_file)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_run_over_tcp(self) -> None:
+        ws = workspace()
+        self.addCleanup(shutil.rmtree, ws, True)
+        marker = "gbpy-tcp-" + uuid.uuid4().hex
+        c = Client.connect_tcp("127.0.0.1", self.server.port, token=self.token)
+        self.addCleanup(c.close)
+        self.assertIsNone(c.pid)
+        self.assertEqual(c.protocol_version, 1)
+        c.register_gate("tcp_gate", lambda call: "gate got %s\n" % " ".join(call.args))
+        sb = c.open_sandbox(backend="local", workspace=ws)
+        r = sb.run("echo over tcp; tcp_gate a b")
+        self.assertEqual((r.exit_code, r.stdout, r.stderr), (0, b"over tcp\ngate got a b\n", b""))
+        rec = Recorder()
+        sb.start(["sh", "-c", "echo up; sleep 30; :", marker], stdin=False, on_output=rec)
+        self.assertTrue(rec.wait_for(b"up\n"))
+        self.assertTrue(proc_cmdlines_with(marker))
+        c.close()  # returns once the server has removed the sandbox
+        self.assertEqual(proc_cmdlines_with(marker), [], "a sandboxed process outlived close()")
+        self.assertTrue(self.server.wait_log(": disconnected"), self.server.log())
+        with self.assertRaises(ConnectionClosedError):
+            c.list_gates()
+        self.assertNotIn(self.token, self.server.log())
+
+    def test_wrong_token(self) -> None:
+        with self.assertRaises(GatebridgeError) as cm:
+            Client.connect_tcp("127.0.0.1", self.server.port, token="not-" + self.token)
+        self.assertEqual(cm.exception.code, UNAUTHORIZED)
+        self.assertIn("wrong authToken", str(cm.exception))
+        self.assertIn("hint:", str(cm.exception))
+        self.assertNotIn(self.token, self.server.log())
+        with self.assertRaises(ValueError):
+            Client.connect_tcp("127.0.0.1", self.server.port, token="")
+
+    def test_tls(self) -> None:
+        if not shutil.which("openssl"):
+            self.skipTest("no openssl to make a certificate")
+        cert, key = make_cert(self.dir)
+        server = ListenServer(self.token_file, "--tls-cert", cert, "--tls-key", key)
+        self.addCleanup(server.stop)
+        ws = workspace()
+        self.addCleanup(shutil.rmtree, ws, True)
+        with Client.connect_tcp("127.0.0.1", server.port, token=self.token, cafile=cert) as c:
+            r = c.open_sandbox(backend="local", workspace=ws).run("echo over tls")
+            self.assertEqual(r.stdout, b"over tls\n")
+        # The certificate is checked: the system's CAs do not trust it.
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            Client.connect_tcp("127.0.0.1", server.port, token=self.token, tls=True)
 
 
 if __name__ == "__main__":
