@@ -246,3 +246,35 @@ func TestServeGateListMatchesGates(t *testing.T) {
 		}
 	}
 }
+
+// SIGTERM (and SIGINT, SIGHUP) end `serve --stdio` while the client keeps
+// stdin open: everything the connection started is stopped and the
+// server exits 0. (A Read of stdin cannot be interrupted: the server
+// stopped only when the client closed stdin.)
+func TestServeStdioSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := startServe(t, nil)
+			s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: workspace(t)}, nil)
+			mark := "4545" + fmtNano()
+			s.Call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sleep", mark}}, nil)
+			if !waitFor(20*time.Second, func() bool { return len(sleepPids(mark)) == 1 }) {
+				t.Fatal("the process does not run")
+			}
+			s.cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- s.cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("exit: %v; stderr %s", err, s.stderr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve --stdio still runs 30s after %v, its stdin open", sig)
+			}
+			if left := sleepPids(mark); len(left) > 0 {
+				t.Fatalf("the connection's process outlived the server: %v", left)
+			}
+		})
+	}
+}

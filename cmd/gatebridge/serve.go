@@ -148,7 +148,23 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	if listen != nil {
 		return listen(ctx, conn)
 	}
-	return conn(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+	return conn(ctx, endOnDone(ctx, cmd.InOrStdin()), cmd.OutOrStdout())
+}
+
+// endOnDone returns a reader of r that reads end of file once ctx is done,
+// even while a Read of r blocks: a Read of stdin cannot be interrupted,
+// and the connection ends only when its reader does, so without this a
+// caught SIGTERM would wait for the client to close stdin. The goroutine
+// copying r ends when r does, or at its first read after ctx is done (in
+// serve, the process exits first).
+func endOnDone(ctx context.Context, r io.Reader) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err) // nil: end of file
+	}()
+	context.AfterFunc(ctx, func() { pw.CloseWithError(io.EOF) })
+	return pr
 }
 
 // listener reads the token and the TLS key pair (so that a bad file fails
