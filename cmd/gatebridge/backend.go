@@ -197,7 +197,7 @@ func choosePersistent(ctx context.Context, cfg *Config, backends *sandbox.Regist
 	}
 	return &chosenBackend{backend: sb, entry: e, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
 		sessionsRoot:   sb.SessionsRoot(),
-		reuseWorkspace: persistentWorkspace(ctx, d, cfg.Sandbox.Docker.Reuse),
+		reuseWorkspace: persistentWorkspace(sb),
 		closers:        []func(){func() { d.Close() }}}, nil
 }
 
@@ -210,20 +210,16 @@ func (e *noSandboxError) Error() string {
 }
 func (e *noSandboxError) Unwrap() error { return sandbox.ErrUnavailable }
 
-// persistentWorkspace is the host workspace persistent sandbox name was
-// started with, symlinks resolved, or "" (none, or not found).
-func persistentWorkspace(ctx context.Context, d *docker.Backend, name string) string {
-	list, err := d.List(ctx)
-	if err != nil {
+// persistentWorkspace is the host workspace sb was started with, symlinks
+// resolved, or "" (none). It comes from the labels Open read: no second
+// request to the engine.
+func persistentWorkspace(sb *docker.Sandbox) string {
+	ws := sb.Workspace()
+	if ws == "" {
 		return ""
 	}
-	for _, i := range list {
-		if i.Name == name && i.Workspace != "" {
-			if r, err := filepath.EvalSymlinks(i.Workspace); err == nil {
-				return r
-			}
-			return filepath.Clean(i.Workspace)
-		}
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		return r
 	}
-	return ""
+	return filepath.Clean(ws)
 }

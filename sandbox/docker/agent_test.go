@@ -18,7 +18,7 @@ var agentBin struct {
 
 // agentBinary builds a static gatebridge once for this test binary (the
 // agent runs in the test image, which has no libc).
-func agentBinary(t *testing.T) string {
+func agentBinary(t testing.TB) string {
 	t.Helper()
 	agentBin.once.Do(func() {
 		agentBin.dir, agentBin.err = os.MkdirTemp("", "gatebridge-agent-test-")

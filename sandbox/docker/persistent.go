@@ -142,6 +142,10 @@ func (s *Sandbox) SandboxName() string { return s.name }
 // SessionsRoot returns the host directory sessions must be created under.
 func (s *Sandbox) SessionsRoot() string { return s.sessionsRoot }
 
+// Workspace returns the host workspace the sandbox was started with ("":
+// none).
+func (s *Sandbox) Workspace() string { return s.workspace }
+
 // Start creates and starts the persistent sandbox opts.Name. It fails if a
 // container of that name exists (see [Backend.Open]).
 func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error) {
