@@ -46,11 +46,21 @@ const listenToken = "c0ffee-7d1e-4b2a-token"
 // waits until it listens; it is stopped (SIGTERM) at cleanup.
 func startServeListen(t *testing.T, listen string, args ...string) *listenServer {
 	t.Helper()
+	return startServeListenEnv(t, nil, listen, args...)
+}
+
+// allowLocal lets a --listen server offer the local backend, which it
+// refuses by default (a leaked token would be a shell on the host).
+var allowLocal = []string{"GATEBRIDGE_SANDBOX_ALLOW_UNSANDBOXED=true"}
+
+func startServeListenEnv(t *testing.T, env []string, listen string, args ...string) *listenServer {
+	t.Helper()
 	s := &listenServer{t: t, token: listenToken, dir: workspace(t), stderr: &lockedWriter{b: &strings.Builder{}}}
 	tokenFile := filepath.Join(s.dir, "token")
 	must(t, os.WriteFile(tokenFile, []byte(s.token+"\n"), 0o600))
 	s.cmd = exec.Command(binary, append([]string{"serve", "--listen", listen, "--token-file", tokenFile}, args...)...)
 	s.cmd.Dir = s.dir
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = s.stderr
 	must(t, s.cmd.Start())
 	t.Cleanup(func() {
@@ -140,7 +150,11 @@ func refused(t *testing.T, nc net.Conn, d time.Duration) *rpc.Error {
 // names each client's address and never the token.
 func TestServeListen(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
-		s := startServeListen(t, "127.0.0.1:0")
+		var env []string
+		if backend == "local" {
+			env = allowLocal
+		}
+		s := startServeListenEnv(t, env, "127.0.0.1:0")
 		a, aConn := s.client()
 		b, _ := s.client()
 
@@ -341,7 +355,7 @@ func TestServeListenTLS(t *testing.T) {
 	needBackend(t, "local")
 	dir := workspace(t)
 	certFile, keyFile, pool := selfSigned(t, dir)
-	s := startServeListen(t, "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	s := startServeListenEnv(t, allowLocal, "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
 	if !strings.Contains(s.stderr.String(), "(TLS)") {
 		t.Fatalf("stderr: %s", s.stderr)
 	}
@@ -418,4 +432,16 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
 	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
 	return certFile, keyFile, pool
+}
+
+// TestServeListenNoLocal: over the network the unsandboxed backend is not
+// offered unless the config allows it: a leaked token must not be a shell
+// on the sidecar's host.
+func TestServeListenNoLocal(t *testing.T) {
+	s := startServeListen(t, "127.0.0.1:0")
+	c, _ := s.client()
+	err := c.CallErr(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: workspace(t)})
+	if err == nil || err.Code != rpc.CodeInvalidParams || !strings.Contains(err.Message, "local") {
+		t.Fatalf("sandbox/open local over --listen: %+v, want a refusal", err)
+	}
 }

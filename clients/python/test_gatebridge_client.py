@@ -751,9 +751,13 @@ class ListenServer:
     cafile = ""
 
     def __init__(self, token_file: str, *args: str) -> None:
+        env = server_env()
+        # These tests run the local backend, which --listen refuses unless
+        # the config allows unsandboxed runs.
+        env["GATEBRIDGE_SANDBOX_ALLOW_UNSANDBOXED"] = "true"
         self.proc = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file, *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env=server_env())
+                                     env=env)
         assert self.proc.stderr is not None
         self.lines: List[str] = []
         self.cond = threading.Condition()

@@ -18,6 +18,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -61,7 +62,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
 	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: connections open at once; one more is refused")
-	f.StringVar(&sf.attach, "attach", "", "run every sandbox's commands through `gatebridge agent --dir DIR/agent` in a container sharing DIR (and the workspace) at the same paths: a pod's sidecar; the only backend then is \"attached\"")
+	f.StringVar(&sf.attach, "attach", "", "serve a pod's sandbox: commands go to 'gatebridge agent --dir DIR/agent' in a container sharing `DIR` (and the workspace) at the same paths; the only backend is then \"attached\"")
 	f.BoolVar(&sf.attachReadOnly, "attach-readonly-workspace", false, "with --attach: the sandbox mounts the workspace read-only (then only read-only sandboxes open; without it only writable ones: gatebridge cannot enforce either)")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
@@ -134,6 +135,10 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 			return err
 		}
 		defer detach()
+	} else if f.listen != "" && !opts.AllowUnsandboxed {
+		// Over the network a leaked token would be a shell on this host:
+		// no unsandboxed backend unless the config allows it.
+		opts.Backends = withoutUnsandboxed(opts.Backends)
 	} else if f.attachReadOnly {
 		return &usageError{withHint(errors.New("serve: --attach-readonly-workspace goes with --attach"), "pass --attach DIR too")}
 	}
@@ -280,4 +285,16 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 			Hint: "put the audit log outside every workspace"}
 	}
 	return nil
+}
+
+// withoutUnsandboxed is reg without its backends that isolate nothing
+// (Strength 0: local).
+func withoutUnsandboxed(reg *sandbox.Registry) *sandbox.Registry {
+	out := &sandbox.Registry{}
+	for _, e := range reg.Entries() {
+		if e.Strength > 0 {
+			_ = out.Register(e)
+		}
+	}
+	return out
 }
