@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -146,7 +145,7 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			d = r
 		}
-		if dir == d || strings.HasPrefix(dir, strings.TrimSuffix(d, "/")+"/") {
+		if within(dir, d) {
 			return &configError{Key: "audit.path", Msg: fmt.Sprintf("%s is inside %s (%s), which the sandboxed command can write", cfg.Audit.Path, d, p.key),
 				Hint: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
 		}

@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -274,7 +273,7 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 		if r, err := filepath.EvalSymlinks(abs); err == nil {
 			abs = r
 		}
-		return abs == workspace || strings.HasPrefix(abs, strings.TrimSuffix(workspace, "/")+"/")
+		return within(abs, workspace)
 	}
 	if inside(cfg.configFile) {
 		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),
