@@ -43,8 +43,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755) // non-root test users run the binary too
+	// The MCP servers' tool-list cache of every gatebridge the tests run,
+	// not the user's.
+	cache, err := os.MkdirTemp("", "gatebridge-itest-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 

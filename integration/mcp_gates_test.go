@@ -149,3 +149,29 @@ func TestMCPCodeModeSize(t *testing.T) {
 	t.Logf("code mode, 3 servers × 2 tools: tools/list the host sees: gatebridge mcp %d bytes (~%d tokens), the servers' own %d bytes (~%d tokens); a 3-tool chain: 1 model round trip through bash, 3 calling the tools one by one",
 		via, via/4, direct, direct/4)
 }
+
+// TestMCPServerStartsLazily: the first run starts the server to learn its
+// tools (and caches them); a later run whose command calls no tool of it
+// does not start it at all, and one that does starts it at that call.
+func TestMCPServerStartsLazily(t *testing.T) {
+	needBackend(t, "bwrap")
+	srv := testMCPServer(t)
+	starts := filepath.Join(t.TempDir(), "starts")
+	cfg := "mcp:\n  servers:\n    calc:\n      command: [" + srv + "]\n      env: [GATEBRIDGE_TEST_MCP_STARTS=" + starts + "]\n"
+	count := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "started")
+	}
+	out := gb(t, "bwrap", Run{Config: cfg, Command: []string{"sh", "-c", "command -v calc_add >/dev/null && echo listed"}})
+	if out.Code != 0 || out.Stdout != "listed\n" || count() != 1 {
+		t.Fatalf("first run: %+v, %d starts", out, count())
+	}
+	out = gb(t, "bwrap", Run{Config: cfg, Command: []string{"sh", "-c", "command -v calc_add >/dev/null && calc_add --help | head -1"}})
+	if out.Code != 0 || !strings.HasPrefix(out.Stdout, "usage: calc_add") || count() != 1 {
+		t.Fatalf("second run, no call: %+v, %d starts (want still 1)", out, count())
+	}
+	out = gb(t, "bwrap", Run{Config: cfg, Command: []string{"calc_add", "a=1", "b=2"}})
+	if out.Code != 0 || out.Stdout != "{\"sum\":3}\n" || count() != 2 {
+		t.Fatalf("third run, a call: %+v, %d starts (want 2)", out, count())
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -163,7 +165,8 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 		command = append([]string{prog}, command[1:]...)
 	}
 	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
-		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask"})
+		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
+		CacheDir: mcpCacheDir(untrusted)})
 	if err != nil {
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
 	}
@@ -329,4 +332,34 @@ for the configured sandbox and workspace.`,
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	cmd.Flags().Bool("writable-workspace", false, "the sandbox may write the workspace")
 	return needsConfig(cmd)
+}
+
+// mcpCacheDir is where stdio MCP servers' tool lists are kept, so that a
+// server starts at its first call rather than with every run:
+// $XDG_CACHE_HOME/gatebridge/mcp. "" (every server starts at once) when
+// there is no cache dir, or it lies where the sandbox writes: a planted
+// tool list would not change what runs, but would change what the gates
+// say and accept.
+func mcpCacheDir(untrusted []string) string {
+	base, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(base) {
+		return ""
+	}
+	dir := filepath.Join(base, "gatebridge", "mcp")
+	real := dir
+	if r, err := filepath.EvalSymlinks(base); err == nil {
+		real = filepath.Join(r, "gatebridge", "mcp")
+	}
+	for _, u := range untrusted {
+		if u == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(u); err == nil {
+			u = r
+		}
+		if within(real, u) || within(dir, u) {
+			return ""
+		}
+	}
+	return dir
 }

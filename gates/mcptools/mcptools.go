@@ -12,6 +12,8 @@ package mcptools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,10 +21,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,7 +60,19 @@ type Server struct {
 	Timeout time.Duration
 	// Approval makes every call wait for approval (gates.Approver).
 	Approval bool
+	// CacheDir, when set, keeps a stdio server's tool list there, keyed
+	// by its command, environment and program file: the next Connect
+	// makes the gates from it without starting the server, which starts
+	// at its first call (and then refreshes the entry). An entry is used
+	// only if it is a regular file of this user's, writable by no one
+	// else, younger than [CacheMaxAge]. "" starts the server at Connect.
+	CacheDir string
 }
+
+// CacheMaxAge bounds how old a cached tool list may be: a server whose
+// program is an interpreter (npx, python3) changes its tools without its
+// program file changing.
+var CacheMaxAge = 24 * time.Hour
 
 // Refused is a tool that did not become a gate, and why.
 type Refused struct {
@@ -181,20 +197,59 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 		defer cancel()
 		return mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
 	}
+	cache := cachePath(s)
+	if cache != "" {
+		dial := c.dial
+		c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
+			session, err := dial(ctx)
+			if err == nil {
+				// Started for a call: keep the cached list current.
+				go func() {
+					lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					if tools, err := listTools(lctx, session); err == nil {
+						writeCache(cache, tools)
+					}
+				}()
+			}
+			return session, err
+		}
+		if tools, ok := readCache(cache); ok {
+			out, refused := makeGates(c, s, tools)
+			return out, refused, nil
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	session, err := c.get(cctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp server %s: connect: %w", s.Name, err)
 	}
+	tools, err := listTools(cctx, session)
+	if err != nil {
+		c.close()
+		return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, err)
+	}
+	if cache != "" {
+		writeCache(cache, tools)
+	}
+	out, refused := makeGates(c, s, tools)
+	return out, refused, nil
+}
+
+func listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
-	for tool, err := range session.Tools(cctx, nil) {
+	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
-			c.close()
-			return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, err)
+			return nil, err
 		}
 		tools = append(tools, tool)
 	}
+	return tools, nil
+}
+
+// makeGates makes the gates of s's tools, sharing client c.
+func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused) {
 	prefix := s.Name + "_"
 	if s.Prefix != nil {
 		prefix = *s.Prefix
@@ -238,7 +293,87 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	if len(out) == 0 {
 		c.close()
 	}
-	return out, refused, nil
+	return out, refused
+}
+
+// maxCacheBytes caps a cached tool list.
+const maxCacheBytes = 4 << 20
+
+// cachePath is the cache entry of stdio server s: its command, env and
+// program file (path, size, mtime, inode) hashed. "" when s has no cache
+// or its program cannot be stat'ed.
+func cachePath(s Server) string {
+	if s.CacheDir == "" || len(s.Command) == 0 {
+		return ""
+	}
+	fi, err := os.Stat(s.Command[0])
+	if err != nil {
+		return ""
+	}
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = uint64(st.Ino)
+	}
+	key, _ := json.Marshal(struct {
+		Command, Env []string
+		Size         int64
+		Mtime        int64
+		Ino          uint64
+	}{s.Command, s.Env, fi.Size(), fi.ModTime().UnixNano(), ino})
+	sum := sha256.Sum256(key)
+	return filepath.Join(s.CacheDir, hex.EncodeToString(sum[:16])+".json")
+}
+
+// readCache reads a cached tool list: a regular file (never a link) of
+// ours, writable by no one else, fresh, capped.
+func readCache(path string) ([]*mcp.Tool, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || fi.Size() > maxCacheBytes ||
+		time.Since(fi.ModTime()) > CacheMaxAge {
+		return nil, false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
+		return nil, false
+	}
+	var tools []*mcp.Tool
+	if err := json.NewDecoder(io.LimitReader(f, maxCacheBytes)).Decode(&tools); err != nil || len(tools) == 0 {
+		return nil, false
+	}
+	for _, t := range tools {
+		if t == nil || t.Name == "" {
+			return nil, false
+		}
+	}
+	return tools, true
+}
+
+// writeCache writes a tool list, 0600 in a 0700 directory, atomically; a
+// failure only costs the next Connect a server start.
+func writeCache(path string, tools []*mcp.Tool) {
+	b, err := json.Marshal(tools)
+	if err != nil || len(b) > maxCacheBytes {
+		return
+	}
+	dir := filepath.Dir(path)
+	if os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(dir, ".tools-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil || os.Rename(tmp.Name(), path) != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 type headerTransport struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,12 @@ import (
 // GATEBRIDGE_TEST_MCP_SERVER=1: a real stdio server built with the SDK.
 func TestMain(m *testing.M) {
 	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "1" {
+		if f := os.Getenv("GATEBRIDGE_TEST_MCP_STARTS"); f != "" {
+			if w, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+				fmt.Fprintln(w, "started")
+				w.Close()
+			}
+		}
 		serveTestTools()
 		os.Exit(0)
 	}
@@ -236,5 +243,87 @@ func TestCrashAndTimeout(t *testing.T) {
 	}
 	if code, out, _ := call(t, reg, "t_add", "", "a=2", "b=2"); code != 0 || out != `{"sum":4}`+"\n" {
 		t.Fatalf("after the timeout: exit %d %q", code, out)
+	}
+}
+
+// TestLazyStart: with a cache, the second Connect makes the gates from the
+// cached tool list without starting the server, which starts at the first
+// call; a cache entry another user could have written, a link, or a
+// stale one is not used.
+func TestLazyStart(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(t.TempDir(), "starts")
+	s := testServer("add")
+	s.CacheDir = filepath.Join(dir, "cache")
+	s.Env = append(s.Env, "GATEBRIDGE_TEST_MCP_STARTS="+starts)
+	count := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "started")
+	}
+	reg, _ := connect(t, s)
+	if count() != 1 {
+		t.Fatalf("first Connect: %d starts, want 1", count())
+	}
+	reg.Close()
+	entries, _ := filepath.Glob(filepath.Join(s.CacheDir, "*.json"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries %v", entries)
+	}
+	if fi, _ := os.Stat(entries[0]); fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache entry mode %v", fi.Mode().Perm())
+	}
+
+	reg, _ = connect(t, s)
+	if count() != 1 {
+		t.Fatalf("second Connect started the server (%d starts)", count())
+	}
+	if code, out, _ := call(t, reg, "t_add", "", "--help"); code != 0 || !strings.Contains(out, "usage: t_add a=") {
+		t.Fatalf("--help from the cache: %d %q", code, out)
+	}
+	if count() != 1 {
+		t.Fatalf("--help started the server")
+	}
+	if code, out, errs := call(t, reg, "t_add", "", "a=2", "b=3"); code != 0 || out != "{\"sum\":5}\n" {
+		t.Fatalf("call: %d %q %q", code, out, errs)
+	}
+	if count() != 2 {
+		t.Fatalf("the call did not start the server (%d starts)", count())
+	}
+	reg.Close()
+
+	for _, tc := range []struct {
+		name  string
+		spoil func(p string)
+	}{
+		{"writable by others", func(p string) { os.Chmod(p, 0o666) }},
+		{"a symlink", func(p string) {
+			b, _ := os.ReadFile(p)
+			other := filepath.Join(dir, "planted.json")
+			os.WriteFile(other, b, 0o600)
+			os.Remove(p)
+			os.Symlink(other, p)
+		}},
+		{"stale", func(p string) {
+			old := time.Now().Add(-2 * CacheMaxAge)
+			os.Chtimes(p, old, old)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := count()
+			// A fresh, good entry first (a real start writes it), then spoiled.
+			os.RemoveAll(s.CacheDir)
+			r, _ := connect(t, s)
+			r.Close()
+			entries, _ := filepath.Glob(filepath.Join(s.CacheDir, "*.json"))
+			if len(entries) != 1 {
+				t.Fatalf("cache entries %v", entries)
+			}
+			tc.spoil(entries[0])
+			r, _ = connect(t, s)
+			r.Close()
+			if got := count() - before; got != 2 {
+				t.Fatalf("%d starts, want 2: a spoiled entry must not be used", got)
+			}
+		})
 	}
 }

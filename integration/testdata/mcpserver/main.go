@@ -5,7 +5,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,6 +27,13 @@ type echoIn struct {
 }
 
 func main() {
+	// GATEBRIDGE_TEST_MCP_STARTS: a file that gets a line per start.
+	if f := os.Getenv("GATEBRIDGE_TEST_MCP_STARTS"); f != "" {
+		if w, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+			fmt.Fprintln(w, "started")
+			w.Close()
+		}
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpserver"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, sumOut, error) {
