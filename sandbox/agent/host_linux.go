@@ -423,8 +423,16 @@ func (c *Conn) fifo(name string) (*os.File, error) {
 		unix.Unlinkat(c.reqFd, name, 0)
 		return nil, err
 	}
-	// Readable by the agent's user (not ours when gatebridge is root).
-	unix.Fchmod(fd, 0o644)
+	// Readable by the agent's user (not ours when gatebridge is root), and
+	// writable by no one: a command that could open its own lease for
+	// writing would hold it open and outlive a gatebridge that died. The
+	// owner could chmod it back, but not on req/'s read-only mount, and
+	// in a pod the owner is the sidecar's user.
+	if err := unix.Fchmod(fd, 0o444); err != nil {
+		unix.Close(fd)
+		unix.Unlinkat(c.reqFd, name, 0)
+		return nil, err
+	}
 	return os.NewFile(uintptr(fd), name), nil
 }
 

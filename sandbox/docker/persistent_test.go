@@ -103,6 +103,14 @@ func agentDirAttack(t *testing.T, sb *Sandbox) {
 done
 echo x >> /gatebridge/bin/gatebridge 2>/dev/null && echo "wrote the binary"
 mv /gatebridge/sessions/.agent /gatebridge/sessions/.moved 2>/dev/null && echo "moved .agent"
+# Its own lease, held open for writing, would keep it alive after a kill -9
+# of gatebridge.
+n=0
+for L in /gatebridge/agent/req/*.lease; do
+  [ -p "$L" ] && n=$((n+1))
+  ( exec 8<>"$L" ) 2>/dev/null && echo "opened $L for writing"
+done
+[ "$n" -ge 1 ] || echo "no lease found"
 echo done`
 	r, err := runIn(t, sb, context.Background(), script)
 	if err != nil || out(r) != "done" {
@@ -364,7 +372,10 @@ func TestOwnedSandboxPrunedWithOwner(t *testing.T) {
 	if contains(removed, ContainerPrefix+name) {
 		t.Fatalf("prune removed the live owner's sandbox: %v", removed)
 	}
-	if _, err := b.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{}); err == nil {
+	// Another gatebridge's prune on this host (tests run in parallel) may
+	// be removing it already: Prune counts "removal in progress" as done,
+	// so wait for the engine to finish.
+	if !waitGone(ctx, b, res.ID, 20*time.Second) {
 		t.Fatalf("the dead owner's running sandbox survived prune (removed %v)", removed)
 	}
 	if _, err := live.Run(ctx, &sandbox.Spec{Command: []string{"true"}, Session: newSession(t, mustMkdirTemp(t, root))}); err != nil {
@@ -379,4 +390,18 @@ func mustMkdirTemp(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// waitGone waits until the engine no longer knows container id.
+func waitGone(ctx context.Context, b *Backend, id string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if _, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err != nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
