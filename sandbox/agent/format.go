@@ -151,3 +151,19 @@ type Command struct {
 	Env  []string
 	Dir  string
 }
+
+// Options configure [Serve].
+type Options struct {
+	// Dir is the agent directory (with req/ and out/).
+	Dir string
+	// Version goes into the hello.
+	Version string
+	// Logf receives the agent's log lines; nil discards them.
+	Logf func(format string, args ...any)
+	// Reap makes the agent reap every child that is left to it, as PID 1
+	// of a container must (orphans are re-parented to it). It is on when
+	// the agent is PID 1.
+	Reap bool
+	// WaitHost bounds the wait for the host to make req/ (0: forever).
+	WaitHost time.Duration
+}
