@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os/signal"
 	"syscall"
 
@@ -13,6 +14,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var dir string
+	var printSh bool
 	cmd := &cobra.Command{
 		Use:   "agent --dir DIR",
 		Short: "Run inside a long-lived sandbox: start the commands gatebridge asks for through DIR",
@@ -28,10 +30,14 @@ In a pod, point it at the shared volume's agent directory:
 gatebridge serve --attach ROOT on the sidecar serves ROOT/agent.
 
 As PID 1 it reaps every orphan. SIGTERM or SIGINT kill every command it
-started, then end it.`,
+started, then end it. --print-sh prints the same agent in POSIX sh.`,
 		Example: `  gatebridge agent --dir /gatebridge/agent`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printSh {
+				io.WriteString(cmd.OutOrStdout(), agent.ShScript+"\n")
+				return nil
+			}
 			if dir == "" {
 				return &usageError{withHint(errors.New("agent: --dir is required"), "the directory gatebridge shares with this sandbox, e.g. --dir /gatebridge/agent")}
 			}
@@ -43,5 +49,6 @@ started, then end it.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the agent directory shared with gatebridge (req/ and out/)")
+	cmd.Flags().BoolVar(&printSh, "print-sh", false, "print the same agent in POSIX sh, for images where this binary cannot run: sh -c \"$(cat agent.sh)\" gatebridge-agent DIR (needs setsid, env, touch, mv in the image)")
 	return cmd
 }

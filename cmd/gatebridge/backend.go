@@ -74,13 +74,17 @@ func dockerConfig(cfg *Config) docker.Config {
 		dc.PidsLimit = -1
 	}
 	dc.Agent = agentBinary()
+	if dc.Agent == "" {
+		dc.Agent = docker.AgentSh
+	}
 	return dc
 }
 
 // agentBinary is this executable when it can run in any Linux image (a
 // static ELF for this architecture, as `make build` makes it): persistent
-// docker sandboxes then run it as their agent. "" otherwise (they use the
-// engine's exec API, slower, and say nothing: isolation is the same).
+// docker sandboxes then run it as their agent. "" otherwise: they run the
+// sh agent in the image's /bin/sh (a few process starts more per command;
+// the same isolation).
 var agentBinary = sync.OnceValue(func() string {
 	if runtime.GOOS != "linux" {
 		return ""

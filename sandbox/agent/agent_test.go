@@ -5,7 +5,9 @@ package agent_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,62 @@ func startAgent(t *testing.T) (*agent.Conn, string) {
 		}
 	})
 	return c, dir
+}
+
+// startShAgent is startAgent with the sh agent, run by shell.
+func startShAgent(t *testing.T, shell string) (*agent.Conn, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	if err := agent.Prepare(dir, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(shell, "-c", agent.ShScript, "gatebridge-agent", dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := agent.Dial(context.Background(), dir, agent.DialOptions{Wait: 5 * time.Second})
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%v; agent stderr: %s", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("sh agent stderr: %s", stderr.String())
+		}
+	})
+	return c, dir
+}
+
+// TestConformanceSh: the sh agent passes the same suite, under dash and
+// busybox sh (the shells of minimal images).
+func TestConformanceSh(t *testing.T) {
+	for _, shell := range []string{"/bin/dash", "/bin/busybox"} {
+		if _, err := os.Stat(shell); err != nil {
+			t.Logf("%s: not installed", shell)
+			continue
+		}
+		t.Run(filepath.Base(shell), func(t *testing.T) {
+			sh := shell
+			if filepath.Base(shell) == "busybox" {
+				// busybox runs as sh when called so.
+				dir := t.TempDir()
+				sh = filepath.Join(dir, "sh")
+				if err := os.Symlink(shell, sh); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, _ := startShAgent(t, sh)
+			sandboxtest.Run(t, func(*testing.T) sandbox.Backend {
+				return writable{&agent.Attached{Conn: c, Root: "/"}}
+			}, sandboxtest.Options{})
+		})
+	}
 }
 
 // writable runs every spec with a writable workspace: an attached

@@ -57,6 +57,7 @@ const (
 	FileHello = "agent.json"
 
 	extRequest = ".json"
+	extScript  = ".sh"
 	extStdin   = ".in"
 	extLease   = ".lease"
 	extSignal  = ".sig."
@@ -84,6 +85,9 @@ type Hello struct {
 	Version  string `json:"version,omitempty"`
 	// Path is the agent's own PATH: the image's, for commands' PATH.
 	Path string `json:"path,omitempty"`
+	// Sh is set by the sh agent ([ShScript]): it runs req/<id>.sh, which
+	// the host then writes beside <id>.json.
+	Sh bool `json:"sh,omitempty"`
 }
 
 // validID reports whether id is a command id: 32 lowercase hex digits.

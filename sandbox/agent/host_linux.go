@@ -320,6 +320,16 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 			closeIn()
 		}()
 	}
+	c.mu.Lock()
+	sh := c.hello.Sh
+	c.mu.Unlock()
+	if sh {
+		// Before the .json: the sh agent starts on seeing the .sh.
+		if err := mailbox.WriteFileAt(c.reqFd, id+extScript, shRequest(cmd), 0o644); err != nil {
+			return nil, r.errorf("write request", err)
+		}
+		r.sent = true
+	}
 	req, _ := json.Marshal(Request{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: spec.Stdin != nil})
 	// Readable by the agent's user: not ours when gatebridge is root.
 	if err := mailbox.WriteFileAt(c.reqFd, id+extRequest, req, 0o644); err != nil {
@@ -503,7 +513,7 @@ func (r *run) cleanup() {
 			s.f.Close()
 		}
 	}
-	names := []string{r.id + extRequest, r.id + extLease, r.id + extStdin}
+	names := []string{r.id + extRequest, r.id + extScript, r.id + extLease, r.id + extStdin}
 	for i := 1; i <= r.sigs; i++ {
 		names = append(names, r.id+extSignal+strconv.Itoa(i))
 	}

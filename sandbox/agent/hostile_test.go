@@ -298,7 +298,17 @@ func TestAgentGone(t *testing.T) {
 // TestLeaseKillsOrphans: when the host goes away mid-command (its end of
 // the lease closes), the agent kills the command's process group.
 func TestLeaseKillsOrphans(t *testing.T) {
-	c, _ := startAgent(t)
+	t.Run("go", func(t *testing.T) {
+		c, _ := startAgent(t)
+		leaseKills(t, c)
+	})
+	t.Run("sh", func(t *testing.T) {
+		c, _ := startShAgent(t, "/bin/sh")
+		leaseKills(t, c)
+	})
+}
+
+func leaseKills(t *testing.T, c *agent.Conn) {
 	m := sandboxtest.Marker()
 	done := make(chan error, 1)
 	ctx := context.Background()

@@ -54,6 +54,13 @@ func TestConformancePersistentAgent(t *testing.T) {
 	persistentConformance(t, Config{Agent: agentBinary(t)})
 }
 
+// TestConformancePersistentShAgent: the same through the sh agent, run
+// by the image's busybox sh.
+func TestConformancePersistentShAgent(t *testing.T) {
+	engine(t)
+	persistentConformance(t, Config{Agent: AgentSh})
+}
+
 func persistentConformance(t *testing.T, cfg Config) {
 	b, _ := newBackend(t, cfg)
 	// The suite's fixtures live under os.TempDir: point it at a directory

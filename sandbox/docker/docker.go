@@ -141,8 +141,10 @@ type Config struct {
 	// Agent is the host path of a statically linked gatebridge binary.
 	// Set, persistent sandboxes run it read-only as their entrypoint
 	// (`gatebridge agent`, package sandbox/agent) and run each command
-	// through it: no exec API, a process start's cost. "" (or FIFOs that
-	// do not reach the container: Docker Desktop) keeps the exec API.
+	// through it: no exec API, a process start's cost. [AgentSh] runs the
+	// agent in the image's /bin/sh instead (needs setsid there, as the
+	// exec API's wrapper does). "" (or FIFOs that do not reach the
+	// container: Docker Desktop) keeps the exec API.
 	Agent string
 }
 

@@ -44,8 +44,10 @@ const (
 )
 
 // AgentPath is where a persistent sandbox sees its agent directory, and
-// AgentBinary the agent's binary.
+// AgentBinary the agent's binary. AgentSh as [Config.Agent] runs the sh
+// agent ([agent.ShScript]) with the image's /bin/sh instead of a binary.
 const (
+	AgentSh     = "sh"
 	AgentPath   = "/gatebridge/agent"
 	AgentBinary = "/gatebridge/bin/gatebridge"
 	agentDir    = ".agent" // under the sessions root
@@ -225,9 +227,13 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		mounts = append(mounts,
 			bind(agentHost, path.Join(opts.SessionsPath, agentDir), true),
 			bind(filepath.Join(agentHost, agent.DirReq), path.Join(AgentPath, agent.DirReq), true),
-			bind(filepath.Join(agentHost, agent.DirOut), path.Join(AgentPath, agent.DirOut), false),
-			bind(b.cfg.Agent, AgentBinary, true))
-		entry = []string{AgentBinary, "agent", "--dir", AgentPath}
+			bind(filepath.Join(agentHost, agent.DirOut), path.Join(AgentPath, agent.DirOut), false))
+		if b.cfg.Agent == AgentSh {
+			entry = []string{"/bin/sh", "-c", agent.ShScript, "gatebridge-agent", AgentPath}
+		} else {
+			mounts = append(mounts, bind(b.cfg.Agent, AgentBinary, true))
+			entry = []string{AgentBinary, "agent", "--dir", AgentPath}
+		}
 	}
 	labels := b.labels(nil, map[string]string{
 		LabelPersistent:        opts.Name,

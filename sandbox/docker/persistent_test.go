@@ -67,6 +67,13 @@ func TestPersistentAgent(t *testing.T) {
 	t.Run("req-and-binary-read-only", func(t *testing.T) { agentDirAttack(t, sb) })
 }
 
+// TestPersistentShAgent: the same through the sh agent.
+func TestPersistentShAgent(t *testing.T) {
+	engine(t)
+	sb := testPersistent(t, Config{Agent: AgentSh})
+	t.Run("req-read-only", func(t *testing.T) { agentDirAttack(t, sb) })
+}
+
 // TestPersistentAgentRootUser: with the container user root (allowed),
 // file permissions no longer keep req/ and the binary safe; the
 // read-only mounts must.
