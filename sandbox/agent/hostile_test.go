@@ -355,3 +355,40 @@ func TestAttachedRefusesRoot(t *testing.T) {
 		t.Error("no hint")
 	}
 }
+
+// TestAttachedRefusesWhatItCannotEnforce: an attached sandbox's mounts are
+// the pod's; the backend refuses a read-only workspace it cannot make
+// read-only, a writable one the pod declared read-only, and a session
+// outside the shared directory (the sandbox would not see it).
+func TestAttachedRefusesWhatItCannotEnforce(t *testing.T) {
+	c, _ := startAgent(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	run := func(a *agent.Attached, writable bool) error {
+		spec := f.Spec("true")
+		spec.WorkspaceWritable = writable
+		spec.AllowRoot = true // the test's agent runs as the test's user
+		res, err := a.Run(context.Background(), spec)
+		if err == nil && res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return err
+	}
+	rw := &agent.Attached{Conn: c, Root: "/"}
+	ro := &agent.Attached{Conn: c, Root: "/", WorkspaceReadOnly: true}
+	if err := run(rw, false); err == nil || !strings.Contains(err.Error(), "cannot make it read-only") {
+		t.Errorf("read-only spec on a writable mount: %v", err)
+	}
+	if err := run(ro, true); err == nil || !strings.Contains(err.Error(), "mounts the workspace read-only") {
+		t.Errorf("writable spec on a read-only mount: %v", err)
+	}
+	if err := run(rw, true); err != nil {
+		t.Errorf("writable on writable: %v", err)
+	}
+	if err := run(ro, false); err != nil {
+		t.Errorf("read-only on read-only: %v", err)
+	}
+	elsewhere := &agent.Attached{Conn: c, Root: t.TempDir()}
+	if err := run(elsewhere, true); err == nil || !strings.Contains(err.Error(), "not under the shared directory") {
+		t.Errorf("session outside the shared directory: %v", err)
+	}
+}
