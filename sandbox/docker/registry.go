@@ -100,7 +100,24 @@ func (b *Backend) doctor(ctx context.Context) []sandbox.Finding {
 	if f, ok := wakeFinding(engineOS); ok {
 		out = append(out, f)
 	}
+	out = append(out, b.agentFinding(ctx))
 	return out
+}
+
+// agentFinding says how persistent sandboxes will run their commands.
+func (b *Backend) agentFinding(ctx context.Context) sandbox.Finding {
+	f := sandbox.Finding{Check: "docker persistent sandboxes", Status: sandbox.StatusOK}
+	switch {
+	case b.cfg.Agent == "":
+		f.Detail = "commands through the engine's exec API"
+	case b.usePoll(ctx):
+		f.Detail = "commands through the engine's exec API: FIFOs do not reach the containers, so no agent"
+	case b.cfg.Agent == AgentSh:
+		f.Detail = "commands through the sh agent in the image's /bin/sh (this gatebridge is not statically linked; `make build` links it so)"
+	default:
+		f.Detail = "commands through gatebridge agent (" + b.cfg.Agent + ", mounted read-only), no exec API"
+	}
+	return f
 }
 
 // wakeFinding warns that FIFO wake-ups do not cross Docker Desktop's VM.
