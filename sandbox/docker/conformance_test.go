@@ -54,6 +54,14 @@ func TestConformancePersistentAgent(t *testing.T) {
 	persistentConformance(t, Config{Agent: agentBinary(t)})
 }
 
+// TestConformancePersistentAgentPID1: the same with no init in front
+// (sandbox.docker.no_init): the agent is PID 1 and reaps every orphan
+// itself, handing its commands' statuses to their waiters.
+func TestConformancePersistentAgentPID1(t *testing.T) {
+	engine(t)
+	persistentConformance(t, Config{Agent: agentBinary(t), NoInit: true})
+}
+
 // TestConformancePersistentShAgent: the same through the sh agent, run
 // by the image's busybox sh.
 func TestConformancePersistentShAgent(t *testing.T) {

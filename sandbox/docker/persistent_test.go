@@ -67,6 +67,32 @@ func TestPersistentAgent(t *testing.T) {
 	t.Run("req-and-binary-read-only", func(t *testing.T) { agentDirAttack(t, sb) })
 }
 
+// TestPersistentAgentReapsOrphans: with the agent as PID 1, the orphans
+// commands leave behind (double-forked, their parent gone) are reaped,
+// not left as zombies for the sandbox's life.
+func TestPersistentAgentReapsOrphans(t *testing.T) {
+	engine(t)
+	b, _ := newBackend(t, Config{Agent: agentBinary(t), NoInit: true})
+	sb := startSandbox(t, b, "", false)
+	ctx := context.Background()
+	r, err := runIn(t, sb, ctx, `cat /proc/1/cmdline | tr '\0' ' '`)
+	if err != nil || !strings.Contains(out(r), "agent") {
+		t.Fatalf("PID 1 is not the agent: %v %q", err, out(r))
+	}
+	for i := 0; i < 5; i++ {
+		// setsid: out of the command's group, so its kill does not
+		// reach them; they exit on their own and are orphans by then.
+		if _, err := runIn(t, sb, ctx, `setsid sh -c 'sleep 0.2 & sleep 0.2 &' ; true`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	r, err = runIn(t, sb, ctx, `ps -o stat= | grep -c '^Z' || true`)
+	if err != nil || out(r) != "0" {
+		t.Fatalf("zombies left: %v %q", err, out(r))
+	}
+}
+
 // TestPersistentShAgent: the same through the sh agent.
 func TestPersistentShAgent(t *testing.T) {
 	engine(t)
