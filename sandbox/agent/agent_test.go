@@ -119,3 +119,25 @@ func TestConformance(t *testing.T) {
 func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
+
+// TestRelativeCommand: a command named by a path relative to its working
+// directory runs, from both agents (the first Go agent looked it up from
+// its own directory and answered 127).
+func TestRelativeCommand(t *testing.T) {
+	for name, start := range map[string]func(t *testing.T) *agent.Conn{
+		"go": func(t *testing.T) *agent.Conn { c, _ := startAgent(t); return c },
+		"sh": func(t *testing.T) *agent.Conn { c, _ := startShAgent(t, "/bin/sh"); return c },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := start(t)
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\necho ran here\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Run(context.Background(), agent.Command{Argv: []string{"./tool"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: dir}, &sandbox.Spec{})
+			if err != nil || res.ExitCode != 0 || string(res.Stdout) != "ran here\n" {
+				t.Fatalf("%v %+v", err, res)
+			}
+		})
+	}
+}

@@ -272,7 +272,7 @@ func (a *agent) start(id string) {
 		fail(1, "open stdin: %v", inErr)
 		return
 	}
-	path, err := lookPath(req.Argv[0], envPath(req.Env))
+	path, err := lookPath(req.Argv[0], envPath(req.Env), req.Dir)
 	if err != nil {
 		code := 127
 		if errors.Is(err, os.ErrPermission) {
@@ -504,8 +504,8 @@ func envPath(env []string) string {
 }
 
 // lookPath finds file in path as a shell would: a name with a slash is
-// used as is.
-func lookPath(file, path string) (string, error) {
+// used as is (relative to dir, where the command starts).
+func lookPath(file, path, dir string) (string, error) {
 	check := func(p string) error {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -517,7 +517,11 @@ func lookPath(file, path string) (string, error) {
 		return unix.Access(p, unix.X_OK)
 	}
 	if strings.Contains(file, "/") {
-		if err := check(file); err != nil {
+		at := file
+		if !filepath.IsAbs(file) && dir != "" {
+			at = filepath.Join(dir, file)
+		}
+		if err := check(at); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return "", errors.New("no such file or directory")
 			}
