@@ -213,6 +213,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"BinOnPath", s.binOnPath, false},
 		{"Cwd", s.cwd, false},
 		{"Dir", s.dir, false},
+		{"RelativeCommand", s.relativeCommand, false},
 		{"Mailbox", s.mailbox, false},
 		{"Tmpdir", s.tmpdir, false},
 		{"WorkspaceWritable", s.workspaceWritable, false},
@@ -395,6 +396,34 @@ func (s *suite) cwd(t *testing.T) {
 	wantExit(t, res, 0)
 	if got := string(res.Stdout); got != "workspace-here\n" {
 		t.Errorf("stdout %q", got)
+	}
+}
+
+// relativeCommand: Command[0] given as a path relative to the working
+// directory (./tool, sub/tool) runs from there, as a shell would run it.
+func (s *suite) relativeCommand(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	if err := os.Mkdir(filepath.Join(f.Workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.Workspace, "tool"), "#!/bin/sh\necho top \"$@\"\n", 0o755)
+	write(t, filepath.Join(f.Workspace, "sub", "tool"), "#!/bin/sh\necho sub \"$@\"\n", 0o755)
+	for _, tc := range []struct {
+		dir  string
+		argv []string
+		want string
+	}{
+		{"", []string{"./tool", "a"}, "top a\n"},
+		{"", []string{"sub/tool", "b"}, "sub b\n"},
+		{"sub", []string{"./tool", "c"}, "sub c\n"},
+		{"sub", []string{"../tool", "d"}, "top d\n"},
+	} {
+		spec := f.Spec("")
+		spec.Command, spec.Dir = tc.argv, tc.dir
+		res := s.run(t, context.Background(), spec)
+		if res.ExitCode != 0 || string(res.Stdout) != tc.want {
+			t.Errorf("dir %q argv %q: exit %d stdout %q stderr %q, want %q", tc.dir, tc.argv, res.ExitCode, res.Stdout, res.Stderr, tc.want)
+		}
 	}
 }
 
