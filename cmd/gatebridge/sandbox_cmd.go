@@ -48,8 +48,9 @@ func newSandboxCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Manage persistent docker sandboxes (start, exec, stop, ls, prune)",
-		Long: `A persistent sandbox is one long-lived container; each command runs in it
-with docker exec, in its own session under a sessions root mounted once.
+		Long: `A persistent sandbox is one long-lived container whose entrypoint is
+gatebridge agent: each command is handed to it through a directory (no
+docker exec), in its own session under a sessions root mounted once.
 Commands in the same sandbox share its filesystem (/tmp, the root fs when
 writable); concurrent commands get separate sessions.
 
@@ -165,9 +166,11 @@ func newSandboxStartCmd(a *app) *cobra.Command {
 		Long: `Start a long-lived container gatebridge-NAME from the configured image,
 hardened like per-command containers, with the sessions root mounted at
 /gatebridge/sessions and the workspace (default: the current directory) at
-/workspace, read-only unless --writable-workspace. Then run commands in it
-with 'gatebridge sandbox exec NAME -- CMD' or 'gatebridge run --reuse NAME'
-from the workspace or a directory under it.`,
+/workspace, read-only unless --writable-workspace. Its entrypoint is
+gatebridge agent (this binary, mounted read-only; the same agent in the
+image's /bin/sh when this binary is not statically linked). Then run
+commands in it with 'gatebridge sandbox exec NAME -- CMD' or
+'gatebridge run --reuse NAME' from the workspace or a directory under it.`,
 		Args: oneName("start"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := a.cfg
