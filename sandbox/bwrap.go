@@ -128,7 +128,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if _, err := spec.WorkDir(workspace); err != nil && workspace != "" {
 		return nil, &Error{Backend: "bwrap", Op: "run", Err: err}
 	}
-	basePath, ok := envValue(spec.Env, "PATH")
+	basePath, ok := EnvValue(spec.Env, "PATH")
 	if !ok {
 		basePath = bwrapBasePath
 	}
@@ -137,7 +137,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	envDirs := inside
 	envDirs.Tmp = "/tmp"
 	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(envDirs, basePath))
-	pathList, _ := envValue(env, "PATH")
+	pathList, _ := EnvValue(env, "PATH")
 	// Everything inside is a host path bound at the same place (or the
 	// empty /tmp), so a host lookup tells whether the name exists inside.
 	if _, ok := lookPath(spec.Command[0], pathList); !ok {

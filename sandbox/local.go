@@ -41,12 +41,12 @@ func (l *Local) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if len(spec.Command) == 0 {
 		return nil, &Error{Backend: "local", Op: "run", Err: errors.New("empty command")}
 	}
-	basePath, ok := envValue(spec.Env, "PATH")
+	basePath, ok := EnvValue(spec.Env, "PATH")
 	if !ok {
 		basePath = os.Getenv("PATH")
 	}
 	env := MergeEnv(os.Environ(), spec.Env, SessionEnv(spec.Session, basePath))
-	pathList, _ := envValue(env, "PATH")
+	pathList, _ := EnvValue(env, "PATH")
 	path, ok := lookPath(spec.Command[0], pathList)
 	if !ok {
 		return notFound(spec, spec.Command[0]), nil

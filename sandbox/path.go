@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// envValue returns the value of key in a KEY=VALUE list (the last one wins).
-func envValue(env []string, key string) (string, bool) {
+// EnvValue returns the value of key in a KEY=VALUE list (the last one
+// wins).
+func EnvValue(env []string, key string) (string, bool) {
 	val, found := "", false
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == key {

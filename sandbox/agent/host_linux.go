@@ -164,11 +164,11 @@ func (c *Conn) readHello() error {
 	if len(h.Path) > 4096 || strings.ContainsAny(h.Path, "\x00\n") {
 		h.Path = ""
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(c.outFd, FileHello, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	st, age, err := c.helloAge()
+	if err != nil {
 		return err
 	}
-	if age := time.Since(time.Unix(st.Mtim.Unix())); age > StaleAfter {
+	if age > StaleAfter {
 		return fmt.Errorf("%s was last touched %s ago: the agent is not running", FileHello, age.Round(time.Second))
 	}
 	c.mu.Lock()
@@ -195,14 +195,24 @@ func (c *Conn) Path() string {
 
 // alive reports whether the agent touched its hello recently.
 func (c *Conn) alive() error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(c.outFd, FileHello, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	_, age, err := c.helloAge()
+	if err != nil {
 		return fmt.Errorf("the agent's %s is gone: %w", FileHello, err)
 	}
-	if age := time.Since(time.Unix(st.Mtim.Unix())); age > StaleAfter {
+	if age > StaleAfter {
 		return fmt.Errorf("the agent has not answered for %s", age.Round(time.Second))
 	}
 	return nil
+}
+
+// helloAge stats the hello (not following a link) and says how long ago
+// the agent last touched it.
+func (c *Conn) helloAge() (unix.Stat_t, time.Duration, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(c.outFd, FileHello, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return st, 0, err
+	}
+	return st, time.Since(time.Unix(st.Mtim.Unix())), nil
 }
 
 // events routes out/'s events to the command they name; on an overflow

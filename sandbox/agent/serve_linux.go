@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -157,7 +159,7 @@ func (a *agent) hello() error {
 // scan starts new requests, delivers new signals, and forgets commands
 // the host is done with.
 func (a *agent) scan() {
-	names, err := readNames(a.reqFd, maxReqEntries)
+	names, err := mailbox.ListDir(a.reqFd, maxReqEntries)
 	if err != nil {
 		a.opts.Logf("gatebridge agent: list %s: %v", DirReq, err)
 		return
@@ -208,7 +210,7 @@ func (a *agent) scan() {
 		c.lastSig = s.n
 		pgid := c.pgid
 		a.mu.Unlock()
-		b, err := readSmall(a.reqFd, s.id+extSignal+strconv.Itoa(s.n), 16)
+		b, err := mailbox.ReadFileAt(a.reqFd, s.id+extSignal+strconv.Itoa(s.n), 16)
 		if err != nil {
 			continue
 		}
@@ -229,7 +231,7 @@ func (a *agent) start(id string) {
 	a.mu.Unlock()
 	// stdin first: the host keeps its end open until it sees the stdout
 	// file, so bytes it wrote before this open are not lost.
-	b, rerr := readSmall(a.reqFd, id+extRequest, maxRequest)
+	b, rerr := mailbox.ReadFileAt(a.reqFd, id+extRequest, maxRequest)
 	var req Request
 	if rerr == nil {
 		rerr = json.Unmarshal(b, &req)
@@ -272,7 +274,8 @@ func (a *agent) start(id string) {
 		fail(1, "open stdin: %v", inErr)
 		return
 	}
-	path, err := lookPath(req.Argv[0], envPath(req.Env), req.Dir)
+	pathList, _ := sandbox.EnvValue(req.Env, "PATH")
+	path, err := lookPath(req.Argv[0], pathList, req.Dir)
 	if err != nil {
 		code := 127
 		if errors.Is(err, os.ErrPermission) {
@@ -443,40 +446,6 @@ func openFIFO(dirfd int, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-func readSmall(dirfd int, name string, max int64) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	b := make([]byte, 0, 512)
-	for int64(len(b)) <= max {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil || n == 0 {
-			break
-		}
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s exceeds %d bytes", name, max)
-	}
-	return b, nil
-}
-
-func readNames(dirfd int, max int) ([]string, error) {
-	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "req")
-	defer f.Close()
-	return f.Readdirnames(max)
-}
-
 func writeAtomic(dirfd int, name string, data []byte) error {
 	tmp := "." + name + ".tmp"
 	unix.Unlinkat(dirfd, tmp, 0)
@@ -491,16 +460,6 @@ func writeAtomic(dirfd int, name string, data []byte) error {
 		return werr
 	}
 	return unix.Renameat(dirfd, tmp, dirfd, name)
-}
-
-func envPath(env []string) string {
-	p := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			p = v
-		}
-	}
-	return p
 }
 
 // lookPath finds file in path as a shell would: a name with a slash is
