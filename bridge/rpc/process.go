@@ -123,36 +123,40 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	c.running++
 	c.mu.Unlock()
 
-	return later(func() (any, error) {
-		if err := pr.start(ctx, sb, &p, env, stdinR); err != nil {
+	return replier(func(reply func(any, error)) {
+		run, err := pr.start(ctx, sb, &p, env, stdinR)
+		if err != nil {
 			pr.finish(ProcessExitedParams{ProcessID: pr.id, ExitCode: 125}, false)
 			close(pr.released)
-			return nil, err
+			reply(nil, err)
+			return
 		}
-		return &ProcessStartResult{ProcessID: pr.id}, nil
+		reply(&ProcessStartResult{ProcessID: pr.id}, nil)
+		run()
 	}), nil
 }
 
-// start waits for the sandbox to be open, opens the process's session and
-// starts the command; the process then runs on its own goroutine.
-func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env []string, stdin *io.PipeReader) error {
+// start waits for the sandbox to be open and opens the process's session;
+// run then runs the command to its end. The response goes out between the
+// two, from this goroutine, while run starts the command.
+func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env []string, stdin *io.PipeReader) (run func(), err error) {
 	c, o := pr.c, pr.c.srv.opts
 	select {
 	case <-sb.ready:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 	if sb.openErr != nil {
-		return errorf(CodeNotFound, "sandbox %q did not open: %v", sb.id, sb.openErr.Message)
+		return nil, errorf(CodeNotFound, "sandbox %q did not open: %v", sb.id, sb.openErr.Message)
 	}
 	dir, err := sb.workDir(p.Cwd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sb.mu.Lock()
 	if sb.closed {
 		sb.mu.Unlock()
-		return errorf(CodeNotFound, "sandbox %q is closing", sb.id)
+		return nil, errorf(CodeNotFound, "sandbox %q is closing", sb.id)
 	}
 	sb.procs[pr.id] = pr
 	sb.mu.Unlock()
@@ -165,7 +169,7 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 	ss, err := c.takeSession(sb)
 	if err != nil {
 		unlist()
-		return fmt.Errorf("open session: %w", err)
+		return nil, fmt.Errorf("open session: %w", err)
 	}
 	ss.owner.Store(pr)
 	sess := ss.sess
@@ -189,7 +193,7 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 	c.bySession[pr.session] = pr
 	c.mu.Unlock()
 
-	go func() {
+	return func() {
 		defer close(pr.released)
 		defer unlist()
 		res, runErr := sess.Run(ctx, sb.backend, spec)
@@ -220,8 +224,7 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 			}
 		}
 		pr.finish(ex, true)
-	}()
-	return nil
+	}, nil
 }
 
 // finish records the exit, frees the running slot, keeps the process for

@@ -444,6 +444,13 @@ type handler func(c *conn, params json.RawMessage) (any, error)
 // later is a result still to be computed off the read loop.
 type later func() (any, error)
 
+// replier is a later that sends its response itself, through reply (once),
+// and may go on working after it: process/start replies once the command
+// is on its way and then runs it on the same goroutine, so no goroutine
+// hand-off (and no wait for the response's write) lies between the request
+// and the process's start.
+type replier func(reply func(any, error))
+
 var methods = map[string]handler{
 	MethodInitialize:        (*conn).initialize,
 	MethodSandboxOpen:       (*conn).sandboxOpen,
@@ -488,17 +495,36 @@ func (c *conn) handle(m *Message) {
 		}
 	}
 	res, err := h(c, m.Params)
-	rest, ok := res.(later)
-	if err != nil || !ok {
-		c.reply(m.ID, res, err)
+	if err != nil {
+		c.reply(m.ID, nil, err)
 		return
 	}
-	c.workers.Add(1)
-	go func() {
-		defer c.workers.Done()
-		res, err := rest()
+	switch rest := res.(type) {
+	case later:
+		c.workers.Add(1)
+		go func() {
+			defer c.workers.Done()
+			res, err := rest()
+			c.reply(m.ID, res, err)
+		}()
+	case replier:
+		// Counted as a worker until it has replied: shutdown waits for
+		// every response, not for the work that follows one.
+		c.workers.Add(1)
+		go func() {
+			var once sync.Once
+			reply := func(res any, err error) {
+				once.Do(func() {
+					c.reply(m.ID, res, err)
+					c.workers.Done()
+				})
+			}
+			defer reply(nil, errorf(CodeInternalError, "%s ended without a response", m.Method))
+			rest(reply)
+		}()
+	default:
 		c.reply(m.ID, res, err)
-	}()
+	}
 }
 
 // decode unmarshals params strictly: an unknown field or a wrong type is

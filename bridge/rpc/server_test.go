@@ -1,9 +1,12 @@
 package rpc_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -396,5 +399,72 @@ func TestSandboxCloseStopsItsProcesses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws)); err != nil {
 		t.Fatalf("the client's workspace is gone: %v", err)
+	}
+}
+
+// TestStartAnsweredFirst: the response to process/start reaches the client
+// before any process/output or process/exited of that process, also when
+// the process ends at once and many start back to back.
+func TestStartAnsweredFirst(t *testing.T) {
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- NewServer(testOptions(t)).Serve(context.Background(), sr, sw)
+		sw.Close()
+	}()
+	send := func(id int, method string, params any) {
+		p, _ := json.Marshal(params)
+		b, _ := json.Marshal(Message{JSONRPC: "2.0", ID: json.RawMessage(fmt.Sprint(id)), Method: method, Params: p})
+		if _, err := cw.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := bufio.NewScanner(cr)
+	lines.Buffer(nil, 1<<20)
+	next := func() Message {
+		if !lines.Scan() {
+			t.Fatalf("the server ended: %v", lines.Err())
+		}
+		var m Message
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", lines.Bytes(), err)
+		}
+		return m
+	}
+	send(1, MethodInitialize, InitializeParams{ClientName: "t", ProtocolVersion: 1})
+	send(2, MethodSandboxOpen, SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: traversableTempDir(t)})
+	const n = 40
+	for i := 0; i < n; i++ {
+		send(10+i, MethodProcessStart, ProcessStartParams{ProcessID: fmt.Sprint("p", i), SandboxID: "sb", Argv: []string{"echo", "hi"}})
+	}
+	answered := map[string]bool{}
+	for exited := 0; exited < n; {
+		m := next()
+		var p struct {
+			ProcessID string `json:"processId"`
+		}
+		json.Unmarshal(m.Params, &p)
+		switch {
+		case m.Method == "" && m.Error != nil:
+			t.Fatalf("error response %s: %+v", m.ID, m.Error)
+		case m.Method == "":
+			var id int
+			json.Unmarshal(m.ID, &id)
+			if id >= 10 {
+				answered[fmt.Sprint("p", id-10)] = true
+			}
+		case m.Method == MethodProcessOutput || m.Method == MethodProcessExited:
+			if !answered[p.ProcessID] {
+				t.Fatalf("%s of %s before the response to its process/start", m.Method, p.ProcessID)
+			}
+			if m.Method == MethodProcessExited {
+				exited++
+			}
+		}
+	}
+	cw.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 }
