@@ -10,7 +10,14 @@
   client (gate/call) against gb_echo, a Go gate built into the server,
   alternating batches.
 
-    make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench.py [ROUNDS]
+    make build && GATEBRIDGE_BIN=bin/gatebridge python3 clients/python/bench.py [ROUNDS] [--gap MS]
+
+With --gap MS, the one-command rows sleep MS milliseconds before each
+timed spawn and each timed process/start, so that neither is timed while
+the other's leftovers run (the server removing the last command's session
+and opening the next spare, the client reaping its child). Without it
+they run back to back, and the server's cleanup overlaps the client's own
+spawn of `true`.
 """
 import json
 import os
@@ -23,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gatebridge_client import Client  # noqa: E402
 
 BATCH = 20
+GAP = 0.0  # seconds slept before each timed one-command step (--gap)
 
 
 def raw_protocol(starts: int, ws: str) -> None:
@@ -47,22 +55,33 @@ def raw_protocol(starts: int, ws: str) -> None:
     until(lambda m: m.get("id") == 2)
     spawn = serve = 0.0
     for i in range(starts):
+        time.sleep(GAP)
         t0 = time.perf_counter()
         subprocess.run(["true"], check=True)
+        spawn += time.perf_counter() - t0
+        time.sleep(GAP)
         t1 = time.perf_counter()
         send(10 + i, "process/start", {"processId": "p%d" % i, "sandboxId": "s", "argv": ["true"]})
         until(lambda m: m.get("method") == "process/exited")
-        t2 = time.perf_counter()
-        spawn += t1 - t0
-        serve += t2 - t1
+        serve += time.perf_counter() - t1
     inp.close()
     srv.wait()
-    print("one command, local, %d each, bare protocol loop: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
-          % (starts, serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+    print("one command, local, %d each%s, bare protocol loop: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+          % (starts, gap_note(), serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+
+
+def gap_note() -> str:
+    return ", gap %g ms" % (GAP * 1e3) if GAP else ", back to back"
 
 
 def main() -> int:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    global GAP
+    args = sys.argv[1:]
+    if "--gap" in args:
+        i = args.index("--gap")
+        GAP = float(args[i + 1]) / 1e3
+        del args[i:i + 2]
+    rounds = int(args[0]) if args else 10
     loop = "i=0; while [ $i -lt %d ]; do %s x >/dev/null || exit 1; i=$((i+1)); done"
     times = {"python": 0.0, "go": 0.0}
     with Client() as client:
@@ -71,18 +90,19 @@ def main() -> int:
             spawn = serve = 0.0
             starts = rounds * BATCH
             for _ in range(starts):
+                time.sleep(GAP)
                 t0 = time.perf_counter()
                 subprocess.run(["true"], check=True)
+                spawn += time.perf_counter() - t0
+                time.sleep(GAP)
                 t1 = time.perf_counter()
                 r = sb.run(["true"])
-                t2 = time.perf_counter()
+                serve += time.perf_counter() - t1
                 if r.exit_code != 0:
                     print("true failed: %r" % r.stderr, file=sys.stderr)
                     return 1
-                spawn += t1 - t0
-                serve += t2 - t1
-            print("one command, local, %d each, this client: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
-                  % (starts, serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+            print("one command, local, %d each%s, this client: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+                  % (starts, gap_note(), serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
             raw_protocol(starts, ws)
             for _ in range(rounds):
                 for name, gate in (("python", "pygate"), ("go", "gb_echo")):
