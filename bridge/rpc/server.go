@@ -445,10 +445,10 @@ type handler func(c *conn, params json.RawMessage) (any, error)
 type later func() (any, error)
 
 // replier is a later that sends its response itself, through reply (once),
-// and may go on working after it: process/start replies once the command
-// is on its way and then runs it on the same goroutine, so no goroutine
-// hand-off (and no wait for the response's write) lies between the request
-// and the process's start.
+// and may go on working after it: process/start replies once the process's
+// session is ready and then runs the command on the same goroutine, so no
+// goroutine hand-off (and no wait for the response's write) lies between
+// the request and the process's start.
 type replier func(reply func(any, error))
 
 var methods = map[string]handler{
