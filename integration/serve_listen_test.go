@@ -124,26 +124,6 @@ func (s *listenServer) client() (*rpctest.Client, net.Conn) {
 	return c, nc
 }
 
-// refused reads what a refused client gets: one error response, then the
-// end of the connection.
-func refused(t *testing.T, nc net.Conn, d time.Duration) *rpc.Error {
-	t.Helper()
-	nc.SetReadDeadline(time.Now().Add(d))
-	br := bufio.NewReader(nc)
-	line, err := br.ReadBytes('\n')
-	if err != nil {
-		t.Fatalf("no error response: %v (read %q)", err, line)
-	}
-	var m rpc.Message
-	if err := json.Unmarshal(line, &m); err != nil || m.Error == nil {
-		t.Fatalf("not an error response: %q", line)
-	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
-		t.Fatalf("after the error: %q, %v; want the connection closed", rest, err)
-	}
-	return m.Error
-}
-
 // TestServeListen: clients over TCP, on every backend. Each connection has
 // its own sandboxes, removed when it closes while the others go on; SIGTERM
 // stops the server and removes what the remaining ones started. The log
@@ -251,7 +231,7 @@ func TestServeListenRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nc := s.dial()
 			io.WriteString(nc, tc.line+"\n")
-			e := refused(t, nc, 10*time.Second)
+			e := rpctest.Refused(t, nc, 10*time.Second).Error
 			if e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, tc.want) {
 				t.Fatalf("%+v, want -32006 saying %q", e, tc.want)
 			}
@@ -264,7 +244,7 @@ func TestServeListenRefuses(t *testing.T) {
 		start := time.Now()
 		_, err := nc.Write(bytes.Repeat([]byte("x"), 64<<10))
 		must(t, err)
-		if e := refused(t, nc, 5*time.Second); e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, "over 65536 bytes") {
+		if e := rpctest.Refused(t, nc, 5*time.Second).Error; e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, "over 65536 bytes") {
 			t.Fatalf("%+v", e)
 		}
 		if d := time.Since(start); d > 5*time.Second {
@@ -290,7 +270,7 @@ func TestServeListenRefuses(t *testing.T) {
 			}
 			wrote <- nil
 		}()
-		refused(t, nc, 10*time.Second)
+		rpctest.Refused(t, nc, 10*time.Second)
 		if err := <-wrote; err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("the client wrote %d bytes (%v): the server read on", atomic.LoadInt64(&sent), err)
 		}
@@ -301,7 +281,7 @@ func TestServeListenRefuses(t *testing.T) {
 
 	t.Run("silent and trickling clients", func(t *testing.T) {
 		for _, nc := range []net.Conn{silent, trickle} {
-			e := refused(t, nc, time.Until(silentSince.Add(20*time.Second)))
+			e := rpctest.Refused(t, nc, time.Until(silentSince.Add(20*time.Second))).Error
 			if e.Code != rpc.CodeUnauthorized || !strings.Contains(e.Message, "no initialize request within 10s") {
 				t.Fatalf("%+v", e)
 			}
@@ -331,7 +311,7 @@ func TestServeListenMaxConnections(t *testing.T) {
 	s := startServeListen(t, "127.0.0.1:0", "--max-connections", "2")
 	_, first := s.client()
 	s.client()
-	if e := refused(t, s.dial(), 10*time.Second); e.Code != rpc.CodeLimit || !strings.Contains(e.Message, "too many connections: 2") {
+	if e := rpctest.Refused(t, s.dial(), 10*time.Second).Error; e.Code != rpc.CodeLimit || !strings.Contains(e.Message, "too many connections: 2") {
 		t.Fatalf("%+v", e)
 	}
 	first.Close()

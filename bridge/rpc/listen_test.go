@@ -103,26 +103,6 @@ func (l *testListener) connect(token string) (*rpctest.Client, net.Conn) {
 	return c, nc
 }
 
-// refusal reads what a refused client gets: one error response, then the
-// end of the connection, within d.
-func refusal(t *testing.T, nc net.Conn, d time.Duration) *Message {
-	t.Helper()
-	nc.SetReadDeadline(time.Now().Add(d))
-	br := bufio.NewReader(nc)
-	line, err := br.ReadBytes('\n')
-	if err != nil {
-		t.Fatalf("no error response: %v (read %q)", err, line)
-	}
-	var m Message
-	if err := json.Unmarshal(line, &m); err != nil || m.Error == nil {
-		t.Fatalf("not an error response: %q", line)
-	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
-		t.Fatalf("after the error: %q, %v; want the connection closed", rest, err)
-	}
-	return &m
-}
-
 func initLine(params string) string {
 	return `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{` + params + `}}` + "\n"
 }
@@ -153,7 +133,7 @@ func TestListenRefusesWithoutToken(t *testing.T) {
 			if !strings.HasSuffix(tc.line, "\n") {
 				nc.(*net.TCPConn).CloseWrite()
 			}
-			m := refusal(t, nc, 10*time.Second)
+			m := rpctest.Refused(t, nc, 10*time.Second)
 			if m.Error.Code != CodeUnauthorized || !strings.Contains(m.Error.Message, tc.want) || string(m.ID) != tc.id {
 				t.Fatalf("got id %s %+v, want id %s, -32006 saying %q", m.ID, m.Error, tc.id, tc.want)
 			}
@@ -254,7 +234,7 @@ func TestListenHugeFirstLine(t *testing.T) {
 	if _, err := nc.Write(junk); err != nil {
 		t.Fatal(err)
 	}
-	m := refusal(t, nc, 10*time.Second)
+	m := rpctest.Refused(t, nc, 10*time.Second)
 	if m.Error.Code != CodeUnauthorized || !strings.Contains(m.Error.Message, "over 65536 bytes") {
 		t.Fatalf("%+v", m.Error)
 	}
@@ -288,7 +268,7 @@ func TestListenHugeFirstLine(t *testing.T) {
 		}
 		wrote <- nil
 	}()
-	m = refusal(t, nc, 10*time.Second)
+	m = rpctest.Refused(t, nc, 10*time.Second)
 	if m.Error.Code != CodeUnauthorized {
 		t.Fatalf("%+v", m.Error)
 	}
@@ -320,7 +300,7 @@ func TestListenHandshakeTimeout(t *testing.T) {
 				}
 			}()
 		}
-		m := refusal(t, nc, 10*time.Second)
+		m := rpctest.Refused(t, nc, 10*time.Second)
 		d := time.Since(start)
 		if m.Error.Code != CodeUnauthorized || !strings.Contains(m.Error.Message, "no initialize request within 400ms") {
 			t.Fatalf("trickle %v: %+v", trickle, m.Error)
@@ -341,7 +321,7 @@ func TestListenMaxConns(t *testing.T) {
 	l := startListener(t, ListenOptions{MaxConns: 2, HandshakeTimeout: time.Minute})
 	_, first := l.connect(listenToken)
 	l.dial() // in its handshake: it holds a slot too
-	m := refusal(t, l.dial(), 10*time.Second)
+	m := rpctest.Refused(t, l.dial(), 10*time.Second)
 	if m.Error.Code != CodeLimit || !strings.Contains(m.Error.Message, "too many connections: 2") {
 		t.Fatalf("%+v", m.Error)
 	}

@@ -5,10 +5,12 @@
 package rpctest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -211,4 +213,24 @@ func (c *Client) Run(sandboxID, processID string, answer func(rpc.GateCallParams
 	c.t.Helper()
 	c.Call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: processID, SandboxID: sandboxID, Argv: argv}, nil)
 	return c.Collect(processID, 90*time.Second, answer)
+}
+
+// Refused reads what a refused client gets on nc within d: one error
+// response, then the end of the connection. Anything else fails the test.
+func Refused(t testing.TB, nc net.Conn, d time.Duration) *rpc.Message {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(d))
+	br := bufio.NewReader(nc)
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no error response: %v (read %q)", err, line)
+	}
+	var m rpc.Message
+	if err := json.Unmarshal(line, &m); err != nil || m.Error == nil {
+		t.Fatalf("not an error response: %q", line)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("after the error: %q, %v; want the connection closed", rest, err)
+	}
+	return &m
 }
