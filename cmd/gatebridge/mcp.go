@@ -344,31 +344,26 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 // host (connection and sandbox) of a session.
 func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error)) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
-	mcp.AddTool(server, &mcp.Tool{Name: "bash", Description: description},
-		func(ctx context.Context, req *mcp.CallToolRequest, in bashInput) (*mcp.CallToolResult, bashOutput, error) {
-			h, err := resolve(ctx, req.Session)
-			if err != nil {
-				return nil, bashOutput{}, err
-			}
-			return h.bash(ctx, req, in)
-		})
+	mcp.AddTool(server, &mcp.Tool{Name: "bash", Description: description}, onHost(resolve, (*mcpHost).bash))
 	mcp.AddTool(server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in bashOutputInput) (*mcp.CallToolResult, bashOutput, error) {
-			h, err := resolve(ctx, req.Session)
-			if err != nil {
-				return nil, bashOutput{}, err
-			}
-			return h.bashOutput(ctx, req, in)
-		})
+		onHost(resolve, (*mcpHost).bashOutput))
 	mcp.AddTool(server, &mcp.Tool{Name: "write_stdin", Description: "Write text to a background process's stdin, and optionally close it."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in writeStdinInput) (*mcp.CallToolResult, any, error) {
-			h, err := resolve(ctx, req.Session)
-			if err != nil {
-				return nil, nil, err
-			}
-			return h.writeStdin(ctx, req, in)
-		})
+		onHost(resolve, (*mcpHost).writeStdin))
 	return server
+}
+
+// onHost is a tool handler that finds the session's host with resolve, then
+// calls f on it.
+func onHost[In, Out any](resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error),
+	f func(*mcpHost, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		h, err := resolve(ctx, req.Session)
+		if err != nil {
+			var none Out
+			return nil, none, err
+		}
+		return f(h, ctx, req, in)
+	}
 }
 
 // mcpOpenError keeps a sandbox/open failure's hint for the user.
