@@ -44,6 +44,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
@@ -83,7 +84,49 @@ func Script(s Spec) ([]byte, error) {
 // each as a temp file renamed into place, so a shell never runs a half
 // written wrapper.
 func WriteDir(dir string, specs []Spec) error {
-	seen := map[string]bool{}
+	return eachScript(specs, func(name string, script []byte) error {
+		tmp, err := os.CreateTemp(dir, ".wrapper-*")
+		if err != nil {
+			return err
+		}
+		_, werr := tmp.Write(script)
+		cerr := tmp.Close()
+		if err := firstErr(werr, cerr, os.Chmod(tmp.Name(), 0o755)); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		return nil
+	})
+}
+
+// CreateDir writes one executable wrapper per spec into dir (mode 0755),
+// a directory that no command can reach yet (a new session's bin/): each
+// file is created at its name, exclusively and following no link, and
+// written once. Half the system calls of [WriteDir], whose renames only
+// matter once a shell may run the wrappers.
+func CreateDir(dir string, specs []Spec) error {
+	return eachScript(specs, func(name string, script []byte) error {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o700)
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write(script)
+		if err := firstErr(werr, f.Chmod(0o755), f.Close()); err != nil { // Chmod: umask
+			os.Remove(f.Name())
+			return err
+		}
+		return nil
+	})
+}
+
+// eachScript checks specs (no name twice) and calls write with each
+// wrapper's name and script.
+func eachScript(specs []Spec, write func(name string, script []byte) error) error {
+	seen := make(map[string]bool, len(specs))
 	for _, s := range specs {
 		if seen[s.Name] {
 			return fmt.Errorf("wrappers: duplicate gate name %q", s.Name)
@@ -93,18 +136,7 @@ func WriteDir(dir string, specs []Spec) error {
 		if err != nil {
 			return fmt.Errorf("wrappers: %w", err)
 		}
-		tmp, err := os.CreateTemp(dir, ".wrapper-*")
-		if err != nil {
-			return fmt.Errorf("wrappers: write %s: %w", s.Name, err)
-		}
-		_, werr := tmp.Write(script)
-		cerr := tmp.Close()
-		if err := firstErr(werr, cerr, os.Chmod(tmp.Name(), 0o755)); err != nil {
-			os.Remove(tmp.Name())
-			return fmt.Errorf("wrappers: write %s: %w", s.Name, err)
-		}
-		if err := os.Rename(tmp.Name(), filepath.Join(dir, s.Name)); err != nil {
-			os.Remove(tmp.Name())
+		if err := write(s.Name, script); err != nil {
 			return fmt.Errorf("wrappers: write %s: %w", s.Name, err)
 		}
 	}
