@@ -19,7 +19,7 @@ import (
 // but cannot stop it. If gatebridge dies without cleaning up (kill -9),
 // the command gets SIGKILL from the kernel (parent-death signal) and the
 // rest of its group from the reaper, one sh per gatebridge process that
-// outlives it for that (see reaper_unix.go).
+// outlives it for that (see reaper_linux.go).
 type Local struct{}
 
 var (
