@@ -36,12 +36,15 @@ GAP = 0.0  # seconds slept before each timed one-command step (--gap)
 def raw_protocol(starts: int, ws: str) -> None:
     """process/start of true to process/exited over a bare pipe, no threads."""
     binary = os.environ.get("GATEBRIDGE_BIN", "gatebridge")
-    srv = subprocess.Popen([binary, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    # Buffered pipes: an unbuffered readline reads one byte per system
+    # call, which would time the harness instead of the protocol.
+    srv = subprocess.Popen([binary, "serve", "--stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert srv.stdin is not None and srv.stdout is not None
     inp, out = srv.stdin, srv.stdout
 
     def send(i: int, method: str, params: dict) -> None:
         inp.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n").encode())
+        inp.flush()
 
     def until(pred) -> dict:
         while True:
