@@ -33,8 +33,10 @@ FILE`` (another machine, or a sidecar container), use
 
 Threads. A background thread reads the server's messages. Responses are
 delivered on it; ``process/output`` and ``process/exited`` notifications
-are delivered, in order, on a second "events" thread, which runs the
-``on_output`` callbacks; gate functions and the approval callback run in a
+of a process started with ``on_output`` are delivered, in order, on a
+second "events" thread, which runs the callbacks (those of a process
+without one are kept by the reading thread itself, which saves a thread
+hand-off per command); gate functions and the approval callback run in a
 pool of worker threads, so a slow gate blocks neither output nor other
 gates. Any of them may call the client (run a command, write to a
 process), except that an ``on_output`` callback must not wait for a
@@ -447,12 +449,15 @@ def _gate_result(ret: Any) -> Tuple[int, bytes, bytes]:
 
 
 class _Pending:
-    __slots__ = ("event", "result", "error")
+    __slots__ = ("event", "result", "error", "on_error")
 
-    def __init__(self) -> None:
+    def __init__(self, on_error: Optional[Callable[[GatebridgeError], None]] = None) -> None:
         self.event = threading.Event()
         self.result: Any = None
         self.error: Optional[GatebridgeError] = None
+        # Called (on the reader thread) with an error response, for a
+        # request nobody waits for.
+        self.on_error = on_error
 
 
 class _Pool:
@@ -853,7 +858,18 @@ class Client:
     def request(self, method: str, params: Optional[Mapping[str, Any]] = None, timeout: Optional[float] = None) -> Any:
         """Sends a request and returns its result; an error response raises
         :class:`GatebridgeError`. The low-level way to any method."""
-        p = _Pending()
+        rid, p = self._send_request(method, params)
+        if not p.event.wait(timeout):
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise TimeoutError("%s: no response within %ss" % (method, timeout))
+        if p.error is not None:
+            raise _fresh(p.error)
+        return p.result
+
+    def _send_request(self, method: str, params: Optional[Mapping[str, Any]],
+                      on_error: Optional[Callable[[GatebridgeError], None]] = None) -> Tuple[int, _Pending]:
+        p = _Pending(on_error)
         with self._lock:
             if self._closed_error is not None:
                 raise _fresh(self._closed_error)
@@ -865,13 +881,7 @@ class Client:
             with self._lock:
                 self._pending.pop(rid, None)
             raise
-        if not p.event.wait(timeout):
-            with self._lock:
-                self._pending.pop(rid, None)
-            raise TimeoutError("%s: no response within %ss" % (method, timeout))
-        if p.error is not None:
-            raise _fresh(p.error)
-        return p.result
+        return rid, p
 
     def _notify(self, method: str, params: Mapping[str, Any]) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
@@ -940,6 +950,25 @@ class Client:
             why += ": %s (code %s)" % (last.get("message"), last.get("code"))
         self._connection_lost(ConnectionClosedError(why))
 
+    def _deliver(self, msg: Dict[str, Any]) -> None:
+        """Hands a notification to its process (events thread, or the
+        reader thread for a process without on_output)."""
+        method = msg.get("method")
+        params = msg.get("params") or {}
+        pid = params.get("processId")
+        with self._lock:
+            p = self._processes.get(pid) if isinstance(pid, str) else None
+        if p is None:
+            if method not in ("process/output", "process/exited"):
+                log.debug("gatebridge_client: notification %s ignored", method)
+            return
+        if method == "process/output":
+            p._on_output(int(params.get("seq", 0)), str(params.get("stream", "")), _unb64(params.get("chunk")))
+        elif method == "process/exited":
+            with self._lock:
+                self._processes.pop(pid, None)
+            p._on_exit(params)
+
     def _dispatch(self, msg: Dict[str, Any]) -> None:
         method = msg.get("method")
         if method is None:
@@ -952,8 +981,20 @@ class Client:
                 call = self._calls.get(_key(rid))
             if call is not None:
                 call.cancelled.set()
+        elif method in ("process/output", "process/exited") and self._inline(msg):
+            # No user code to run for this process: deliver it here, one
+            # thread hand-off fewer before wait() returns. Its events keep
+            # their order (they all take this path), and no other
+            # process's callbacks wait for them.
+            self._deliver(msg)
         else:
             self._events.put(msg)
+
+    def _inline(self, msg: Dict[str, Any]) -> bool:
+        pid = (msg.get("params") or {}).get("processId")
+        with self._lock:
+            p = self._processes.get(pid) if isinstance(pid, str) else None
+        return p is not None and p._inline
 
     def _on_response(self, msg: Dict[str, Any]) -> None:
         rid = msg.get("id")
@@ -972,6 +1013,8 @@ class Client:
             if not isinstance(err, dict):
                 err = {"code": INTERNAL_ERROR, "message": str(err)}
             p.error = GatebridgeError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "")), err.get("data"))
+            if p.on_error is not None:
+                p.on_error(p.error)
         else:
             p.result = msg.get("result")
         p.event.set()
@@ -1051,21 +1094,7 @@ class Client:
             msg = self._events.get()
             if msg is None:
                 break
-            method = msg.get("method")
-            params = msg.get("params") or {}
-            pid = params.get("processId")
-            with self._lock:
-                p = self._processes.get(pid) if isinstance(pid, str) else None
-            if p is None:
-                if method not in ("process/output", "process/exited"):
-                    log.debug("gatebridge_client: notification %s ignored", method)
-                continue
-            if method == "process/output":
-                p._on_output(int(params.get("seq", 0)), str(params.get("stream", "")), _unb64(params.get("chunk")))
-            elif method == "process/exited":
-                with self._lock:
-                    self._processes.pop(pid, None)
-                p._on_exit(params)
+            self._deliver(msg)
         # The connection is gone: no exit will come for what still runs.
         with self._lock:
             procs = list(self._processes.values())
@@ -1243,7 +1272,7 @@ class Client:
 
     def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout_ms: Optional[int], cwd: Optional[str],
                env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
-               keep_output: bool) -> "Process":
+               keep_output: bool, wait_response: bool = True) -> "Process":
         pid = process_id or "p%d" % next(self._process_ids)
         proc = Process(self, sb, pid, argv, on_output, keep_output, stdin)
         p: Dict[str, Any] = {"processId": pid, "sandboxId": sb.id, "argv": argv}
@@ -1262,7 +1291,12 @@ class Client:
             # Before the request: output may come before its response.
             self._processes[pid] = proc
         try:
-            self.request("process/start", p)
+            if wait_response:
+                self.request("process/start", p)
+            else:
+                # The caller waits for the exit, which the server sends after
+                # this response: an error response ends that wait instead.
+                self._send_request("process/start", p, proc._on_start_failed)
         except BaseException:
             with self._lock:
                 if self._processes.get(pid) is proc:
@@ -1373,7 +1407,14 @@ class Sandbox:
         EOF (default: no input, /dev/null). ``timeout_ms``: stop it after
         that long (TERM, then KILL; ``timed_out`` is set). ``on_output``:
         called with ``(stream, bytes)`` as output arrives."""
-        p = self.start(command, stdin=stdin is not None, timeout_ms=timeout_ms, cwd=cwd, env=env, on_output=on_output)
+        if stdin is None:
+            # Nothing to send before the exit: wait for that alone (one
+            # wake-up of this thread instead of two, the response and the
+            # exit).
+            p = self.client._start(self, _argv(command), False, timeout_ms, cwd, env, on_output, None, True,
+                                   wait_response=False)
+        else:
+            p = self.start(command, stdin=True, timeout_ms=timeout_ms, cwd=cwd, env=env, on_output=on_output)
         try:
             if stdin is not None:
                 try:
@@ -1453,6 +1494,10 @@ class Process:
         self.id = process_id
         self.argv = argv
         self.on_output = on_output
+        # Without a callback its notifications need no events thread (the
+        # reader thread delivers them); fixed at start, so that they all
+        # take the same path and keep their order.
+        self._inline = on_output is None
         self._keep = keep_output
         self._has_stdin = has_stdin
         self._cond = threading.Condition()
@@ -1461,7 +1506,7 @@ class Process:
         self._last_seq = 0
         self._exited = threading.Event()
         self._exit: Optional[Dict[str, Any]] = None
-        self._lost: Optional[ConnectionClosedError] = None
+        self._lost: Optional[GatebridgeError] = None  # the connection, or process/start, failed
 
     def __repr__(self) -> str:
         return "Process(id=%r, argv=%r, exit_code=%r)" % (self.id, self.argv, self.exit_code)
@@ -1607,7 +1652,7 @@ class Process:
             if self._keep:
                 (self._stdout if stream == "stdout" else self._stderr).append(data)
         cb = self.on_output
-        if cb is not None:
+        if cb is not None and not self._inline:
             try:
                 cb(stream, data)
             except Exception:  # noqa: BLE001 - never kill the events thread
@@ -1616,6 +1661,14 @@ class Process:
     def _on_exit(self, params: Mapping[str, Any]) -> None:
         self._exit = dict(params)
         self._exited.set()
+
+    def _on_start_failed(self, err: GatebridgeError) -> None:
+        with self.client._lock:
+            if self.client._processes.get(self.id) is self:
+                del self.client._processes[self.id]
+        if not self._exited.is_set():
+            self._lost = err
+            self._exited.set()
 
     def _on_lost(self, err: ConnectionClosedError) -> None:
         if not self._exited.is_set():

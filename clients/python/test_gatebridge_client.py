@@ -274,6 +274,10 @@ class BackendTests:
             self.sb.run("pwd", cwd="../..")
         self.assertEqual(cm.exception.code, INVALID_PARAMS)
         self.assertIn("cwd", cm.exception.message)
+        # run() waits for the exit alone; the refused start ended that wait
+        # and left no process behind.
+        with self.client._lock:
+            self.assertEqual(self.client._processes, {})
 
     def test_stdin_interactive(self) -> None:
         rec = Recorder()
