@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestAdversarialFaults: a gate past its timeout (124, process gone), a
@@ -134,7 +136,7 @@ gates:
 				var so, se bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &so, &se
 				must(t, cmd.Start())
-				if !waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+				if !sandboxtest.Poll(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 					cmd.Process.Kill()
 					cmd.Wait()
 					t.Fatalf("the gate never started; stderr %s", se.String())
@@ -152,7 +154,7 @@ gates:
 				if strings.Contains(so.String(), "after-hang") {
 					t.Errorf("the command went on after the signal: %q", so.String())
 				}
-				if !waitFor(3*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+				if !sandboxtest.Poll(3*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
 					t.Errorf("gate process still running after gatebridge exited: %v", sleepPids(marker))
 				}
 				assertEmptyDir(t, sessions)

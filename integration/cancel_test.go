@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSignalCancelsCommandGate: `timeout 1 GATE` inside the sandbox
@@ -41,12 +43,12 @@ gates:
 						"GATEBRIDGE_WAKE=" + mode + " timeout -s TERM 1 slowtree; echo rc=$?; sleep 4; echo end"}})
 					ended = time.Now()
 				}()
-				if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+				if !sandboxtest.Poll(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 					wg.Wait()
 					t.Fatalf("the gate never started: %+v %q", res, out.Stderr)
 				}
 				started := time.Now()
-				gone := waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) == 0 })
+				gone := sandboxtest.Poll(20*time.Second, func() bool { return len(sleepPids(marker)) == 0 })
 				goneAt := time.Now()
 				wg.Wait()
 				if !gone {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSessionCleanup checks that nothing outlives gatebridge: the session
@@ -55,7 +57,7 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	started := waitFor(30*time.Second, func() bool {
+	started := sandboxtest.Poll(30*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(sessions, "*", "calls"))
 		return len(m) > 0 && len(sleepPids(marker)) > 0
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -136,7 +137,7 @@ func TestMCPHTTPSessionSandboxes(t *testing.T) {
 		t.Fatalf("%d containers for 2 sessions", n)
 	}
 	a.Close()
-	if !waitFor(30*time.Second, func() bool { return ownedContainers(t, ws) == 1 }) {
+	if !sandboxtest.Poll(30*time.Second, func() bool { return ownedContainers(t, ws) == 1 }) {
 		t.Fatalf("%d containers after one session ended, want 1", ownedContainers(t, ws))
 	}
 	if _, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}}); err != nil {
@@ -175,7 +176,7 @@ func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
 	s.cmd.Stderr = s.stderr
 	must(t, s.cmd.Start())
 	t.Cleanup(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() })
-	if !waitFor(10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "serving streamable HTTP") }) {
+	if !sandboxtest.Poll(10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "serving streamable HTTP") }) {
 		t.Fatalf("no server: %s", s.stderr.String())
 	}
 	return s

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSidecarPod reproduces deploy/k8s's pod with the Docker engine (no
@@ -141,7 +143,7 @@ func TestSidecarPod(t *testing.T) {
 	otherIP := run("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", other)
 
 	// The sidecar listens once it is up.
-	if !waitFor(30*time.Second, func() bool {
+	if !sandboxtest.Poll(30*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", ip+":7800", time.Second)
 		if err == nil {
 			c.Close()

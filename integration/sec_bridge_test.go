@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +50,7 @@ while [ ! -f $GATEBRIDGE_RESPONSES_DIR/k.exit ]; do sleep 0.01; done; sleep `+ma
 			}
 		}()
 		var session string
-		if !waitFor(30*time.Second, func() bool {
+		if !sandboxtest.Poll(30*time.Second, func() bool {
 			m, _ := filepath.Glob(filepath.Join(sessions, "gb-*", "responses", "k.stdout"))
 			for _, f := range m {
 				if b, _ := os.ReadFile(f); strings.Contains(string(b), secret) {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSecBwrapNoNestedUserns: inside bwrap a command could create a user
@@ -74,7 +76,7 @@ func TestSecBwrapCrashLeavesNoCgroup(t *testing.T) {
 	cmd.Dir = workspace(t)
 	must(t, cmd.Start())
 	pattern := filepath.Join(base, fmt.Sprintf("gatebridge-%d-*", cmd.Process.Pid))
-	if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+	if !sandboxtest.Poll(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatal("the command did not start")
@@ -86,7 +88,7 @@ func TestSecBwrapCrashLeavesNoCgroup(t *testing.T) {
 	}
 	must(t, cmd.Process.Signal(syscall.SIGKILL))
 	cmd.Wait()
-	if !waitFor(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+	if !sandboxtest.Poll(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
 		t.Fatalf("sleep %s still runs 15s after gatebridge was killed", marker)
 	}
 	// `gatebridge prune` removes it and says so (as the next run with

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSecDockerLeaseHeld: the docker lease is a FIFO in the session that
@@ -56,14 +58,14 @@ func TestSecDockerLeaseHeld(t *testing.T) {
 			var se strings.Builder
 			cmd.Stderr = &se
 			must(t, cmd.Start())
-			if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+			if !sandboxtest.Poll(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 				cmd.Process.Kill()
 				cmd.Wait()
 				t.Fatalf("the command did not start: %s", se.String())
 			}
 			must(t, cmd.Process.Signal(syscall.SIGKILL))
 			cmd.Wait()
-			if !waitFor(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+			if !sandboxtest.Poll(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
 				t.Errorf("sleep %s still runs 15s after gatebridge was killed (stderr %q)", marker, se.String())
 				for _, pid := range sleepPids(marker) {
 					syscall.Kill(pid, syscall.SIGKILL)

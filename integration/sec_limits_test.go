@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // TestSecRunTimeoutBoundsGates: run --timeout 1s with a command gate that
@@ -45,7 +47,7 @@ gates:
 		if !found {
 			t.Errorf("the cancelled call is not in calls[]: %+v", res.Calls)
 		}
-		if !waitFor(time.Second, func() bool { return len(sleepPids("12")) == 0 }) {
+		if !sandboxtest.Poll(time.Second, func() bool { return len(sleepPids("12")) == 0 }) {
 			t.Errorf("the command gate's sleep 12 still runs on the host")
 		}
 	})
@@ -128,14 +130,14 @@ func TestSecCrashLeavesNothing(t *testing.T) {
 		cmd := exec.Command(binary, "--config", cfg, "run", "--sandbox", backend, "--", "sh", "-c", "gb_echo up >/dev/null; sleep "+marker)
 		cmd.Dir = workspace(t)
 		must(t, cmd.Start())
-		if !waitFor(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+		if !sandboxtest.Poll(30*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatal("the command did not start")
 		}
 		must(t, cmd.Process.Signal(syscall.SIGKILL))
 		cmd.Wait()
-		if !waitFor(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
+		if !sandboxtest.Poll(15*time.Second, func() bool { return len(sleepPids(marker)) == 0 }) {
 			t.Errorf("sleep %s still runs 15s after gatebridge was killed", marker)
 		}
 		left, _ := filepath.Glob(filepath.Join(sessions, "gb-*"))

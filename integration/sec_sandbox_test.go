@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,7 +59,7 @@ sleep ` + marker
 		cmd.Stdout, cmd.Stderr = &so, &se
 		must(t, cmd.Start())
 		uid := -1
-		waitFor(20*time.Second, func() bool { uid = procUID(marker); return uid >= 0 })
+		sandboxtest.Poll(20*time.Second, func() bool { uid = procUID(marker); return uid >= 0 })
 		err := cmd.Wait()
 		if uid == 0 || uid < 0 {
 			t.Errorf("host uid of the sandboxed command: %d (want non-root; -1: not seen)", uid)
@@ -211,7 +212,7 @@ while [ ! -f $GATEBRIDGE_RESPONSES_DIR/k.exit ]; do sleep 0.01; done; sleep `+ma
 		cmd.Dir = ws
 		must(t, cmd.Start())
 		defer cmd.Wait()
-		if !waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+		if !sandboxtest.Poll(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 			cmd.Process.Kill()
 			t.Fatal("the command did not start")
 		}
@@ -270,7 +271,7 @@ func TestSecPersistentIsolated(t *testing.T) {
 	defer cmd.Wait()
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	go io.Copy(io.Discard, stdout)
-	if !waitFor(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
+	if !sandboxtest.Poll(20*time.Second, func() bool { return len(sleepPids(marker)) > 0 }) {
 		cmd.Process.Kill()
 		t.Fatal("B's command did not start")
 	}

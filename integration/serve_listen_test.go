@@ -27,6 +27,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // listenServer is `gatebridge serve --listen 127.0.0.1:0 --token-file F`.
@@ -70,7 +71,7 @@ func startServeListenEnv(t *testing.T, env []string, listen string, args ...stri
 		}
 	})
 	re := regexp.MustCompile(`gatebridge: serve: listening on (\S+) `)
-	if !waitFor(20*time.Second, func() bool { return re.MatchString(s.stderr.String()) }) {
+	if !sandboxtest.Poll(20*time.Second, func() bool { return re.MatchString(s.stderr.String()) }) {
 		t.Fatalf("the server does not listen: %s", s.stderr)
 	}
 	s.addr = re.FindStringSubmatch(s.stderr.String())[1]
@@ -161,12 +162,12 @@ func TestServeListen(t *testing.T) {
 			}
 			return len(sleepPids(mark)) > 0
 		}
-		if !waitFor(30*time.Second, func() bool { return running(markA, wsA) && running(markB, wsB) }) {
+		if !sandboxtest.Poll(30*time.Second, func() bool { return running(markA, wsA) && running(markB, wsB) }) {
 			t.Fatal("the clients' processes are not running")
 		}
 
 		aConn.Close()
-		if !waitFor(60*time.Second, func() bool { return !running(markA, wsA) }) {
+		if !sandboxtest.Poll(60*time.Second, func() bool { return !running(markA, wsA) }) {
 			t.Fatal("a disconnected; its sandbox is still there")
 		}
 		if !running(markB, wsB) {
@@ -295,7 +296,7 @@ func TestServeListenRefuses(t *testing.T) {
 	})
 
 	// The log comes through a pipe: it may lag behind what the clients got.
-	waitFor(5*time.Second, func() bool { return strings.Count(s.stderr.String(), ": refused: ") >= 8 })
+	sandboxtest.Poll(5*time.Second, func() bool { return strings.Count(s.stderr.String(), ": refused: ") >= 8 })
 	log := s.stderr.String()
 	if strings.Count(log, ": refused: ") != 8 || strings.Contains(log, ": connected") {
 		t.Errorf("log:\n%s", log)
@@ -315,7 +316,7 @@ func TestServeListenMaxConnections(t *testing.T) {
 		t.Fatalf("%+v", e)
 	}
 	first.Close()
-	if !waitFor(20*time.Second, func() bool {
+	if !sandboxtest.Poll(20*time.Second, func() bool {
 		nc := s.dial()
 		defer nc.Close()
 		io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"x","protocolVersion":1,"authToken":"`+s.token+`"}}`+"\n")
@@ -372,7 +373,7 @@ func TestServeListenTLS(t *testing.T) {
 // text (and serves: a pod's own network namespace is the intended use).
 func TestServeListenClearTextWarning(t *testing.T) {
 	s := startServeListen(t, "0.0.0.0:0")
-	if !waitFor(5*time.Second, func() bool {
+	if !sandboxtest.Poll(5*time.Second, func() bool {
 		return strings.Contains(s.stderr.String(), "gatebridge: warning: serve: 0.0.0.0:0 is not a loopback address and there is no TLS: the token and everything else travel in clear text")
 	}) {
 		t.Fatalf("no warning: %s", s.stderr)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // serveConn drives `gatebridge serve --stdio` as a runtime would.
@@ -258,7 +259,7 @@ func TestServeStdioSignal(t *testing.T) {
 			s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "local", Workspace: workspace(t)}, nil)
 			mark := "4545" + fmtNano()
 			s.Call(rpc.MethodProcessStart, rpc.ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sleep", mark}}, nil)
-			if !waitFor(20*time.Second, func() bool { return len(sleepPids(mark)) == 1 }) {
+			if !sandboxtest.Poll(20*time.Second, func() bool { return len(sleepPids(mark)) == 1 }) {
 				t.Fatal("the process does not run")
 			}
 			s.cmd.Process.Signal(sig)

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // quoteSh quotes s for any POSIX shell: every byte but NUL survives.
@@ -65,18 +64,6 @@ v1call() {
 	v1wait "$v1id"
 }
 `
-
-// waitFor polls cond every 20 ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
-}
 
 func needRoot(t *testing.T) {
 	t.Helper()

@@ -56,24 +56,15 @@ func TestSandboxDiesWithGatebridge(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmd.Wait()
-			if !poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
+			if !sandboxtest.Poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
 				cmd.Process.Kill()
 				t.Fatal("the sandboxed sleep never started")
 			}
 			time.Sleep(200 * time.Millisecond) // let the helper's threads churn
 			cmd.Process.Kill()
-			if !poll(5*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) == 0 }) {
+			if !sandboxtest.Poll(5*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) == 0 }) {
 				t.Errorf("still running after gatebridge was killed: %v", sandboxtest.HostProcesses(m))
 			}
 		})
 	}
-}
-
-func poll(limit time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
 }

@@ -23,7 +23,7 @@ func TestHelperReaperKilled(t *testing.T) {
 	}
 	run := func(m string) {
 		go sandbox.NewLocal().Run(context.Background(), &sandbox.Spec{Command: []string{"sh", "-c", "sleep " + m + " & sleep " + m + "; :"}})
-		if !poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
+		if !sandboxtest.Poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
 			os.Exit(4)
 		}
 	}
@@ -33,7 +33,7 @@ func TestHelperReaperKilled(t *testing.T) {
 		os.Exit(5)
 	}
 	syscall.Kill(old, syscall.SIGKILL)
-	if !poll(10*time.Second, func() bool { return sandbox.ReaperPID() == 0 }) {
+	if !sandboxtest.Poll(10*time.Second, func() bool { return sandbox.ReaperPID() == 0 }) {
 		os.Exit(6)
 	}
 	run(second)
@@ -68,7 +68,7 @@ func TestKilledReaperReplaced(t *testing.T) {
 		t.Fatalf("helper: %q, %v (exit %v)", line, err, cmd.ProcessState)
 	}
 	cmd.Process.Kill()
-	if !poll(5*time.Second, func() bool {
+	if !sandboxtest.Poll(5*time.Second, func() bool {
 		return len(sandboxtest.HostProcesses(first))+len(sandboxtest.HostProcesses(second)) == 0
 	}) {
 		t.Errorf("still running after gatebridge was killed: first command %v, second %v",

@@ -18,6 +18,7 @@ import (
 
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 const listenToken = "tok-7f3a9c"
@@ -187,7 +188,7 @@ func TestListenServes(t *testing.T) {
 			answered[string(msg.ID)] = true
 		}
 	}
-	if !waitUntil(10*time.Second, func() bool { return len(sleepers("sleep "+m)) == 1 }) {
+	if !sandboxtest.Poll(10*time.Second, func() bool { return len(sleepers("sleep "+m)) == 1 }) {
 		t.Fatal("the first client's process is not running")
 	}
 
@@ -197,7 +198,7 @@ func TestListenServes(t *testing.T) {
 	other.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sleep", m2}}, nil)
 
 	nc.Close()
-	if !waitUntil(20*time.Second, func() bool { return len(sleepers("sleep "+m)) == 0 }) {
+	if !sandboxtest.Poll(20*time.Second, func() bool { return len(sleepers("sleep "+m)) == 0 }) {
 		t.Fatalf("the first client left, its process still runs: %v", sleepers("sleep "+m))
 	}
 	if len(sleepers("sleep "+m2)) != 1 {
@@ -327,7 +328,7 @@ func TestListenMaxConns(t *testing.T) {
 	}
 	first.Close()
 	// The slot is free once the first connection's Serve has returned.
-	if !waitUntil(10*time.Second, func() bool {
+	if !sandboxtest.Poll(10*time.Second, func() bool {
 		nc := l.dial()
 		defer nc.Close()
 		io.WriteString(nc, initLine(`"clientName":"x","protocolVersion":1,"authToken":"`+listenToken+`"`))
@@ -338,15 +339,4 @@ func TestListenMaxConns(t *testing.T) {
 	}) {
 		t.Fatalf("no slot after a client left; log:\n%s", l.logs())
 	}
-}
-
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
 }

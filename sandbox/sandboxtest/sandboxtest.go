@@ -156,6 +156,17 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
+// Poll checks cond every 10 ms until it holds or d passes, and reports
+// whether it held.
+func Poll(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
 // Marker returns a unique number usable as `sleep <marker>` (about 10
 // years), so the sleeping process can be found by its argv.
 func Marker() string { return strconv.Itoa(300_000_000 + rand.IntN(600_000_000)) }
