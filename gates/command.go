@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
 // DefaultMaxOutputBytes caps each output stream of a command gate when
@@ -219,7 +220,7 @@ func untrustedPathDir(d string, untrusted []string) string {
 		if err != nil {
 			ru = filepath.Clean(u)
 		}
-		if within(rd, ru) || within(filepath.Clean(d), filepath.Clean(u)) {
+		if fspath.Within(rd, ru) || fspath.Within(filepath.Clean(d), filepath.Clean(u)) {
 			return "is inside " + ru + ", which the sandbox can write"
 		}
 	}
@@ -377,12 +378,4 @@ func copyCapped(dst io.Writer, src io.Reader, max int64) (truncated bool) {
 	io.Copy(dst, io.LimitReader(src, max))
 	n, _ := io.Copy(io.Discard, src)
 	return n > 0
-}
-
-// within reports whether p is dir or lies below it (both clean, absolute).
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }

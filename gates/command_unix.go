@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
 const commandsSupported = true
@@ -58,7 +60,7 @@ func TrustedCommand(path string, untrusted []string) (string, error) {
 		if err != nil {
 			ru = filepath.Clean(u)
 		}
-		if within(real, ru) {
+		if fspath.Within(real, ru) {
 			return "", fmt.Errorf("%s resolves to %s, inside %s, which the sandbox can write; use a command installed outside it", path, real, ru)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
 // auditLog appends JSON lines to the audit file, capped at maxBytes: past
@@ -145,7 +146,7 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			d = r
 		}
-		if within(dir, d) {
+		if fspath.Within(dir, d) {
 			return &configError{Key: "audit.path", Msg: fmt.Sprintf("%s is inside %s (%s), which the sandboxed command can write", cfg.Audit.Path, d, p.key),
 				Hint: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
 		}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -187,7 +188,7 @@ func checkConfigPlace(path, real string, cfg *Config) error {
 			dir = filepath.Clean(d.dir)
 		}
 		dir, _ = filepath.Abs(dir)
-		if within(real, dir) {
+		if fspath.Within(real, dir) {
 			return &configError{Msg: fmt.Sprintf("refusing config file %s: it is inside %s (%s), which the sandboxed command can read or write", path, dir, d.key),
 				Hint: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
 		}
@@ -215,14 +216,14 @@ func checkConfigPlaceSandbox(cfg *Config, chosen *chosenBackend) error {
 			}
 		}
 	}
-	if ws := chosen.reuseWorkspace; ws != "" && within(cfg.configFile, ws) {
+	if ws := chosen.reuseWorkspace; ws != "" && fspath.Within(cfg.configFile, ws) {
 		return refuse(ws, "the workspace of persistent sandbox "+cfg.Sandbox.Docker.Reuse)
 	}
 	if root := chosen.sessionsRoot; root != "" {
 		if r, err := filepath.EvalSymlinks(root); err == nil {
 			root = r
 		}
-		if within(cfg.configFile, root) {
+		if fspath.Within(cfg.configFile, root) {
 			return refuse(root, "the sessions root of persistent sandbox "+cfg.Sandbox.Docker.Reuse)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -357,7 +358,7 @@ func mcpCacheDir(untrusted []string) string {
 		if r, err := filepath.EvalSymlinks(u); err == nil {
 			u = r
 		}
-		if within(real, u) || within(dir, u) {
+		if fspath.Within(real, u) || fspath.Within(dir, u) {
 			return ""
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -273,7 +274,7 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 		if r, err := filepath.EvalSymlinks(abs); err == nil {
 			abs = r
 		}
-		return within(abs, workspace)
+		return fspath.Within(abs, workspace)
 	}
 	if inside(cfg.configFile) {
 		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 	"github.com/moby/moby/api/types/container"
@@ -187,7 +188,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		return nil, err
 	}
 	for _, o := range others {
-		if o.Name != opts.Name && o.SessionsRoot != "" && (within(root, o.SessionsRoot) || within(o.SessionsRoot, root)) {
+		if o.Name != opts.Name && o.SessionsRoot != "" && (fspath.Within(root, o.SessionsRoot) || fspath.Within(o.SessionsRoot, root)) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
 				Err:  fmt.Errorf("sessions root %s overlaps %s, the sessions root of sandbox %s", root, o.SessionsRoot, o.Name),
 				Hint: "give each sandbox its own --sessions-root (the default does)"}
@@ -707,11 +708,6 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 		}
 	}
 	return nil
-}
-
-// within reports whether p is dir or below it (both clean and absolute).
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // startGrace is how long prune leaves a persistent sandbox that was
