@@ -52,21 +52,31 @@ func DefaultParent() string {
 // real directory owned by us that no one else can write (see
 // [DefaultParent]).
 func EnsurePrivateParent(dir string) error {
-	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("mailbox: create session parent: %w", err)
+	if err := EnsureOwnedDir(dir, 0o711); err != nil {
+		return fmt.Errorf("mailbox: session parent: %w; remove it or set bridge.session_dir", err)
+	}
+	return nil
+}
+
+// EnsureOwnedDir creates dir with perm if missing and checks that it is a
+// real directory (not a link), owned by us, that neither group nor others
+// can write: one that someone else made or can change is refused.
+func EnsureOwnedDir(dir string, perm os.FileMode) error {
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
 	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return fmt.Errorf("mailbox: session parent: %w", err)
+		return err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.IsDir():
-		return fmt.Errorf("mailbox: session parent %s is not a directory (a symlink or file planted there?); remove it", dir)
+		return fmt.Errorf("%s is not a directory (a symlink or file planted there?)", dir)
 	case !ok || int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("mailbox: session parent %s is owned by uid %d, not us (%d): another user may have planted it; remove it or set bridge.session_dir", dir, st.Uid, os.Geteuid())
+		return fmt.Errorf("%s is owned by uid %d, not us (%d): another user may have planted it", dir, st.Uid, os.Geteuid())
 	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("mailbox: session parent %s is writable by group or others (mode %v); remove it or chmod 0711", dir, fi.Mode().Perm())
+		return fmt.Errorf("%s is writable by group or others (mode %v)", dir, fi.Mode().Perm())
 	}
 	return nil
 }

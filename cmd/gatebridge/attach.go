@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
@@ -38,18 +40,22 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), erro
 		return bad(err, "mount the volume shared with the sandbox container there")
 	}
 	dir = filepath.Clean(dir)
+	if err := guardShared(dir); err != nil {
+		return bad(err, "mount it owned by gatebridge's user, or with the sticky bit (chmod +t), so that the sandbox cannot rename what gatebridge keeps there")
+	}
 	agentDir := filepath.Join(dir, agent.AttachedAgentDir)
+	if err := mailbox.EnsureOwnedDir(agentDir, 0o755); err != nil {
+		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
+	}
 	if err := agent.Prepare(agentDir, -1, -1); err != nil {
 		return nil, withHint(fmt.Errorf("serve: --attach: prepare %s: %w", agentDir, err), "gatebridge must be able to write the shared directory")
 	}
+	// Traversable, not listable (0711): a session is granted to the
+	// agent's user alone. The check of the default session parent: a
+	// directory of ours, no link, no one else may write it.
 	sessions := filepath.Join(dir, agent.AttachedSessionsDir)
-	if err := os.MkdirAll(sessions, 0o711); err != nil {
-		return nil, fmt.Errorf("serve: --attach: %w", err)
-	}
-	// Traversable, not listable: a session is granted to the agent's user
-	// alone.
-	if err := os.Chmod(sessions, 0o711); err != nil {
-		return nil, fmt.Errorf("serve: --attach: %w", err)
+	if err := mailbox.EnsurePrivateParent(sessions); err != nil {
+		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
 	}
 
 	var mu sync.Mutex
@@ -104,4 +110,25 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), erro
 			conn.Close()
 		}
 	}, nil
+}
+
+// guardShared makes the shared directory safe to keep gatebridge's
+// entries in. The sandbox writes it (a pod's emptyDir is 0777), and in a
+// directory others may write, any of them can rename or replace an entry
+// unless the directory is sticky: then only the entry's owner can. So a
+// directory of ours that others may write is made sticky, and one that
+// only its owner, not gatebridge, could make sticky is refused.
+func guardShared(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode()
+	if mode.Perm()&0o022 == 0 || mode&os.ModeSticky != 0 {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("others may write it (mode %v) and it is not sticky; it belongs to another user, so gatebridge cannot make it sticky", mode.Perm())
+	}
+	return os.Chmod(dir, mode.Perm()|os.ModeSticky)
 }
