@@ -90,6 +90,8 @@ func (f serveFlags) validate() error {
 		return usage("--stdio and --listen exclude each other", "pass one of them")
 	case f.stdio && (f.tokenFile != "" || f.tlsCert != "" || f.tlsKey != ""):
 		return usage("--token-file, --tls-cert and --tls-key go with --listen", "stdio needs no token: the client started this process")
+	case f.attachReadOnly && f.attach == "":
+		return usage("--attach-readonly-workspace goes with --attach", "pass --attach DIR too")
 	case f.stdio:
 		return nil
 	}
@@ -139,8 +141,6 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		// Over the network a leaked token would be a shell on this host:
 		// no unsandboxed backend unless the config allows it.
 		opts.Backends = withoutUnsandboxed(opts.Backends)
-	} else if f.attachReadOnly {
-		return &usageError{withHint(errors.New("serve: --attach-readonly-workspace goes with --attach"), "pass --attach DIR too")}
 	}
 	// Caught, these signals end every connection (and everything it
 	// started); and the commands it starts get them with their default
