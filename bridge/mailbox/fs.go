@@ -97,42 +97,49 @@ func checkRegular(name string, st *unix.Stat_t) error {
 // blocks on a FIFO or device: those are refused before open, and the open
 // itself is O_NONBLOCK in case the entry was swapped in between.
 func readFileAt(dirfd int, name string, max int64) ([]byte, error) {
+	b, _, err := readFileStatAt(dirfd, name, max)
+	return b, err
+}
+
+// readFileStatAt is readFileAt that also returns the stat of the file it
+// read, taken on the open fd: the same file as the bytes.
+func readFileStatAt(dirfd int, name string, max int64) ([]byte, unix.Stat_t, error) {
 	st, err := statAt(dirfd, name)
 	if err != nil {
-		return nil, &FileError{name, err}
+		return nil, st, &FileError{name, err}
 	}
 	if err := checkRegular(name, &st); err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	if st.Size > max {
-		return nil, &FileError{name, fmt.Errorf("%w (%d bytes, limit %d)", ErrTooLarge, st.Size, max)}
+		return nil, st, &FileError{name, fmt.Errorf("%w (%d bytes, limit %d)", ErrTooLarge, st.Size, max)}
 	}
 	fd, err := ignoringEINTR(func() (int, error) {
 		return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	})
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, &FileError{name, ErrSymlink}
+			return nil, st, &FileError{name, ErrSymlink}
 		}
-		return nil, &FileError{name, err}
+		return nil, st, &FileError{name, err}
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &FileError{name, err}
+		return nil, st, &FileError{name, err}
 	}
 	if err := checkRegular(name, &st); err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	buf := make([]byte, 0, min(st.Size+1, max+1, 64<<10))
 	b, err := readAllLimit(f, buf, max+1)
 	if err != nil {
-		return nil, &FileError{name, err}
+		return nil, st, &FileError{name, err}
 	}
 	if int64(len(b)) > max {
-		return nil, &FileError{name, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)}
+		return nil, st, &FileError{name, fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)}
 	}
-	return b, nil
+	return b, st, nil
 }
 
 func readAllLimit(r io.Reader, b []byte, limit int64) ([]byte, error) {

@@ -26,6 +26,13 @@ func ReadFileAt(dirfd int, name string, max int64) ([]byte, error) {
 	return readFileAt(dirfd, name, max)
 }
 
+// ReadFileStatAt is [ReadFileAt] that also returns the stat of the file it
+// read, taken on the fd it read: owner, mode and times belong to those
+// bytes, not to whatever the sandbox renamed into place since.
+func ReadFileStatAt(dirfd int, name string, max int64) ([]byte, unix.Stat_t, error) {
+	return readFileStatAt(dirfd, name, max)
+}
+
 // OpenFileAt opens the regular file name under dirfd for reading as it
 // grows (a stream the sandbox appends to), with the same refusals as
 // [ReadFileAt]; os.ErrNotExist (wrapped) when there is none yet. With

@@ -150,7 +150,9 @@ func Dial(ctx context.Context, dir string, opts DialOptions) (*Conn, error) {
 
 // readHello reads and checks out/agent.json, and that it is fresh.
 func (c *Conn) readHello() error {
-	b, err := mailbox.ReadFileAt(c.outFd, FileHello, maxHello)
+	// Owner and age from the file that was read: a hello the sandbox
+	// swapped in after the read does not choose who the sessions go to.
+	b, st, err := mailbox.ReadFileStatAt(c.outFd, FileHello, maxHello)
 	if err != nil {
 		return err
 	}
@@ -164,11 +166,7 @@ func (c *Conn) readHello() error {
 	if len(h.Path) > 4096 || strings.ContainsAny(h.Path, "\x00\n") {
 		h.Path = ""
 	}
-	st, age, err := c.helloAge()
-	if err != nil {
-		return err
-	}
-	if age > StaleAfter {
+	if age := time.Since(time.Unix(st.Mtim.Unix())); age > StaleAfter {
 		return fmt.Errorf("%s was last touched %s ago: the agent is not running", FileHello, age.Round(time.Second))
 	}
 	c.mu.Lock()
