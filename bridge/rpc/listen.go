@@ -225,7 +225,7 @@ func (l *listener) handshake(br *bufio.Reader) ([]byte, json.RawMessage, error) 
 		return nil, nil, errors.New("the first line is not a JSON-RPC request: it must be the initialize request")
 	}
 	id := m.ID
-	if id == nil || !validID(id) {
+	if !validID(id) { // also a missing id
 		id = nil
 	}
 	switch {

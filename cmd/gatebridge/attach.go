@@ -64,9 +64,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), erro
 		mu.Lock()
 		defer mu.Unlock()
 		if conn == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), attachWait)
-			defer cancel()
-			c, err := agent.Dial(ctx, agentDir, agent.DialOptions{Wait: attachWait})
+			c, err := agent.Dial(context.Background(), agentDir, agent.DialOptions{Wait: attachWait})
 			if err != nil {
 				return nil, &sandbox.Error{Backend: agent.Name, Op: "attach", Err: err,
 					Hint: "start the sandbox container with `gatebridge agent --dir " + agentDir + "` (the same path inside)"}
