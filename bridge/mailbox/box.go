@@ -108,15 +108,31 @@ func (b *Box) Respond(id string, version int, a Answer) error {
 	return err
 }
 
-func (b *Box) respond(id string, version int, a Answer) error {
-	suffix := strconv.FormatUint(b.serial.Add(1), 36)
+// EncodeExit returns the exit file of answer a in the given protocol
+// version and whether the output is inline in it; when it is not, the
+// output goes to the .stdout and .stderr files beside it.
+func EncodeExit(version int, a Answer) (exit []byte, inline bool) {
 	code := a.Code
 	if code < 0 || code > 255 {
 		code = 1
 	}
-	exit := strconv.AppendInt(nil, int64(code), 10)
+	exit = strconv.AppendInt(nil, int64(code), 10)
 	exit = append(exit, '\n')
-	inline := version >= 2 && a.Size() <= InlineMax && inlineText(a.Stdout) && inlineText(a.Stderr)
+	inline = version >= 2 && a.Size() <= InlineMax && inlineText(a.Stdout) && inlineText(a.Stderr)
+	switch {
+	case inline:
+		exit = append(exit, ModeInline+"\n"...)
+		exit = appendLines(exit, a.Stdout, LineStdout, LineStdoutPartial)
+		exit = appendLines(exit, a.Stderr, LineStderr, LineStderrPartial)
+	case version >= 2:
+		exit = append(exit, ModeFiles+"\n"...)
+	}
+	return exit, inline
+}
+
+func (b *Box) respond(id string, version int, a Answer) error {
+	suffix := strconv.FormatUint(b.serial.Add(1), 36)
+	exit, inline := EncodeExit(version, a)
 	if !inline {
 		for _, f := range []struct {
 			ext  string
@@ -129,13 +145,6 @@ func (b *Box) respond(id string, version int, a Answer) error {
 				return fmt.Errorf("response: %w", err)
 			}
 		}
-		if version >= 2 {
-			exit = append(exit, ModeFiles+"\n"...)
-		}
-	} else {
-		exit = append(exit, ModeInline+"\n"...)
-		exit = appendLines(exit, a.Stdout, LineStdout, LineStdoutPartial)
-		exit = appendLines(exit, a.Stderr, LineStderr, LineStderrPartial)
 	}
 	if err := writeFileAtomic(b.respFd, id+ExtExit, exit, suffix); err != nil {
 		return fmt.Errorf("response: %w", err)

@@ -24,6 +24,9 @@ func newBenchCmd(a *app) *cobra.Command {
 		Long: `Measure gate calls from inside the chosen sandbox, side by side in one run:
 
   round trip  N sequential gb_echo calls from one bash loop (p50, p99, calls/s)
+  wrapper alone
+              the same gb_echo wrapper against a mailbox no host watches,
+              its answer already written: the shell's own share of a call
   floor       the same loop calling a script with the wrapper's unavoidable
               process starts (sh, mkdir, cat) and no IPC; interleaved with
               the round trip call by call

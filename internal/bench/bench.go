@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -59,18 +60,22 @@ func (o Options) Validate() error {
 
 // Report is the result of [Run]; `gatebridge bench --json` prints it.
 type Report struct {
-	Machine   Machine      `json:"machine"`
-	Sandbox   string       `json:"sandbox"`
-	Command   string       `json:"command"`
-	RoundTrip *LatencyRow  `json:"round_trip"`
-	Floor     *LatencyRow  `json:"floor"`
-	Process   *LatencyRow  `json:"process_start"` // /bin/echo hello: one process start
-	Poll      *LatencyRow  `json:"poll"`
-	Parallel  *ParallelRow `json:"parallel"`
-	Slow      *SlowRow     `json:"slow_gate"`
-	Session   *SessionRow  `json:"session"`
-	Memory    *MemoryRow   `json:"memory"`
-	Targets   []Target     `json:"targets"`
+	Machine   Machine     `json:"machine"`
+	Sandbox   string      `json:"sandbox"`
+	Command   string      `json:"command"`
+	RoundTrip *LatencyRow `json:"round_trip"`
+	// Alone is the same wrapper against a mailbox no host watches, its
+	// answer already written: what the shell itself costs, the least a
+	// round trip can take with this wrapper in this sandbox.
+	Alone    *LatencyRow  `json:"wrapper_alone"`
+	Floor    *LatencyRow  `json:"floor"`
+	Process  *LatencyRow  `json:"process_start"` // /bin/echo hello: one process start
+	Poll     *LatencyRow  `json:"poll"`
+	Parallel *ParallelRow `json:"parallel"`
+	Slow     *SlowRow     `json:"slow_gate"`
+	Session  *SessionRow  `json:"session"`
+	Memory   *MemoryRow   `json:"memory"`
+	Targets  []Target     `json:"targets"`
 }
 
 type Machine struct {
@@ -196,7 +201,7 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 	progress := e.Progress
 
 	progress(fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N))
-	if rep.RoundTrip, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N); err != nil {
+	if rep.RoundTrip, rep.Alone, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N); err != nil {
 		return nil, err
 	}
 	progress(fmt.Sprintf("parallel, %d x %d calls", o.K, o.M))
@@ -457,25 +462,50 @@ func pct(sorted []float64, p float64) float64 {
 
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
-func (e *env) roundTrip(ctx context.Context, n int) (rt, floor, proc *LatencyRow, err error) {
+// aloneScript prepares, in the sandbox's TMPDIR, N mailboxes that no host
+// watches, each with a free call slot (its wake FIFO) and the answer to
+// `gb_echo hello` already written (the exit file, $2); the function alone
+// runs the session's gb_echo wrapper against the next one. One mkdir and
+// one mkfifo make them all, before anything is timed.
+const aloneScript = `fk=${TMPDIR:-/tmp}/wrapper-alone n=$1 exit=$2 w=$(command -v gb_echo) || exit 1
+rm -rf "$fk"; set --
+for ((i=0; i<n; i++)); do set -- "$@" "$fk/$i/calls/_1" "$fk/$i/responses"; done
+mkdir -p "$@" || exit 1
+set --; for ((i=0; i<n; i++)); do set -- "$@" "$fk/$i/calls/_1/wake"; done
+mkfifo "$@" || exit 1
+for ((i=0; i<n; i++)); do printf '%s' "$exit" > "$fk/$i/responses/_1.exit"; done
+k=0
+alone() {
+	GATEBRIDGE_CALLS_DIR=$fk/$k/calls GATEBRIDGE_RESPONSES_DIR=$fk/$k/responses "$w" "$@"
+	set -- $?; k=$((k+1)); return "$1"
+}
+`
+
+func (e *env) roundTrip(ctx context.Context, n int) (rt, alone, floor, proc *LatencyRow, err error) {
 	// The floor script is in the session's tmp/ (read-only inside bwrap
 	// and docker); the directories it makes go to the sandbox's own TMPDIR.
 	// /bin/echo is one process start in the same sandbox, the yardstick of
 	// a call that starts no process besides its wrapper.
-	script := `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$1" gb_echo "$GATEBRIDGE_SESSION_DIR/tmp/floor" /bin/echo; ` + seqScript
-	out, _, err := e.run(ctx, bridge.WatchAuto, script, true, strconv.Itoa(n))
+	exit, _ := mailbox.EncodeExit(2, mailbox.Answer{Stdout: []byte("hello\n")})
+	script := aloneScript + `mkdir -p "${TMPDIR:-/tmp}/floor-calls"; set -- "$n" gb_echo alone "$GATEBRIDGE_SESSION_DIR/tmp/floor" /bin/echo; ` + seqScript
+	out, sess, err := e.run(ctx, bridge.WatchAuto, script, true, strconv.Itoa(n), string(exit))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	// Only the round trip's calls reach the host: a wrapper that did
+	// not take the mailbox it was given would time the host instead.
+	if recs, omitted := sess.Dispatcher().Records(); len(recs)+omitted != n {
+		return nil, nil, nil, nil, fmt.Errorf("bench: the host answered %d calls, want the round trip's %d (did the wrapper-alone calls reach it?)", len(recs)+omitted, n)
 	}
 	rows, _, err := latencies(out)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	rt, floor, proc = rows["gb_echo"], rows["floor"], rows["echo"]
-	if rt == nil || floor == nil || proc == nil {
-		return nil, nil, nil, fmt.Errorf("bench: round trip printed nothing: %s", tail(out, 300))
+	rt, alone, floor, proc = rows["gb_echo"], rows["alone"], rows["floor"], rows["echo"]
+	if rt == nil || alone == nil || floor == nil || proc == nil {
+		return nil, nil, nil, nil, fmt.Errorf("bench: round trip printed nothing: %s", tail(out, 300))
 	}
-	return rt, floor, proc, nil
+	return rt, alone, floor, proc, nil
 }
 
 func (e *env) pollRoundTrip(ctx context.Context, n int) (*LatencyRow, error) {
@@ -721,6 +751,7 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	lat("round trip", r.RoundTrip, "gb_echo hello, events + FIFO wake")
+	lat("wrapper alone", r.Alone, "the same wrapper, answer already written: no host")
 	lat("floor", r.Floor, "sh + mkdir + cat, no IPC")
 	lat("process start", r.Process, "/bin/echo hello: one process start")
 	lat("poll mode", r.Poll, "bridge.watch=poll, 10ms")

@@ -74,14 +74,14 @@ func TestRunLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sandbox != "local" || rep.RoundTrip.Calls != 3 || rep.Floor.Calls != 3 || rep.Process.Calls != 3 || rep.RoundTrip.Failed != 0 ||
+	if rep.Sandbox != "local" || rep.RoundTrip.Calls != 3 || rep.Alone.Calls != 3 || rep.Alone.Failed != 0 || rep.Floor.Calls != 3 || rep.Process.Calls != 3 || rep.RoundTrip.Failed != 0 ||
 		rep.Poll.Calls != 2 || rep.Parallel.OK != 4 || rep.Slow.Calls != 1 || rep.Session.Runs != 1 ||
 		rep.Memory == nil || rep.Memory.Failed != 0 || len(rep.Targets) != 7 || len(progress) != 6 {
 		t.Fatalf("report: %+v (progress %q)", rep, progress)
 	}
 	var out bytes.Buffer
 	rep.Print(&out)
-	for _, want := range []string{"gatebridge bench: sandbox local;", "round trip", "floor", "poll mode", "parallel", "slow gate", "session", "memory", "target", "round trip vs floor", "process start", "round trip vs process start"} {
+	for _, want := range []string{"gatebridge bench: sandbox local;", "round trip", "wrapper alone", "floor", "poll mode", "parallel", "slow gate", "session", "memory", "target", "round trip vs floor", "process start", "round trip vs process start"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
