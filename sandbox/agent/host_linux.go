@@ -193,7 +193,7 @@ func (c *Conn) Path() string {
 
 // alive reports whether the agent touched its hello recently.
 func (c *Conn) alive() error {
-	_, age, err := c.helloAge()
+	age, err := c.helloAge()
 	if err != nil {
 		return fmt.Errorf("the agent's %s is gone: %w", FileHello, err)
 	}
@@ -205,12 +205,12 @@ func (c *Conn) alive() error {
 
 // helloAge stats the hello (not following a link) and says how long ago
 // the agent last touched it.
-func (c *Conn) helloAge() (unix.Stat_t, time.Duration, error) {
+func (c *Conn) helloAge() (time.Duration, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(c.outFd, FileHello, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return st, 0, err
+		return 0, err
 	}
-	return st, time.Since(time.Unix(st.Mtim.Unix())), nil
+	return time.Since(time.Unix(st.Mtim.Unix())), nil
 }
 
 // events routes out/'s events to the command they name; on an overflow
