@@ -4,5 +4,8 @@ package sandbox
 func ReaperPID() int {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
-	return reaper.pid
+	if reaper.running == nil {
+		return 0
+	}
+	return reaper.running.Process.Pid
 }

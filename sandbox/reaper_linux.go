@@ -54,7 +54,6 @@ var reaper struct {
 	slots   int      // lines in list
 	free    []int    // blank lines to reuse
 	w       *os.File // the pipe to the running reaper; nil: none runs
-	pid     int
 	running *exec.Cmd
 }
 
@@ -122,14 +121,14 @@ func startReaper() error {
 		w.Close()
 		return err
 	}
-	reaper.w, reaper.pid, reaper.running = w, cmd.Process.Pid, cmd
+	reaper.w, reaper.running = w, cmd
 	go func() {
 		cmd.Wait() // reap it when it ends; the next command starts another
 		reaper.mu.Lock()
 		defer reaper.mu.Unlock()
 		if reaper.running == cmd {
 			reaper.w.Close()
-			reaper.w, reaper.pid, reaper.running = nil, 0, nil
+			reaper.w, reaper.running = nil, nil
 		}
 	}()
 	return nil
