@@ -35,7 +35,7 @@ type Session struct {
 	srv    *server
 
 	binMu      sync.Mutex // wrapper writes
-	wrote      bool       // bin/ holds wrappers (under binMu): later writes replace them
+	wrote      bool       // bin/ was written (under binMu): later writes replace
 	stopWatch  func()     // registry watch
 	mu         sync.Mutex
 	closed     bool
@@ -86,11 +86,11 @@ func Open(cfg Config) (*Session, error) {
 	// session lives gains or loses its command at once.
 	var werr error
 	s.stopWatch = cfg.Gates.Watch(func(specs []gates.Spec) {
-		if err := s.writeWrappers(specs, false); err != nil {
+		if err := s.writeWrappers(specs); err != nil {
 			s.logf("gatebridge: %v", err)
 		}
 	})
-	if werr = s.writeWrappers(cfg.Gates.Specs(), true); werr != nil {
+	if werr = s.writeWrappers(cfg.Gates.Specs()); werr != nil {
 		return fail(werr)
 	}
 	if s.box, err = mailbox.Open(layout); err != nil {
@@ -109,7 +109,7 @@ func Open(cfg Config) (*Session, error) {
 var pruned sync.Map
 
 // writeWrappers makes bin/ hold exactly one wrapper per spec.
-func (s *Session) writeWrappers(specs []gates.Spec, first bool) error {
+func (s *Session) writeWrappers(specs []gates.Spec) error {
 	s.binMu.Lock()
 	defer s.binMu.Unlock()
 	ws := make([]wrappers.Spec, len(specs))
@@ -118,8 +118,9 @@ func (s *Session) writeWrappers(specs []gates.Spec, first bool) error {
 		ws[i] = wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: sp.Stdin}
 		keep[sp.Name] = true
 	}
-	if first && !s.wrote {
-		// Open: bin/ is new and empty, and no command runs yet.
+	if !s.wrote {
+		// The first write, during Open: bin/ is new and empty, and no
+		// command runs yet.
 		s.wrote = true
 		if err := wrappers.CreateDir(s.layout.Bin, ws); err != nil {
 			return fmt.Errorf("bridge: %w", err)
