@@ -1,41 +1,23 @@
-package sandbox
+package sandbox_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // reaperList returns the group ids the reaper's list holds now.
 func reaperList(t *testing.T) []int {
 	t.Helper()
-	reaper.mu.Lock()
-	defer reaper.mu.Unlock()
-	if reaper.list == nil {
-		return nil
-	}
-	b, err := io.ReadAll(io.NewSectionReader(reaper.list, 0, 1<<20))
+	ids, err := sandbox.ReaperList()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(b)%reaperSlot != 0 {
-		t.Fatalf("list of %d bytes is not whole %d-byte lines: %q", len(b), reaperSlot, b)
-	}
-	var ids []int
-	for line := range bytes.Lines(b) {
-		if f := strings.TrimSpace(string(line)); f != "" {
-			id, err := strconv.Atoi(f)
-			if err != nil {
-				t.Fatalf("list line %q", line)
-			}
-			ids = append(ids, id)
-		}
 	}
 	return ids
 }
@@ -45,21 +27,21 @@ func reaperList(t *testing.T) []int {
 // unrelated group, which the reaper would kill if gatebridge died.
 func TestReaperListsRunningGroups(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
-	done := make(chan *Result, 1)
+	out := &sandboxtest.Buffer{}
+	done := make(chan *sandbox.Result, 1)
 	go func() {
-		res, err := NewLocal().Run(ctx, &Spec{Command: []string{"sh", "-c", "echo $$; exec sleep 30"}, Stdout: out, Workspace: t.TempDir()})
+		res, err := sandbox.NewLocal().Run(ctx, &sandbox.Spec{Command: []string{"sh", "-c", "echo $$; exec sleep 30"}, Stdout: out, Workspace: t.TempDir()})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- res
 	}()
 	var pgid int
-	for deadline := time.Now().Add(10 * time.Second); pgid == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never printed its pid")
-		}
+	if !sandboxtest.Poll(10*time.Second, func() bool {
 		pgid, _ = strconv.Atoi(strings.TrimSpace(out.String()))
+		return pgid != 0
+	}) {
+		t.Fatal("the command never printed its pid")
 	}
 	if ids := reaperList(t); !slices.Contains(ids, pgid) {
 		t.Errorf("while it runs, group %d is not listed: %v", pgid, ids)
@@ -69,22 +51,4 @@ func TestReaperListsRunningGroups(t *testing.T) {
 	if ids := reaperList(t); slices.Contains(ids, pgid) {
 		t.Errorf("after it ended, group %d is still listed: %v", pgid, ids)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
