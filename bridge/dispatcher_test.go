@@ -1,38 +1,19 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
-
-// syncBuf is a goroutine-safe buffer.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A transport that can stream gets the gate's output as it is written,
 // not when the gate returns; the cap still holds.
@@ -49,15 +30,11 @@ func TestDispatchStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuf
+	var out sandboxtest.Buffer
 	done := make(chan *Response)
 	go func() { done <- d.Dispatch(context.Background(), &Request{ID: "1", Gate: "t_stream", Stdout: &out}) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for out.String() != "first\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("first line not streamed while the gate runs: %q", out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !sandboxtest.Poll(5*time.Second, func() bool { return out.String() == "first\n" }) {
+		t.Fatalf("first line not streamed while the gate runs: %q", out.String())
 	}
 	close(release)
 	resp := <-done
