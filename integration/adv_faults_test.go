@@ -221,6 +221,9 @@ rm -f "$T/keep"
 read_file big > "$T/out" 2>"$T/err"; echo "big|$?|$(wc -c < "$T/out" | tr -d ' ')|$(tr '\n' ' ' < "$T/err")"
 gb_echo small > "$T/out"; echo "small|$?|$(cat "$T/out")"
 rm -f "$T/out" "$T/err"
+# The host frees the last call's pages (its answer, its argv) after the
+# caller has its answer; wait for that, or it could free room after fill2.
+n=0; while { [ -n "$(ls -A "$R")" ] || ls "$C"/*/argv >/dev/null 2>&1; } && [ $n -lt 500 ]; do n=$((n+1)); sleep 0.01; done
 dd if=/dev/zero of="$T/fill2" bs=4096 2>/dev/null
 gb_echo full 2>&1; echo "full|$?"
 `
