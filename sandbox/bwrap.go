@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -182,7 +183,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if err != nil {
 		return nil, &Error{Backend: "bwrap", Op: "create status pipe", Err: err}
 	}
-	st := &bwrapStatus{}
+	st := newBwrapStatus()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -471,12 +472,23 @@ func probeBwrap(ctx context.Context, bin string) bwrapFeatures {
 // bwrapStatus is what bwrap reports on --json-status-fd.
 type bwrapStatus struct {
 	mu       sync.Mutex
-	childPid int    // bwrap's child: the init of the pid namespace
-	pidNS    uint64 // inode of the pid namespace
-	exit     bool   // the command ran and exited ("exit-code" seen)
+	childPid int           // bwrap's child: the init of the pid namespace
+	pidNS    uint64        // inode of the pid namespace
+	exit     bool          // the command ran and exited ("exit-code" seen)
+	known    chan struct{} // closed once pidNS is known or never will be
+	once     sync.Once
 }
 
+func newBwrapStatus() *bwrapStatus { return &bwrapStatus{known: make(chan struct{})} }
+
+// bwrapStatusDelay holds up reading bwrap's status (tests: a loaded host).
+var bwrapStatusDelay atomic.Int64
+
 func (s *bwrapStatus) read(r io.Reader) {
+	defer s.once.Do(func() { close(s.known) }) // the status ended: no more to wait for
+	if d := bwrapStatusDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for {
 		var m struct {
@@ -493,6 +505,7 @@ func (s *bwrapStatus) read(r io.Reader) {
 		}
 		if m.PidNS != nil {
 			s.pidNS = *m.PidNS
+			s.once.Do(func() { close(s.known) })
 		}
 		if m.ExitCode != nil {
 			s.exit = true
@@ -505,6 +518,19 @@ func (s *bwrapStatus) ns() (childPid int, pidNS uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.childPid, s.pidNS
+}
+
+// waitNS waits at most d for the pid namespace to be known. bwrap reports
+// it before the command starts, but this process reads the report on
+// another goroutine: a signal for a command that has just printed its
+// first line must not find it unread.
+func (s *bwrapStatus) waitNS(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.known:
+	case <-t.C:
+	}
 }
 
 func (s *bwrapStatus) exited() bool {

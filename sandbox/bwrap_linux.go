@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +22,10 @@ type nsTree struct {
 }
 
 func newNSTree(main *os.Process, st *bwrapStatus) procTree { return &nsTree{main: main, st: st} }
+
+// nsWait bounds how long a signal waits for bwrap's report of the pid
+// namespace it is for (see bwrapStatus.waitNS).
+const nsWait = 2 * time.Second
 
 // members returns the live processes of the sandbox's pid namespace, its
 // init first, and whether the namespace is known yet.
@@ -70,6 +75,7 @@ func (t *nsTree) signal(sig syscall.Signal) {
 		t.kill()
 		return
 	}
+	t.st.waitNS(nsWait)
 	initPid, _ := t.st.ns()
 	pids, _ := t.members()
 	for _, pid := range pids {

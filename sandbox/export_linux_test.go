@@ -6,7 +6,15 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// DelayBwrapStatus makes every bwrap run read its status report d late,
+// as a loaded host may; the returned function undoes it.
+func DelayBwrapStatus(d time.Duration) (undo func()) {
+	bwrapStatusDelay.Store(int64(d))
+	return func() { bwrapStatusDelay.Store(0) }
+}
 
 // ReaperPID returns the running reaper's pid, or 0.
 func ReaperPID() int {
