@@ -67,3 +67,27 @@ func TestCreateDirWritesScripts(t *testing.T) {
 		t.Error("a gate name twice was accepted")
 	}
 }
+
+// The scripts CreateDir and WriteDir write come from a cache keyed by the
+// whole Spec: a gate whose summary or stdin mode changed gets its new
+// script, not the one made before.
+func TestScriptCacheKeysOnWholeSpec(t *testing.T) {
+	specs := []Spec{
+		{Name: "cached", Summary: "first"},
+		{Name: "cached", Summary: "second"},
+		{Name: "cached", Summary: "second", Stdin: mailbox.StdinAlways},
+	}
+	for _, s := range specs {
+		for range 2 { // the second time from the cache
+			dir := t.TempDir()
+			if err := CreateDir(dir, []Spec{s}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(filepath.Join(dir, s.Name))
+			want, err := Script(s)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%+v: CreateDir wrote another script than Script makes (%v)", s, err)
+			}
+		}
+	}
+}

@@ -40,11 +40,13 @@ package wrappers
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
@@ -107,20 +109,45 @@ func WriteDir(dir string, specs []Spec) error {
 // a directory that no command can reach yet (a new session's bin/): each
 // file is created at its name, exclusively and following no link, and
 // written once. Half the system calls of [WriteDir], whose renames only
-// matter once a shell may run the wrappers.
+// matter once a shell may run the wrappers; and it goes by dir's file
+// descriptor with bare system calls (open, write, fchmod, close per
+// wrapper), since it runs for every session a server opens.
 func CreateDir(dir string, specs []Spec) error {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("wrappers: open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
 	return eachScript(specs, func(name string, script []byte) error {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o700)
+		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o700)
 		if err != nil {
 			return err
 		}
-		_, werr := f.Write(script)
-		if err := firstErr(werr, f.Chmod(0o755), f.Close()); err != nil { // Chmod: umask
-			os.Remove(f.Name())
+		werr := writeAll(fd, script)
+		if err := firstErr(werr, unix.Fchmod(fd, 0o755), unix.Close(fd)); err != nil { // Fchmod: umask
+			unix.Unlinkat(dfd, name, 0)
 			return err
 		}
 		return nil
 	})
+}
+
+// writeAll writes b to fd, however many writes that takes.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // eachScript checks specs (no name twice) and calls write with each
@@ -132,7 +159,7 @@ func eachScript(specs []Spec, write func(name string, script []byte) error) erro
 			return fmt.Errorf("wrappers: duplicate gate name %q", s.Name)
 		}
 		seen[s.Name] = true
-		script, err := Script(s)
+		script, err := cachedScript(s)
 		if err != nil {
 			return fmt.Errorf("wrappers: %w", err)
 		}
@@ -141,6 +168,38 @@ func eachScript(specs []Spec, write func(name string, script []byte) error) erro
 		}
 	}
 	return nil
+}
+
+// scripts keeps the scripts made lately: every session of a server writes
+// the same few, and making one allocates about 15 KB. Bounded: it starts
+// over when full.
+var scripts struct {
+	sync.Mutex
+	m map[Spec][]byte
+}
+
+const maxCachedScripts = 256
+
+// cachedScript is [Script] from the cache. The bytes are shared: only
+// write them.
+func cachedScript(s Spec) ([]byte, error) {
+	scripts.Lock()
+	b, ok := scripts.m[s]
+	scripts.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := Script(s)
+	if err != nil {
+		return nil, err
+	}
+	scripts.Lock()
+	if scripts.m == nil || len(scripts.m) >= maxCachedScripts {
+		scripts.m = make(map[Spec][]byte)
+	}
+	scripts.m[s] = b
+	scripts.Unlock()
+	return b, nil
 }
 
 func firstErr(errs ...error) error {
