@@ -200,7 +200,9 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 		// Every call the command made has been answered: the exit can be
 		// reported before the session is removed.
 		defer func() {
-			if err := sess.Close(); err != nil {
+			var err error
+			housekeep(func() { err = sess.Close() })
+			if err != nil {
 				o.Logf("gatebridge: serve: process %s: %v", pr.id, err)
 			}
 			c.mu.Lock()

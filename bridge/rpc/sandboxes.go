@@ -407,7 +407,9 @@ func (c *conn) refill(sb *sbox) {
 	sb.refills.Add(1)
 	go func() {
 		defer sb.refills.Done()
-		ss, err := c.openSession(sb)
+		var ss *spareSession
+		var err error
+		housekeep(func() { ss, err = c.openSession(sb) })
 		sb.mu.Lock()
 		defer sb.mu.Unlock()
 		sb.refilling = false

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package rpc
+
+func yieldCPU() {}
+
+func lowerThreadPriority() {}
