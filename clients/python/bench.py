@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gatebridge_client import Client  # noqa: E402
 
 BATCH = 20
+WARM = 200  # untimed commands before each one-command row: "through a warm server"
 GAP = 0.0  # seconds slept before each timed one-command step (--gap)
 
 
@@ -56,6 +57,10 @@ def raw_protocol(starts: int, ws: str) -> None:
     until(lambda m: m.get("id") == 1)
     send(2, "sandbox/open", {"sandboxId": "s", "backend": "local", "workspace": ws})
     until(lambda m: m.get("id") == 2)
+    for i in range(WARM):  # a warm server: its heap grown, its spare session made
+        send(100000 + i, "process/start", {"processId": "w%d" % i, "sandboxId": "s", "argv": ["true"]})
+        until(lambda m: m.get("method") == "process/exited")
+        subprocess.run(["true"], check=True)
     spawn = serve = 0.0
     for i in range(starts):
         time.sleep(GAP)
@@ -90,6 +95,9 @@ def main() -> int:
     with Client() as client:
         client.register_gate("pygate", lambda call: "x\n")
         with tempfile.TemporaryDirectory() as ws, client.open_sandbox(backend="local", workspace=ws) as sb:
+            for _ in range(WARM):  # the same warm-up as the bare loop's
+                sb.run(["true"])
+                subprocess.run(["true"], check=True)
             spawn = serve = 0.0
             starts = rounds * BATCH
             for _ in range(starts):

@@ -31,12 +31,15 @@ reach a server started with ``gatebridge serve --listen ADDR --token-file
 FILE`` (another machine, or a sidecar container), use
 ``Client.connect_tcp(host, port, token=..., tls=...)``.
 
-Threads. A background thread reads the server's messages. Responses are
-delivered on it; ``process/output`` and ``process/exited`` notifications
-of a process started with ``on_output`` are delivered, in order, on a
-second "events" thread, which runs the callbacks (those of a process
-without one are kept by the reading thread itself, which saves a thread
-hand-off per command); gate functions and the approval callback run in a
+Threads. A background thread reads the server's messages, except while
+a thread waits, without a timeout, for a response or for the exit of a
+process without ``on_output``: that thread reads them itself until its
+own has come (one thread at a time reads, in order), which saves waking
+another thread per command. Responses are delivered by the thread that
+reads them; ``process/output`` and ``process/exited`` notifications of a
+process started with ``on_output`` are delivered, in order, on a second
+"events" thread, which runs the callbacks (those of a process without one
+are kept by the reading thread itself); gate functions and the approval callback run in a
 pool of worker threads, so a slow gate blocks neither output nor other
 gates. Any of them may call the client (run a command, write to a
 process), except that an ``on_output`` callback must not wait for a
@@ -448,6 +451,52 @@ def _gate_result(ret: Any) -> Tuple[int, bytes, bytes]:
 # ---------------------------------------------------------------- plumbing
 
 
+class _LineReader:
+    """Splits the server's byte stream into lines. What it has read stays
+    in its buffer when a read raises (a signal handler's exception in the
+    thread reading, KeyboardInterrupt): the next reader, on any thread,
+    goes on from there, and no message is lost or cut. After the end of the
+    stream or an error, every read gives the same again."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._read1: Optional[Callable[[int], bytes]] = getattr(stream, "read1", None)
+        self._stream = stream
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to hold no newline
+        self._eof = False
+        self._error: Optional[BaseException] = None
+
+    def readline(self) -> bytes:
+        """The next line with its newline; the rest of the stream at its
+        end; b"" after that."""
+        if self._read1 is None:  # a stream without read1: its own readline
+            return self._stream.readline()
+        while True:
+            i = self._buf.find(b"\n", self._scanned)
+            if i >= 0:
+                line = bytes(self._buf[: i + 1])
+                del self._buf[: i + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buf)
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                line = bytes(self._buf)
+                self._buf.clear()
+                self._scanned = 0
+                return line
+            try:
+                chunk = self._read1(65536)
+            except (OSError, ValueError) as e:
+                self._error = e
+                raise
+            if not chunk:
+                self._eof = True
+            else:
+                self._buf += chunk
+
+
 class _Pending:
     __slots__ = ("event", "result", "error", "on_error")
 
@@ -813,6 +862,13 @@ class Client:
         self._sandbox_ids = itertools.count(1)
         self._process_ids = itertools.count(1)
         self._events: "queue.SimpleQueue[Optional[Dict[str, Any]]]" = queue.SimpleQueue()
+        # Who reads the server's lines (see _await): one thread at a time,
+        # the reader thread unless a thread waiting for an answer takes over.
+        self._lines = _LineReader(reader)
+        self._read_cond = threading.Condition(threading.Lock())
+        self._reading = False  # a thread holds the right to read the next line
+        self._want_read = 0  # threads waiting in _await for that right
+        self._read_ended = False  # the stream ended (or failed): nobody takes over
         self._pool = _Pool(gate_workers, "gatebridge-gate")
         self._reader_thread = threading.Thread(target=self._read_loop, name="gatebridge-reader", daemon=True)
         self._events_thread = threading.Thread(target=self._event_loop, name="gatebridge-events", daemon=True)
@@ -859,7 +915,7 @@ class Client:
         """Sends a request and returns its result; an error response raises
         :class:`GatebridgeError`. The low-level way to any method."""
         rid, p = self._send_request(method, params)
-        if not p.event.wait(timeout):
+        if not self._await(p.event, timeout):
             with self._lock:
                 self._pending.pop(rid, None)
             raise TimeoutError("%s: no response within %ss" % (method, timeout))
@@ -917,24 +973,24 @@ class Client:
         why = "the gatebridge server closed the connection"
         try:
             while True:
-                line = self._reader.readline()
+                with self._read_cond:
+                    # A thread waiting in _await goes first: it reads until
+                    # its answer is in, then hands the stream back.
+                    while self._reading or self._want_read:
+                        self._read_cond.wait()
+                    self._reading = True
+                line = self._lines.readline()
                 if not line:
                     break
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    log.warning("gatebridge_client: the server sent a line that is not JSON: %r", line[:200])
-                    continue
-                if isinstance(msg, dict):
-                    try:
-                        self._dispatch(msg)
-                    except Exception:  # noqa: BLE001 - keep reading
-                        log.exception("gatebridge_client: handling %r", msg.get("method") or msg.get("id"))
+                self._handle_line(line)
+                self._release_read()
         except (OSError, ValueError) as e:
             why = "reading from the gatebridge server failed: %s" % e
+        with self._read_cond:
+            # Nobody reads after this: threads waiting to take over wait
+            # for their event instead (set by _connection_lost).
+            self._read_ended = True
+            self._read_cond.notify_all()
         if self._proc is not None and not self._closing:
             try:
                 code = self._proc.wait(timeout=2)
@@ -949,6 +1005,80 @@ class Client:
             # connections), in an answer to no request of ours.
             why += ": %s (code %s)" % (last.get("message"), last.get("code"))
         self._connection_lost(ConnectionClosedError(why))
+
+    def _release_read(self) -> None:
+        with self._read_cond:
+            self._reading = False
+            if self._want_read:
+                self._read_cond.notify_all()
+
+    def _handle_line(self, line: bytes) -> None:
+        """Parses and dispatches one line, on the thread that read it."""
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            log.warning("gatebridge_client: the server sent a line that is not JSON: %r", line[:200])
+            return
+        if isinstance(msg, dict):
+            try:
+                self._dispatch(msg)
+            except Exception:  # noqa: BLE001 - keep reading
+                log.exception("gatebridge_client: handling %r", msg.get("method") or msg.get("id"))
+
+    def _await(self, event: threading.Event, timeout: Optional[float] = None) -> bool:
+        """Waits for ``event``, set when a line is handled (a response, the
+        exit of a process without ``on_output``), like ``event.wait``.
+
+        Without a timeout, the waiting thread reads and handles the
+        server's lines itself while no other thread does (leader and
+        followers): the line it waits for then wakes no other thread
+        first. The reader thread finishes the line it is reading and
+        hands over; it takes the stream back when this returns. Lines
+        for others are handled as the reader thread would, in order; a
+        thread waiting to take over is woken after each, in case it was
+        its own."""
+        if timeout is not None or event.is_set() or threading.current_thread() is self._reader_thread:
+            return event.wait(timeout)
+        lead = False
+        with self._read_cond:
+            self._want_read += 1
+            try:
+                while not event.is_set() and not self._read_ended and self._reading:
+                    self._read_cond.wait()
+                lead = not event.is_set() and not self._read_ended
+                if lead:
+                    self._reading = True
+            finally:
+                self._want_read -= 1
+                if not lead and not self._want_read:
+                    # The reader thread stopped for this thread (its answer
+                    # came meanwhile): let it go on reading.
+                    self._read_cond.notify_all()
+        if not lead:
+            return event.wait()
+        try:
+            while not event.is_set():
+                try:
+                    line = self._lines.readline()
+                except (OSError, ValueError):
+                    break  # the reader thread reads the same error and reports it
+                if not line:
+                    break  # the same: the end of the stream
+                self._handle_line(line)
+                if self._want_read:
+                    with self._read_cond:
+                        self._read_cond.notify_all()
+        finally:
+            self._release_read_to_all()
+        return event.wait()
+
+    def _release_read_to_all(self) -> None:
+        with self._read_cond:
+            self._reading = False
+            self._read_cond.notify_all()  # the reader thread, and any waiting to lead
 
     def _deliver(self, msg: Dict[str, Any]) -> None:
         """Hands a notification to its process (events thread, or the
@@ -1602,7 +1732,11 @@ class Process:
         (every ``on_output`` callback has run by then). Raises
         ``TimeoutError`` after ``timeout`` seconds, and
         :class:`ConnectionClosedError` if the server went away."""
-        if not self._exited.wait(timeout):
+        # The exit of a process without on_output is handled by whoever
+        # reads it: this thread may read it itself. Otherwise it comes on
+        # the events thread, after the callbacks.
+        done = self.client._await(self._exited, timeout) if self._inline else self._exited.wait(timeout)
+        if not done:
             raise TimeoutError("process %s still runs after %ss" % (self.id, timeout))
         if self._lost is not None:
             raise _fresh(self._lost)

@@ -294,6 +294,41 @@ class BackendTests:
         self.assertEqual(r.stdout, b"got:one\ngot:two\neof\n")
         self.assertEqual(rec.text(), r.stdout)
 
+    def test_waiting_thread_reads_for_others(self) -> None:
+        # A thread waiting for a process's exit reads the server's lines
+        # itself (no other thread does then); the answers it reads for
+        # other threads must reach them at once, not when its process
+        # exits. Here it cannot exit before they are all in: the command
+        # waits for a line only this test writes afterwards.
+        p = self.sb.start(["sh", "-c", "read -r l; echo \"got:$l\""], stdin=True)
+        waited: List[Any] = []
+        waiter = threading.Thread(target=lambda: waited.append(p.wait()), daemon=True)
+        waiter.start()
+        answered: List[int] = []
+
+        def ask() -> None:
+            for _ in range(20):
+                self.client.list_gates()
+                answered.append(1)
+
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
+        asker.join(WAIT)
+        self.assertEqual(len(answered), 20, "answers read by the waiting thread did not reach their callers")
+        self.assertTrue(p.running)
+        p.write(b"x\n")
+        p.close_stdin()
+        waiter.join(WAIT)
+        self.assertEqual(len(waited), 1, "the waiting thread never saw its exit")
+        self.assertEqual((waited[0].exit_code, waited[0].stdout), (0, b"got:x\n"))
+        # And the reader thread reads again: output of a process with a
+        # callback comes to it (on the events thread) with no one waiting.
+        rec = Recorder()
+        q = self.sb.start(["sh", "-c", "echo up; cat >/dev/null"], stdin=True, on_output=rec)
+        self.assertTrue(rec.wait_for(b"up\n"), rec.chunks)
+        q.close_stdin()
+        self.assertEqual(q.wait(timeout=WAIT).exit_code, 0)
+
     def test_streaming_order(self) -> None:
         rec = Recorder()
         p = self.sb.start(["sh", "-c", "echo first; echo e1 >&2; read x; echo second; echo e2 >&2; exit 4"],
@@ -662,6 +697,55 @@ class LocalOverTLSTests(BackendTests, unittest.TestCase):
 
     def test_close_leaves_nothing(self) -> None:
         self.skipTest("stdio: the server process exits; over TCP, ListenTests.test_run_over_tcp")
+
+
+class LineReaderTests(unittest.TestCase):
+    """The client's line splitter, without a server."""
+
+    def test_interrupted_read_loses_nothing(self) -> None:
+        # A read that raises (KeyboardInterrupt in the thread reading, which
+        # may be the caller's own: see Client._await) must keep what was
+        # read of the line so far: the next reader, on any thread, goes on.
+        from gatebridge_client import _LineReader
+
+        class Stream:
+            def __init__(self) -> None:
+                self.parts: List[Any] = [b'{"a":', KeyboardInterrupt(), b'1}\n{"b"', b":2}\n", b"tail"]
+
+            def read1(self, n: int) -> bytes:
+                if not self.parts:
+                    return b""
+                part = self.parts.pop(0)
+                if isinstance(part, BaseException):
+                    raise part
+                return part
+
+        r = _LineReader(Stream())  # type: ignore[arg-type]
+        with self.assertRaises(KeyboardInterrupt):
+            r.readline()
+        self.assertEqual(r.readline(), b'{"a":1}\n')
+        self.assertEqual(r.readline(), b'{"b":2}\n')
+        self.assertEqual(r.readline(), b"tail")
+        self.assertEqual(r.readline(), b"")
+        self.assertEqual(r.readline(), b"", "the end of the stream is sticky")
+
+    def test_read_error_is_sticky(self) -> None:
+        from gatebridge_client import _LineReader
+
+        class Broken:
+            calls = 0
+
+            def read1(self, n: int) -> bytes:
+                Broken.calls += 1
+                if Broken.calls == 1:
+                    return b"half"
+                raise OSError("gone")
+
+        r = _LineReader(Broken())  # type: ignore[arg-type]
+        for _ in range(2):
+            with self.assertRaises(OSError):
+                r.readline()
+        self.assertEqual(Broken.calls, 2, "a failed stream was read again")
 
 
 class ConnectionTests(unittest.TestCase):
