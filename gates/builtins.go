@@ -35,13 +35,15 @@ type Options struct {
 	// gates also accept absolute paths under it. Optional.
 	SandboxRoot string
 	// WritableRoot is the tree write_file writes into; empty means
-	// write_file is not provided. It may equal Root.
+	// write_file is not provided. It may equal Root. write_file never
+	// follows a symlink in it (see docs/security.md).
 	WritableRoot string
 	// SandboxWritableRoot is where the sandbox sees WritableRoot. Optional.
 	SandboxWritableRoot string
 	// ProtectedPaths are paths relative to WritableRoot that write_file
 	// refuses (exit 126), with everything below them: .git, say, whose
-	// config and hooks host tools run (sandbox.protected_paths).
+	// config and hooks host tools run (sandbox.protected_paths). The
+	// reading gates do not refuse them.
 	ProtectedPaths []string
 	// MaxFileBytes caps a whole-file read_file (larger files need --offset
 	// or --limit), the bytes one ranged read prints, and what write_file

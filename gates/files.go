@@ -3,8 +3,6 @@ package gates
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 func newReadFile(ws *workspace, o Options) Gate {
@@ -207,22 +207,31 @@ func newWriteFile(ws *workspace, o Options) Gate {
 		Stdin: StdinAlways,
 	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := p.pos[0]
-		r, rel, err := ws.open(name, c.Cwd, path)
+		rel, err := ws.rel(name, c.Cwd, path)
 		if err != nil {
 			return 0, err
 		}
-		defer r.Close()
-		if p, ok := protectedPath(rel, o.ProtectedPaths); ok {
-			return 0, Deniedf("%s: %s is under the protected path %s (set by sandbox.protected_paths): host tools run what is there", name, quoteArg(path), p)
+		// Refused at once, before any directory is made; the walk in
+		// writeWorkspaceFile checks every component again as it opens it.
+		if err := checkProtected(name, path, rel, o.ProtectedPaths); err != nil {
+			return 0, err
 		}
 		if int64(len(c.Stdin)) > max {
 			return 0, Deniedf("%s: content is %d bytes, over the %d-byte limit", name, len(c.Stdin), max)
 		}
-		if err := writeAtomic(r, rel, path, c.Stdin); err != nil {
+		if err := writeWorkspaceFile(ws, rel, path, c.Stdin, o.ProtectedPaths); err != nil {
 			return 0, err
 		}
 		return ExitOK, nil
 	})
+}
+
+// checkProtected refuses rel when it is or lies under a protected path.
+func checkProtected(gate, path, rel string, protected []string) error {
+	if p, ok := protectedPath(rel, protected); ok {
+		return Deniedf("%s: %s is under the protected path %s (set by sandbox.protected_paths): host tools run what is there", gate, quoteArg(path), p)
+	}
+	return nil
 }
 
 // protectedPath reports the entry of protected that rel (clean, relative)
@@ -254,73 +263,86 @@ func protectedPath(rel string, protected []string) (string, bool) {
 	return "", false
 }
 
-// writeAtomic writes data to rel through a temporary file in the same
-// directory and a rename. Every existing component of rel must be a real
-// directory (the last one a regular file or absent): symlinks are refused.
-func writeAtomic(r *os.Root, rel, path string, data []byte) error {
+// testHookAfterCheck, set by tests only, runs after each protected-path
+// check of writeWorkspaceFile passes, with the path checked: where a sandbox
+// racing the gate would swap a directory for a symlink.
+var testHookAfterCheck func(rel string)
+
+// writeWorkspaceFile writes data to rel (clean, relative to the writable
+// workspace; path is how the caller named it) through a temporary file in
+// the same directory and a rename, making missing parent directories.
+//
+// The sandbox can rename entries in the workspace while this runs, so
+// nothing is checked on the path string and then used by name: the
+// parent directory is reached by [hostilefs.Dir.Walk], one component at a
+// time from the workspace's fd with O_NOFOLLOW, each component checked
+// against the protected paths just before it is opened, and the file is
+// created and renamed relative to the directory fd the walk opened. A
+// symlink on the way (or as the file) is refused; a directory renamed
+// after the walk opened it is still the one written into, wherever it
+// now is, never what took its name.
+func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected []string) error {
 	const name = "write_file"
 	if rel == "." {
 		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
 	}
-	perm := fs.FileMode(0o644)
-	keepPerm := false
-	parts := strings.Split(rel, string(filepath.Separator))
-	for i := range parts {
-		sub := filepath.Join(parts[:i+1]...)
-		fi, err := r.Lstat(sub)
-		if errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			return pathErr(name, "stat", path, err)
-		}
-		last := i == len(parts)-1
-		switch m := fi.Mode(); {
-		case m&fs.ModeSymlink != 0:
-			return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(sub))
-		case !last && !m.IsDir():
-			return fmt.Errorf("%s: %s is not a directory", name, quoteArg(sub))
-		case last && m.IsDir():
-			return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
-		case last && !m.IsRegular():
-			return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
-		case last:
-			perm, keepPerm = m.Perm(), true
-		}
-	}
-	dir := filepath.Dir(rel)
-	if dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return pathErr(name, "create directory", path, err)
-		}
-	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := filepath.Join(dir, "."+filepath.Base(rel)+".gb-tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	root, err := hostilefs.OpenDir(ws.dir)
 	if err != nil {
-		return pathErr(name, "create", path, err)
+		return fmt.Errorf("%s: open workspace: %w", name, err)
 	}
-	err = func() error {
-		if _, err := f.Write(data); err != nil {
+	defer root.Close()
+	check := func(sub string) error {
+		if err := checkProtected(name, path, sub, protected); err != nil {
 			return err
 		}
-		if keepPerm {
-			if err := f.Chmod(perm); err != nil {
-				return err
-			}
+		if testHookAfterCheck != nil {
+			testHookAfterCheck(sub)
 		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		return nil
 	}
-	if err == nil {
-		err = r.Rename(tmp, rel)
-	}
+	d, err := root.Walk(filepath.Dir(rel), hostilefs.WalkOptions{Check: check, Create: true, Perm: 0o755})
 	if err != nil {
-		r.Remove(tmp)
+		return walkErr(name, path, err)
+	}
+	defer d.Close()
+	base := filepath.Base(rel)
+	wo := hostilefs.WriteOptions{Perm: 0o644, Sync: true}
+	fi, err := d.Lstat(base)
+	switch m := fi.Mode; {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return pathErr(name, "stat", path, err)
+	case m&fs.ModeSymlink != 0:
+		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(rel))
+	case m.IsDir():
+		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
+	case !m.IsRegular():
+		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
+	default:
+		wo.Perm, wo.ExactPerm = m.Perm(), true
+	}
+	if err := check(rel); err != nil {
+		return err
+	}
+	if err := d.WriteFileAtomic(base, data, wo); err != nil {
 		return pathErr(name, "write", path, err)
 	}
 	return nil
+}
+
+// walkErr turns an error of the walk to rel's parent into the gate's.
+func walkErr(gate, path string, err error) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return err // a protected path, refused by the check
+	}
+	switch {
+	case errors.Is(err, hostilefs.ErrSymlink):
+		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", gate, quoteArg(pe.Path))
+	case errors.Is(err, hostilefs.ErrChanged):
+		return Deniedf("%s: %s changed while write_file opened it (a symlink swapped in and out?); nothing written", gate, quoteArg(pe.Path))
+	case errors.Is(err, hostilefs.ErrNotDir):
+		return fmt.Errorf("%s: %s is not a directory", gate, quoteArg(pe.Path))
+	}
+	return pathErr(gate, "create directory", path, err)
 }

@@ -71,7 +71,8 @@ func (w *workspace) open(gate, cwd, path string) (*os.Root, string, error) {
 // workspace, from the root when cwd is "" (a client that does not send
 // it), and refused when cwd lies outside. Anything climbing out of the
 // workspace with ".." is denied (exit 126). Symlinks are checked later,
-// when [os.Root] walks the path.
+// when the gate opens the path: through [os.Root] for the reading gates,
+// by a walk that follows none for write_file.
 func (w *workspace) rel(gate, cwd, p string) (string, error) {
 	if p == "" {
 		return "", Usagef("%s: empty path", gate)

@@ -174,6 +174,62 @@ echo ok | write_file notes.txt; echo "$?"`
 	})
 }
 
+// TestSecWriteFileSwapRace (issue 26 item 1): the sandbox exchanges sub/
+// with a symlink sub -> .git (renameat2 RENAME_EXCHANGE, in a loop) while
+// calling write_file sub/config. The host checked the path string, then
+// wrote through os.Root, which followed the link: .git/config was
+// rewritten within 3-14 calls in every trial. Now the write goes through
+// the directory the no-follow walk opened. A bounded number of calls (the
+// gates' TestWriteFileSwapRace hits each window deterministically); the
+// racer needs python3 inside, which bwrap binds from the host's /usr.
+func TestSecWriteFileSwapRace(t *testing.T) {
+	needBackend(t, "bwrap")
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 for the racer")
+	}
+	ws := workspace(t)
+	must(t, os.MkdirAll(filepath.Join(ws, ".git"), 0o755))
+	must(t, os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644))
+	if os.Geteuid() == 0 {
+		// The command runs as the workspace's owner: make it one that
+		// can write it, not root.
+		for _, p := range []string{ws, filepath.Join(ws, ".git"), filepath.Join(ws, ".git", "config")} {
+			must(t, os.Chown(p, 54321, 54321))
+		}
+	}
+	cfg := fmt.Sprintf("gates:\n  writable_root: %s\n", ws)
+	racer := `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+os.mkdir("sub"); os.symlink(".git", "lnk")
+open("racing", "w").close()
+while os.path.exists("racing"):
+    if libc.renameat2(-100, b"sub", -100, b"lnk", 2) != 0:
+        raise SystemExit("renameat2: " + os.strerror(ctypes.get_errno()))
+`
+	script := `/usr/bin/python3 -c '` + racer + `' & 
+while [ ! -e racing ]; do sleep 0.01; done
+ok=0 refused=0
+i=0; while [ $i -lt 60 ]; do
+  printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' | write_file sub/config 2>err
+  c=$?
+  case $c in 0) ok=$((ok+1));; 126) refused=$((refused+1));; *) echo "exit $c: $(cat err)";; esac
+  i=$((i+1))
+done
+rm racing err; wait $!; echo "racer $?"
+echo "ok=$ok refused=$refused"`
+	out := gb(t, "bwrap", Run{Dir: ws, Config: cfg, Args: []string{"--writable-workspace"}, Command: []string{"sh", "-c", script}})
+	t.Logf("stdout %q, stderr %q", out.Stdout, out.Stderr)
+	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != "[core]\n" {
+		t.Fatalf("the write landed in .git/config: %q", b)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, ".git")); len(ents) != 1 {
+		t.Errorf(".git holds %v", ents)
+	}
+	if out.Code != 0 || !strings.Contains(out.Stdout, "racer 0\n") || strings.Contains(out.Stdout, "exit ") {
+		t.Errorf("exit %d: the race did not run as planned", out.Code)
+	}
+}
+
 // TestSecSearchStops: a search that hits its gate timeout inside one long
 // line returns 124 within the timeout plus a second, and stops matching:
 // gatebridge is idle afterwards (before, the regexp kept two host cores
