@@ -36,7 +36,8 @@ type Options struct {
 	SandboxRoot string
 	// WritableRoot is the tree write_file writes into; empty means
 	// write_file is not provided. It may equal Root. write_file never
-	// follows a symlink in it (see docs/security.md).
+	// follows a symlink in it (see docs/security.md), and as root it
+	// gives what it creates to the owner of WritableRoot.
 	WritableRoot string
 	// SandboxWritableRoot is where the sandbox sees WritableRoot. Optional.
 	SandboxWritableRoot string

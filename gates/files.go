@@ -281,6 +281,10 @@ var testHookAfterCheck func(rel string)
 // symlink on the way (or as the file) is refused; a directory renamed
 // after the walk opened it is still the one written into, wherever it
 // now is, never what took its name.
+//
+// As root, what this makes belongs to the owner of the workspace root (the
+// identity a sandboxed command runs as, see sandbox.Spec.UID) instead of
+// root; a file replaced keeps its owner, group and mode.
 func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected []string) error {
 	const name = "write_file"
 	if rel == "." {
@@ -291,6 +295,14 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 		return fmt.Errorf("%s: open workspace: %w", name, err)
 	}
 	defer root.Close()
+	var owner *hostilefs.Owner
+	if os.Geteuid() == 0 {
+		st, err := root.Stat()
+		if err != nil {
+			return fmt.Errorf("%s: stat workspace: %w", name, err)
+		}
+		owner = &hostilefs.Owner{UID: st.UID, GID: st.GID}
+	}
 	check := func(sub string) error {
 		if err := checkProtected(name, path, sub, protected); err != nil {
 			return err
@@ -300,13 +312,13 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 		}
 		return nil
 	}
-	d, err := root.Walk(filepath.Dir(rel), hostilefs.WalkOptions{Check: check, Create: true, Perm: 0o755})
+	d, err := root.Walk(filepath.Dir(rel), hostilefs.WalkOptions{Check: check, Create: true, Perm: 0o755, Owner: owner})
 	if err != nil {
 		return walkErr(name, path, err)
 	}
 	defer d.Close()
 	base := filepath.Base(rel)
-	wo := hostilefs.WriteOptions{Perm: 0o644, Sync: true}
+	wo := hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true}
 	fi, err := d.Lstat(base)
 	switch m := fi.Mode; {
 	case errors.Is(err, fs.ErrNotExist):
@@ -320,6 +332,9 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
 	default:
 		wo.Perm, wo.ExactPerm = m.Perm(), true
+		if owner != nil {
+			wo.Owner = &hostilefs.Owner{UID: fi.UID, GID: fi.GID}
+		}
 	}
 	if err := check(rel); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -227,6 +228,39 @@ echo "ok=$ok refused=$refused"`
 	}
 	if out.Code != 0 || !strings.Contains(out.Stdout, "racer 0\n") || strings.Contains(out.Stdout, "exit ") {
 		t.Errorf("exit %d: the race did not run as planned", out.Code)
+	}
+}
+
+// TestSecWriteFileOwner (issue 26 item 10): as root, write_file left
+// root-owned 0755 directories in a user's workspace, so the sandbox (which
+// runs as the workspace's owner) could not write into what write_file had
+// just made. Now they belong to the workspace's owner.
+func TestSecWriteFileOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root host creates files for another user")
+	}
+	for _, backend := range []string{"bwrap", "docker"} { // local runs the command as root
+		t.Run(backend, func(t *testing.T) {
+			needBackend(t, backend)
+			ws := workspace(t)
+			must(t, os.Chown(ws, 54321, 54321))
+			cfg := fmt.Sprintf("gates:\n  writable_root: %s\n", ws)
+			script := `echo a | write_file sub/dir/f; echo $?; (echo b > sub/dir/g) 2>/dev/null; echo $?; (echo c > sub/dir/f) 2>/dev/null; echo $?`
+			out := gb(t, backend, Run{Dir: ws, Config: cfg, Args: []string{"--writable-workspace"}, Command: []string{"sh", "-c", script}})
+			if out.Stdout != "0\n0\n0\n" {
+				t.Errorf("stdout %q (write_file, then the sandbox writing into and over what it made), stderr %q", out.Stdout, out.Stderr)
+			}
+			for _, rel := range []string{"sub", "sub/dir", "sub/dir/f", "sub/dir/g"} {
+				fi, err := os.Lstat(filepath.Join(ws, rel))
+				if err != nil {
+					t.Errorf("%s: %v", rel, err)
+					continue
+				}
+				if st := fi.Sys().(*syscall.Stat_t); st.Uid != 54321 || st.Gid != 54321 {
+					t.Errorf("%s owned by %d:%d, want the workspace's owner 54321:54321", rel, st.Uid, st.Gid)
+				}
+			}
+		})
 	}
 }
 
