@@ -78,9 +78,9 @@ type WalkOptions struct {
 	Create bool
 	Perm   fs.FileMode
 	// Owner, if set, is given to the directories the walk makes (only to
-	// a directory that, once opened, belongs to this process's uid: if
-	// the sandbox swaps another directory in between mkdir and open, its
-	// owner is left alone).
+	// a directory that, once opened, belongs to this process's uid and is
+	// empty: if the sandbox renames another directory over it between
+	// mkdir and open, that one keeps its owner).
 	Owner *Owner
 }
 

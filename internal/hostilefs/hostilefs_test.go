@@ -179,3 +179,38 @@ func TestOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerNotGivenToSwapped (as root): between the mkdir and the open of
+// a directory the walk makes, the sandbox renames a root-owned directory
+// it cannot write (vendor/, with content) over the new empty one. The walk
+// must not give that directory to the owner, which would let the sandbox
+// write what it holds.
+func TestOwnerNotGivenToSwapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	dir, d := openTmp(t)
+	must(t, os.Mkdir(filepath.Join(dir, "vendor"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "vendor", "lib"), []byte("x"), 0o644))
+	swapped := false
+	testHookAfterMkdir = func(name string) {
+		if name == "new" {
+			// rename(2) replaces an empty directory (os.Rename refuses to).
+			must(t, syscall.Rename(filepath.Join(dir, "vendor"), filepath.Join(dir, "new")))
+			swapped = true
+		}
+	}
+	defer func() { testHookAfterMkdir = nil }()
+	sub, err := d.Walk("new", WalkOptions{Create: true, Perm: 0o755, Owner: &Owner{UID: 4242, GID: 4242}})
+	must(t, err)
+	sub.Close()
+	if !swapped {
+		t.Fatal("the hook did not run")
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "new", "lib"))
+	must(t, err)
+	st, _ := os.Lstat(filepath.Join(dir, "new"))
+	if s := st.Sys().(*syscall.Stat_t); s.Uid != 0 || s.Gid != 0 {
+		t.Errorf("the swapped-in directory (holding %s) was given to %d:%d", fi.Name(), s.Uid, s.Gid)
+	}
+}

@@ -228,25 +228,58 @@ func mkdirAt(dirfd int, name string, perm fs.FileMode, owner *Owner) (int, error
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, err
 	}
+	if testHookAfterMkdir != nil {
+		testHookAfterMkdir(name)
+	}
 	fd, err := openDirAt(dirfd, name)
 	if err != nil || !made || owner == nil {
 		return fd, err
 	}
-	// Between mkdirat and openat the sandbox may have put another
-	// directory under this name: chown only one that is ours, as the
-	// directory just made is.
+	// Between mkdirat and openat the sandbox may have renamed another
+	// directory over this one (a directory it may not write, such as a
+	// root-owned one): chown only one that looks like the directory just
+	// made, ours and empty. (Ours cannot have been filled meanwhile: only
+	// we can write it yet.)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
-	if int(st.Uid) == os.Geteuid() {
+	empty, err := isEmptyDir(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if int(st.Uid) == os.Geteuid() && empty {
 		if err := chownNew(fd, dirfd, *owner); err != nil {
 			unix.Close(fd)
 			return -1, err
 		}
 	}
 	return fd, nil
+}
+
+// testHookAfterMkdir, set by tests only, runs between the mkdirat and the
+// openat of a directory a walk makes.
+var testHookAfterMkdir func(name string)
+
+// isEmptyDir reports whether the directory fd (just opened: its offset at
+// the start) holds nothing but "." and "..".
+func isEmptyDir(fd int) (bool, error) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := ignoringEINTR(func() (int, error) { return unix.ReadDirent(fd, buf) })
+		if err != nil {
+			return false, err
+		}
+		if n <= 0 {
+			return true, nil
+		}
+		_, _, names := unix.ParseDirent(buf[:n], 1, nil)
+		if len(names) > 0 { // ParseDirent leaves out . and ..
+			return false, nil
+		}
+	}
 }
 
 // chownNew gives the new entry fd, made in the directory parent, to
