@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,9 +27,22 @@ const attachWait = 60 * time.Second
 // backend, "attached", replaces every other: a client cannot open a
 // local or docker sandbox on the sidecar. The returned function closes
 // the connection to the agent.
-func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), error) {
+//
+// The sandbox's mounts are the pod's: with a writable workspace, every
+// protected path must be declared mounted read-only there
+// (sandbox.attach.read_only_paths), else attach refuses to start.
+func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared AttachConfig) (func(), error) {
 	bad := func(err error, hint string) (func(), error) {
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
+	}
+	if !readOnlyWorkspace {
+		if un := agent.Uncovered(opts.Process.ProtectedPaths, declared.ReadOnlyPaths); len(un) > 0 {
+			return nil, &usageError{withHint(
+				fmt.Errorf("serve: --attach with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
+					strings.Join(un, ", ")),
+				fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare them: sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
+					strings.Join(un, ", "), strings.Join(un, ",")))}
+		}
 	}
 	if !filepath.IsAbs(dir) {
 		return bad(errors.New("must be an absolute path"), "the shared directory as both containers mount it, e.g. --attach /gatebridge")
@@ -85,7 +99,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), erro
 			if err != nil {
 				return nil, err
 			}
-			return &agent.Attached{Conn: c, Root: dir, WorkspaceReadOnly: readOnlyWorkspace}, nil
+			return &agent.Attached{Conn: c, Root: dir, WorkspaceReadOnly: readOnlyWorkspace, ReadOnlyPaths: declared.ReadOnlyPaths}, nil
 		},
 	}); err != nil {
 		return nil, err

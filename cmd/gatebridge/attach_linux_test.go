@@ -49,7 +49,7 @@ func asSandbox(argv ...string) error {
 // a directory the sandbox controls).
 func TestAttachSandboxCannotSwapEntries(t *testing.T) {
 	dir := sharedDir(t)
-	closeFn, err := attach(&rpc.Options{}, dir, false)
+	closeFn, err := attach(&rpc.Options{}, dir, false, AttachConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 				t.Errorf("attach with %s a link: %v", name, err)
 			}
 			if ents, _ := os.ReadDir(target); len(ents) > 0 {
@@ -87,7 +87,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := asSandbox("mkdir", filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
+			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
 				t.Errorf("attach with %s the sandbox's: %v", name, err)
 			}
 		})
@@ -101,7 +101,7 @@ func TestAttachRefusesForeignWritableDir(t *testing.T) {
 	if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "not sticky") {
+	if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not sticky") {
 		t.Errorf("attach to a 0777 directory of uid %d: %v", sandboxUID, err)
 	}
 }

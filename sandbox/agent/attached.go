@@ -29,6 +29,13 @@ const (
 // security context): this backend cannot make the workspace read-only or
 // protect paths in it, so it refuses a spec that asks for what it cannot
 // enforce.
+//
+// Protected paths ([sandbox.Spec.ProtectedPaths]) are the same: in a
+// writable workspace this backend runs a command only when every one of
+// them is declared mounted read-only in the sandbox's container
+// (ReadOnlyPaths). Nothing the sandbox reports can prove a mount
+// read-only, so the declaration is the operator's, and keeping it true is
+// the pod's (deploy/k8s mounts each one read-only with a subPath).
 type Attached struct {
 	// Conn is the connection to the agent.
 	Conn *Conn
@@ -38,6 +45,37 @@ type Attached struct {
 	// (declared by whoever wrote the pod): then only read-only specs are
 	// accepted; without it only writable ones are.
 	WorkspaceReadOnly bool
+	// ReadOnlyPaths are the workspace-relative paths the sandbox's
+	// container mounts read-only (declared by whoever wrote the pod); a
+	// path under one of them is covered too.
+	ReadOnlyPaths []string
+}
+
+// Uncovered returns the protected paths (workspace-relative) that are
+// neither a read-only path nor under one, cleaned; a path that is not
+// relative and inside the workspace is never covered.
+func Uncovered(protected, readOnly []string) []string {
+	var out []string
+	for _, p := range protected {
+		rel := filepath.Clean(p)
+		covered := false
+		if p != "" && !filepath.IsAbs(rel) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			for _, r := range readOnly {
+				r = filepath.Clean(r)
+				if r == "" || filepath.IsAbs(r) || r == "." || r == ".." || strings.HasPrefix(r, "../") {
+					continue
+				}
+				if rel == r || strings.HasPrefix(rel, r+"/") {
+					covered = true
+					break
+				}
+			}
+		}
+		if !covered {
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 var (
@@ -73,6 +111,12 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 	if !spec.WorkspaceWritable && !a.WorkspaceReadOnly {
 		return fail("map workspace", errors.New("a read-only workspace was asked for, and an attached sandbox's mounts are its own: gatebridge cannot make it read-only"),
 			"mount the workspace read-only in the sandbox and pass --attach-readonly-workspace, or open the sandbox with a writable workspace")
+	}
+	if spec.WorkspaceWritable && spec.Workspace != "" {
+		if un := Uncovered(spec.ProtectedPaths, a.ReadOnlyPaths); len(un) > 0 {
+			return fail("protected paths", fmt.Errorf("protected path %s is not declared read-only in the sandbox's container: gatebridge cannot make it read-only there, and the sandbox could write it", strings.Join(un, ", ")),
+				"mount it read-only in the sandbox's container (a readOnly subPath volumeMount) and declare it in sandbox.attach.read_only_paths; or mount the workspace read-only and pass --attach-readonly-workspace")
+		}
 	}
 	uid, gid := a.Conn.User()
 	if uid == 0 && !spec.AllowRoot {

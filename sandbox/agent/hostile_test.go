@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -390,5 +391,100 @@ func TestAttachedRefusesWhatItCannotEnforce(t *testing.T) {
 	elsewhere := &agent.Attached{Conn: c, Root: t.TempDir()}
 	if err := run(elsewhere, true); err == nil || !strings.Contains(err.Error(), "not under the shared directory") {
 		t.Errorf("session outside the shared directory: %v", err)
+	}
+}
+
+// TestAttachedProtectedPaths: the review's attack. With a writable
+// workspace the sandbox appended to .git/config (a core.fsmonitor there
+// runs on the owner's next git status) and got exit 0: the attached
+// backend ignored sandbox.protected_paths. It now runs nothing in a
+// writable workspace unless every protected path is declared mounted
+// read-only in the sandbox's container.
+func TestAttachedProtectedPaths(t *testing.T) {
+	c, _ := startAgent(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	gitConfig := filepath.Join(f.Workspace, ".git", "config")
+	if err := os.MkdirAll(filepath.Dir(gitConfig), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	const clean = "[core]\n\tbare = false\n"
+	if err := os.WriteFile(gitConfig, []byte(clean), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	run := func(a *agent.Attached, protected []string, script string) (*sandbox.Result, error) {
+		spec := f.Spec(script)
+		spec.WorkspaceWritable = true
+		spec.AllowRoot = true // the test's agent runs as the test's user
+		spec.ProtectedPaths = protected
+		return a.Run(context.Background(), spec)
+	}
+	attack := `printf '[core]\n\tfsmonitor = "touch /tmp/pwned"\n' >> .git/config && echo appended`
+	for _, tc := range []struct {
+		name     string
+		readOnly []string
+	}{
+		{"no declaration", nil},
+		{"another path declared", []string{".github"}},
+		{"a path under it declared", []string{".git/hooks"}},
+		{"a sibling with its prefix declared", []string{".gi"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: tc.readOnly}, []string{".git"}, attack)
+			var se *sandbox.Error
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "protected path .git is not declared read-only") ||
+				!strings.Contains(se.Hint, "sandbox.attach.read_only_paths") {
+				t.Fatalf("Run: %v %+v; want a refusal naming .git and the key", err, res)
+			}
+			if b, _ := os.ReadFile(gitConfig); string(b) != clean {
+				t.Fatalf(".git/config was written: %q", b)
+			}
+		})
+	}
+	// Declared (here nothing is mounted: the declaration is trusted, which
+	// is the point), or nothing to protect, or a read-only workspace: runs.
+	for _, tc := range []struct {
+		name      string
+		a         *agent.Attached
+		protected []string
+		writable  bool
+	}{
+		{"declared", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{".git"}}, []string{".git"}, true},
+		{"declared by a parent", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{"./.git/"}}, []string{".git/hooks", ".git/config"}, true},
+		{"nothing protected", &agent.Attached{Conn: c, Root: "/"}, nil, true},
+		{"read-only workspace", &agent.Attached{Conn: c, Root: "/", WorkspaceReadOnly: true}, []string{".git"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := f.Spec("echo ran")
+			spec.WorkspaceWritable = tc.writable
+			spec.AllowRoot = true
+			spec.ProtectedPaths = tc.protected
+			res, err := tc.a.Run(context.Background(), spec)
+			if err != nil || res.ExitCode != 0 || string(res.Stdout) != "ran\n" {
+				t.Fatalf("Run: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	for _, tc := range []struct {
+		protected, readOnly, want []string
+	}{
+		{[]string{".git"}, nil, []string{".git"}},
+		{[]string{".git"}, []string{".git"}, nil},
+		{[]string{".git/"}, []string{"./.git"}, nil},
+		{[]string{".git/hooks"}, []string{".git"}, nil},
+		{[]string{".git"}, []string{".git/hooks"}, []string{".git"}},
+		{[]string{".git"}, []string{".gi"}, []string{".git"}},
+		{[]string{".gitx"}, []string{".git"}, []string{".gitx"}},
+		{[]string{".git", "tools/hooks"}, []string{"tools"}, []string{".git"}},
+		// Nothing outside the workspace is ever covered, nor by a bad entry.
+		{[]string{"../x"}, []string{".."}, []string{"../x"}},
+		{[]string{"/etc"}, []string{"/"}, []string{"/etc"}},
+		{[]string{".git"}, []string{"."}, []string{".git"}},
+	} {
+		if got := agent.Uncovered(tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
+			t.Errorf("Uncovered(%q, %q) = %q, want %q", tc.protected, tc.readOnly, got, tc.want)
+		}
 	}
 }
