@@ -44,6 +44,15 @@ with Client.connect_tcp(host, port, token=token) as client:
         check("built-in gate through the mailbox", out.count("hello from the workspace") == 2, out)
         check("runtime gate answered by this client", "definition of pods" in out, out)
 
+        # The protected path: the pod mounts .git read-only in the sandbox
+        # (the review appended to .git/config and got exit 0); the rest of
+        # the workspace stays writable.
+        r = sb.run("printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> /workspace/.git/config; echo rc=$?; "
+                   "touch /workspace/.git/hooks-planted; echo rc=$?; echo new > /workspace/new.txt && echo written")
+        out = r.stdout.decode()
+        check("protected .git read-only in the sandbox", out.count("rc=0") == 0 and out.count("rc=") == 2, out + r.stderr.decode())
+        check("the rest of the workspace writable", "written" in out, out + r.stderr.decode())
+
         r = sb.run("exit 7")
         check("exit status", r.exit_code == 7, repr(r))
 
