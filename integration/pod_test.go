@@ -75,6 +75,9 @@ func TestSidecarPod(t *testing.T) {
 	os.Chmod(filepath.Join(ws, ".git"), 0o777)
 	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte(gitConfig), 0o666)
 	os.Chmod(filepath.Join(ws, ".git", "config"), 0o666)
+	// A repository cloned into the workspace: its .git is not mounted
+	// read-only, so a writable sandbox on it is refused.
+	os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o777)
 
 	network := tag + "-net"
 	run("network", "create", "--internal", "--label", "io.gatebridge.test="+tag, network)
@@ -107,7 +110,7 @@ func TestSidecarPod(t *testing.T) {
 		t.Fatalf("sidecar without GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS: exit %d (%v), want 125 and the refusal:\n%s", code, err, out)
 	}
 	sidecar := tag + "-sidecar"
-	run(append([]string{"run", "-d"}, sidecarArgs(sidecar, "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=.git")[1:]...)...)
+	run(append([]string{"run", "-d"}, sidecarArgs(sidecar, "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=/workspace/.git")[1:]...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := exec.Command("docker", "logs", sidecar).CombinedOutput()
@@ -188,7 +191,7 @@ func TestSidecarPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pod client: %v", err)
 	}
-	if n := strings.Count(string(out), "ok "); n < 12 {
+	if n := strings.Count(string(out), "ok "); n < 13 {
 		t.Fatalf("only %d checks passed", n)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != gitConfig {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
@@ -28,20 +30,45 @@ const attachWait = 60 * time.Second
 // local or docker sandbox on the sidecar. The returned function closes
 // the connection to the agent.
 //
-// The sandbox's mounts are the pod's: with a writable workspace, every
-// protected path must be declared mounted read-only there
-// (sandbox.attach.read_only_paths), else attach refuses to start.
+// The sandbox's mounts are the pod's: with a writable workspace, attach
+// refuses to start unless sandbox.attach.read_only_paths declares every
+// protected path mounted read-only there for some workspace, and a
+// sandbox opens only on such a workspace.
 func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared AttachConfig) (func(), error) {
 	bad := func(err error, hint string) (func(), error) {
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
 	}
-	if !readOnlyWorkspace {
-		if un := agent.Uncovered(opts.Process.ProtectedPaths, declared.ReadOnlyPaths); len(un) > 0 {
+	if protected := opts.Process.ProtectedPaths; !readOnlyWorkspace && len(protected) > 0 {
+		ws := agent.ProtectedWorkspaces(protected, declared.ReadOnlyPaths)
+		if len(ws) == 0 {
+			var eg []string
+			for _, p := range protected {
+				eg = append(eg, path.Join("/workspace", p))
+			}
 			return nil, &usageError{withHint(
-				fmt.Errorf("serve: --attach with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
-					strings.Join(un, ", ")),
-				fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare them: sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
-					strings.Join(un, ", "), strings.Join(un, ",")))}
+				fmt.Errorf("serve: --attach with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container for any workspace (sandbox.attach.read_only_paths %q): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
+					strings.Join(protected, ", "), declared.ReadOnlyPaths),
+				fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare where, as absolute paths: for a workspace /workspace, sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
+					strings.Join(eg, ", "), strings.Join(eg, ",")))}
+		}
+		if opts.Logf != nil {
+			opts.Logf("gatebridge: serve: --attach: writable workspaces with their protected paths declared read-only (sandbox.attach.read_only_paths): %s", strings.Join(ws, ", "))
+		}
+		// Refused at sandbox/open, before anything runs (the attached
+		// backend checks each command again).
+		gatesFor := opts.Gates
+		opts.Gates = func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+			if writable {
+				if un := agent.Uncovered(inside, protected, declared.ReadOnlyPaths); len(un) > 0 {
+					return nil, nil, &rpc.Error{Code: rpc.CodeInvalidParams,
+						Message: fmt.Sprintf("invalid params: \"workspace\" %s: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): the sandbox could write it", inside, strings.Join(un, ", ")),
+						Data:    map[string]string{"hint": agent.ProtectedHint(protected, declared.ReadOnlyPaths)}}
+				}
+			}
+			if gatesFor == nil {
+				return nil, nil, nil
+			}
+			return gatesFor(workspace, inside, writable)
 		}
 	}
 	if !filepath.IsAbs(dir) {

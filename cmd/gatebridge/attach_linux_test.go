@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
 
@@ -103,5 +107,46 @@ func TestAttachRefusesForeignWritableDir(t *testing.T) {
 	}
 	if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not sticky") {
 		t.Errorf("attach to a 0777 directory of uid %d: %v", sandboxUID, err)
+	}
+}
+
+// TestAttachRefusesUndeclaredWorkspace: the declaration names where the
+// pod mounts the protected paths read-only (/w/.git). A client opening a
+// writable workspace below it (/w/sub, a repository cloned into the pod's
+// workspace, with a .git of its own) is refused at sandbox/open; the
+// declared workspace, and any read-only one, open.
+func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	var opened []string
+	opts := rpc.Options{
+		Process: sandbox.Spec{ProtectedPaths: []string{".git"}},
+		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+			opened = append(opened, inside)
+			return nil, nil, nil
+		},
+	}
+	closeFn, err := attach(&opts, dir, false, AttachConfig{ReadOnlyPaths: []string{"/w/.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	_, _, err = opts.Gates("/w/sub", "/w/sub", true)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, `"workspace" /w/sub: protected path .git (sandbox.protected_paths) is not declared read-only`) {
+		t.Fatalf("writable /w/sub: %v, want a refusal", err)
+	}
+	if h, _ := re.Data.(map[string]string); !strings.Contains(h["hint"], "open a workspace whose protected paths are declared (/w)") {
+		t.Errorf("hint %q", h["hint"])
+	}
+	for _, ok := range []struct {
+		ws       string
+		writable bool
+	}{{"/w", true}, {"/w/sub", false}} {
+		if _, _, err := opts.Gates(ok.ws, ok.ws, ok.writable); err != nil {
+			t.Errorf("%s (writable %v): %v", ok.ws, ok.writable, err)
+		}
+	}
+	if !slices.Equal(opened, []string{"/w", "/w/sub"}) {
+		t.Errorf("gates made for %q, want the two accepted workspaces only", opened)
 	}
 }

@@ -59,9 +59,9 @@ type SandboxConfig struct {
 // `serve --attach` does not start: its mounts are the pod's, which
 // gatebridge cannot see.
 type AttachConfig struct {
-	// ReadOnlyPaths are workspace-relative paths the sandbox's container
-	// mounts read-only; with a writable workspace they must cover
-	// sandbox.protected_paths.
+	// ReadOnlyPaths are the paths the sandbox's container mounts
+	// read-only, absolute as it sees them; with a writable workspace they
+	// must cover sandbox.protected_paths under the workspace opened.
 	ReadOnlyPaths []string `mapstructure:"read_only_paths"`
 }
 
@@ -563,10 +563,9 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 			"pick an unprivileged uid (default 65534), or set sandbox.allow_root: true if you really mean it")
 	}
 	for _, p := range c.Sandbox.Attach.ReadOnlyPaths {
-		rel := filepath.Clean(p)
-		if p == "" || filepath.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			return bad("sandbox.attach.read_only_paths", fmt.Sprintf("%q must be a path inside the workspace, relative to it", p),
-				"list the paths the sandbox's container mounts read-only, as in sandbox.protected_paths (e.g. [.git]); for the whole workspace pass --attach-readonly-workspace")
+		if !filepath.IsAbs(p) {
+			return bad("sandbox.attach.read_only_paths", fmt.Sprintf("%q is not an absolute path", p),
+				"list the paths the sandbox's container mounts read-only as it sees them, e.g. [/workspace/.git] for the protected .git of a workspace /workspace")
 		}
 	}
 	for i, cmd := range c.Gates.Commands {

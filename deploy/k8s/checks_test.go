@@ -276,13 +276,16 @@ const (
 
 // checkProtectedPaths: gatebridge cannot see the sandbox's mounts, so with
 // a writable workspace `serve --attach` starts only when the config
-// declares every protected path mounted read-only in the sandbox
-// (sandbox.attach.read_only_paths). The manifests make that declaration
-// true: each declared path is a read-only subPath mount of the workspace
-// volume at the same place in the sandbox, nothing writable is mounted
-// over it, and each directory between it and the workspace is a mount
-// point too (a directory holding a mount can be renamed, and the mount
-// goes with it: the sandbox would then make a new one at the old name).
+// declares where the sandbox mounts every protected path read-only
+// (sandbox.attach.read_only_paths, absolute), and opens a sandbox only on
+// a workspace so covered. The manifests make that declaration true for
+// the workspace (the sandbox's mount of the workspace volume): each
+// declared path is a read-only mount in the sandbox of what the sidecar
+// sees at that path (the same volume, the matching subPath), nothing
+// writable is mounted inside it, and each directory between it and the
+// whole volume's mount is a mount point too (a directory holding a mount
+// can be renamed, and the mount goes with it: the sandbox would then make
+// a new one at the old name).
 func checkProtectedPaths(p *problems, sandbox, sidecar *corev1.Container, sidecarArgv []string) {
 	ws := mountOf(sandbox, workVolume)
 	if ws == nil {
@@ -305,48 +308,71 @@ func checkProtectedPaths(p *problems, sandbox, sidecar *corev1.Container, sideca
 	}
 	declared, _ := envList(sidecar, envReadOnly)
 	for _, pp := range protected {
-		if !covered(pp, declared) {
-			p.add("container %s: protected path %s (sandbox.protected_paths) is not in %s (sandbox.attach.read_only_paths %q): serve --attach would refuse to start", sidecarName, pp, envReadOnly, declared)
+		if !covered(path.Join(wsPath, pp), declared) {
+			p.add("container %s: protected path %s of the workspace %s (sandbox.protected_paths) is not covered by %s (sandbox.attach.read_only_paths %q): serve --attach would refuse to start, or that workspace",
+				sidecarName, pp, wsPath, envReadOnly, declared)
 		}
 	}
 	for _, d := range declared {
-		rel := path.Clean(d)
-		if d == "" || path.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			p.add("container %s: %s: %q is not a path inside the workspace", sidecarName, envReadOnly, d)
+		if !path.IsAbs(d) {
+			p.add("container %s: %s: %q is not an absolute path", sidecarName, envReadOnly, d)
 			continue
 		}
-		at := path.Join(wsPath, rel)
+		at := path.Clean(d)
+		// What the sidecar sees there: the sandbox must mount the same.
+		sc := coveringMount(sidecar, at)
+		if sc == nil || sc.SubPath != "" {
+			p.add("container %s: declared read-only path %s: the sidecar has no whole-volume mount holding it", sidecarName, at)
+			continue
+		}
+		wantSub := path.Join(sc.SubPath, strings.TrimPrefix(strings.TrimPrefix(at, path.Clean(sc.MountPath)), "/"))
 		m := exactMount(sandbox, at)
 		switch {
 		case m == nil:
-			p.add("container %s: declared read-only path %s: no mount at %s (want a readOnly subPath %s of volume %s)", sandboxName, rel, at, path.Join(ws.SubPath, rel), workVolume)
+			p.add("container %s: declared read-only path %s: no mount at %s (want a readOnly subPath %s of volume %s)", sandboxName, at, at, wantSub, sc.Name)
 			continue
-		case m.Name != workVolume || path.Clean(m.SubPath) != path.Join(ws.SubPath, rel) || m.SubPathExpr != "":
-			p.add("container %s: declared read-only path %s: the mount at %s must be volume %s subPath %s, not volume %s subPath %q",
-				sandboxName, rel, at, workVolume, path.Join(ws.SubPath, rel), m.Name, m.SubPath)
+		case m.Name != sc.Name || path.Clean(m.SubPath) != wantSub || m.SubPathExpr != "":
+			p.add("container %s: declared read-only path %s: the mount there must be volume %s subPath %s (what the sidecar sees there), not volume %s subPath %q",
+				sandboxName, at, sc.Name, wantSub, m.Name, m.SubPath)
 		case !m.ReadOnly:
-			p.add("container %s: declared read-only path %s: the mount at %s must be readOnly", sandboxName, rel, at)
+			p.add("container %s: declared read-only path %s: the mount there must be readOnly", sandboxName, at)
 		}
 		for _, o := range sandbox.VolumeMounts {
 			if mp := path.Clean(o.MountPath); strings.HasPrefix(mp, at+"/") && !o.ReadOnly {
 				p.add("container %s: %s is mounted writable inside the read-only %s", sandboxName, mp, at)
 			}
 		}
-		for dir := path.Dir(at); dir != wsPath && strings.HasPrefix(dir, wsPath+"/"); dir = path.Dir(dir) {
+		base := coveringMountWhole(sandbox, at)
+		for dir := path.Dir(at); base != "" && strings.HasPrefix(dir, base+"/"); dir = path.Dir(dir) {
 			if exactMount(sandbox, dir) == nil {
-				p.add("container %s: declared read-only path %s: %s must be a mount point too, or the sandbox renames it and makes a new %s", sandboxName, rel, dir, rel)
+				p.add("container %s: declared read-only path %s: %s must be a mount point too, or the sandbox renames it and makes a new %s", sandboxName, at, dir, path.Base(at))
 			}
 		}
 	}
 }
 
-// covered reports whether the workspace path p is a declared path or
+// coveringMountWhole is the mount path of c's deepest whole-volume mount
+// holding p ("" if none).
+func coveringMountWhole(c *corev1.Container, p string) string {
+	best := ""
+	for _, m := range c.VolumeMounts {
+		mp := path.Clean(m.MountPath)
+		if m.SubPath == "" && strings.HasPrefix(p, mp+"/") && len(mp) > len(best) {
+			best = mp
+		}
+	}
+	return best
+}
+
+// covered reports whether the absolute path p is a declared path or
 // under one.
 func covered(p string, declared []string) bool {
-	p = path.Clean(p)
 	for _, d := range declared {
+		if !path.IsAbs(d) {
+			continue
+		}
 		d = path.Clean(d)
-		if d != "." && d != ".." && !path.IsAbs(d) && (p == d || strings.HasPrefix(p, d+"/")) {
+		if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
 			return true
 		}
 	}

@@ -161,30 +161,36 @@ func TestChecksCatch(t *testing.T) {
 		}, "container sandbox: seccompProfile"},
 		// The protected paths (.git): a read-only subPath mount in the
 		// sandbox, declared to the sidecar.
-		{".git writable in the sandbox", func(s *corev1.PodSpec) { gitMount(s).ReadOnly = false }, "declared read-only path .git: the mount at /workspace/.git must be readOnly"},
+		{".git writable in the sandbox", func(s *corev1.PodSpec) { gitMount(s).ReadOnly = false }, "declared read-only path /workspace/.git: the mount there must be readOnly"},
 		{".git not mounted", func(s *corev1.PodSpec) {
 			sb := c(s, sandboxName)
 			sb.VolumeMounts = slices.DeleteFunc(sb.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/workspace/.git" })
-		}, "declared read-only path .git: no mount at /workspace/.git"},
-		{".git from another subPath", func(s *corev1.PodSpec) { gitMount(s).SubPath = "git" }, "must be volume workspace subPath .git, not volume workspace subPath \"git\""},
-		{".git from another volume", func(s *corev1.PodSpec) { gitMount(s).Name = "sandbox-tmp" }, "must be volume workspace subPath .git, not volume sandbox-tmp"},
-		{".git not declared", func(s *corev1.PodSpec) { setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "") }, "protected path .git (sandbox.protected_paths) is not in GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS"},
+		}, "declared read-only path /workspace/.git: no mount at /workspace/.git"},
+		{".git from another subPath", func(s *corev1.PodSpec) { gitMount(s).SubPath = "git" }, "must be volume workspace subPath .git (what the sidecar sees there), not volume workspace subPath \"git\""},
+		{".git from another volume", func(s *corev1.PodSpec) { gitMount(s).Name = "sandbox-tmp" }, "must be volume workspace subPath .git (what the sidecar sees there), not volume sandbox-tmp"},
+		{".git not declared", func(s *corev1.PodSpec) { setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "") }, "protected path .git of the workspace /workspace (sandbox.protected_paths) is not covered by GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS"},
 		{"a protected path added, not declared", func(s *corev1.PodSpec) {
 			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_PROTECTED_PATHS", ".git,.github")
-		}, "protected path .github (sandbox.protected_paths) is not in"},
+		}, "protected path .github of the workspace /workspace (sandbox.protected_paths) is not covered"},
 		{"a path declared, not mounted", func(s *corev1.PodSpec) {
-			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", ".git,.github")
-		}, "declared read-only path .github: no mount at /workspace/.github"},
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/.git,/workspace/.github")
+		}, "declared read-only path /workspace/.github: no mount at /workspace/.github"},
 		{"writable mount inside .git", func(s *corev1.PodSpec) {
 			sb := c(s, sandboxName)
 			sb.VolumeMounts = append(sb.VolumeMounts, corev1.VolumeMount{Name: "sandbox-tmp", MountPath: "/workspace/.git/hooks"})
 		}, "/workspace/.git/hooks is mounted writable inside the read-only /workspace/.git"},
 		{"nested path under a directory the sandbox can rename", func(s *corev1.PodSpec) {
 			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_PROTECTED_PATHS", ".git,tools/hooks")
-			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", ".git,tools/hooks")
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/.git,/workspace/tools/hooks")
 			sb := c(s, sandboxName)
 			sb.VolumeMounts = append(sb.VolumeMounts, corev1.VolumeMount{Name: workVolume, MountPath: "/workspace/tools/hooks", SubPath: "tools/hooks", ReadOnly: true})
-		}, "declared read-only path tools/hooks: /workspace/tools must be a mount point too"},
+		}, "declared read-only path /workspace/tools/hooks: /workspace/tools must be a mount point too"},
+		{"a relative declaration", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", ".git")
+		}, `GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS: ".git" is not an absolute path`},
+		{"declared for another workspace", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/sub/.git")
+		}, "protected path .git of the workspace /workspace (sandbox.protected_paths) is not covered"},
 		{"read-only workspace declared, mounted writable", func(s *corev1.PodSpec) {
 			sc := c(s, sidecarName)
 			sc.Args = append(sc.Args, "--attach-readonly-workspace")
@@ -312,7 +318,7 @@ func TestProtectedPathsMounted(t *testing.T) {
 			if m == nil || m.Name != workVolume || m.SubPath != p || !m.ReadOnly {
 				t.Errorf("%s: protected path %s: want a read-only subPath mount of %s at /workspace/%s, got %+v", what, p, workVolume, p, m)
 			}
-			if !slices.Contains(declared, p) {
+			if !slices.Contains(declared, "/workspace/"+p) {
 				t.Errorf("%s: protected path %s not declared in %s: %q", what, p, envReadOnly, declared)
 			}
 		}

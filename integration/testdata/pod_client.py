@@ -88,4 +88,14 @@ with Client.connect_tcp(host, port, token=token) as client:
             r = sb.run("echo x | nc -w 3 %s %s && echo CONNECTED; true" % (h, pt))
             check("sandbox cannot reach " + target, "CONNECTED" not in r.stdout.decode(), r.stdout.decode())
 
+    # A writable sandbox on a workspace whose .git the pod did not mount
+    # read-only (a repository cloned below the declared workspace).
+    try:
+        with client.open_sandbox(backend="auto", workspace="/workspace/sub", writable_workspace=True) as sb2:
+            r = sb2.run("echo opened")
+        check("writable workspace without a read-only .git refused", False, "opened: " + repr(r))
+    except GatebridgeError as e:
+        check("writable workspace without a read-only .git refused",
+              "protected path .git" in str(e) and "sandbox.attach.read_only_paths" in str(e), str(e))
+
 sys.exit(1 if failed else 0)

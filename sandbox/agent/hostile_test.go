@@ -398,44 +398,54 @@ func TestAttachedRefusesWhatItCannotEnforce(t *testing.T) {
 // workspace the sandbox appended to .git/config (a core.fsmonitor there
 // runs on the owner's next git status) and got exit 0: the attached
 // backend ignored sandbox.protected_paths. It now runs nothing in a
-// writable workspace unless every protected path is declared mounted
-// read-only in the sandbox's container.
+// writable workspace unless every protected path under that workspace is
+// declared mounted read-only in the sandbox's container.
 func TestAttachedProtectedPaths(t *testing.T) {
 	c, _ := startAgent(t)
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
-	gitConfig := filepath.Join(f.Workspace, ".git", "config")
-	if err := os.MkdirAll(filepath.Dir(gitConfig), 0o777); err != nil {
-		t.Fatal(err)
-	}
+	ws := f.Workspace
+	sub := filepath.Join(ws, "sub")
 	const clean = "[core]\n\tbare = false\n"
-	if err := os.WriteFile(gitConfig, []byte(clean), 0o666); err != nil {
-		t.Fatal(err)
+	for _, dir := range []string{ws, sub} {
+		if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(clean), 0o666); err != nil {
+			t.Fatal(err)
+		}
 	}
-	run := func(a *agent.Attached, protected []string, script string) (*sandbox.Result, error) {
+	run := func(a *agent.Attached, workspace string, protected []string, writable bool, script string) (*sandbox.Result, error) {
 		spec := f.Spec(script)
-		spec.WorkspaceWritable = true
+		spec.Workspace = workspace
+		spec.WorkspaceWritable = writable
 		spec.AllowRoot = true // the test's agent runs as the test's user
 		spec.ProtectedPaths = protected
 		return a.Run(context.Background(), spec)
 	}
 	attack := `printf '[core]\n\tfsmonitor = "touch /tmp/pwned"\n' >> .git/config && echo appended`
 	for _, tc := range []struct {
-		name     string
-		readOnly []string
+		name      string
+		workspace string
+		readOnly  []string
 	}{
-		{"no declaration", nil},
-		{"another path declared", []string{".github"}},
-		{"a path under it declared", []string{".git/hooks"}},
-		{"a sibling with its prefix declared", []string{".gi"}},
+		{"no declaration", ws, nil},
+		{"another path declared", ws, []string{ws + "/.github"}},
+		{"a path under it declared", ws, []string{ws + "/.git/hooks"}},
+		{"a sibling with its prefix declared", ws, []string{ws + "/.gi"}},
+		{"relative, not where the sandbox mounts it", ws, []string{".git"}},
+		// A workspace below the declared one has a .git of its own (a
+		// repository cloned into the pod's workspace), which the pod did
+		// not mount read-only.
+		{"a workspace below the declared one", sub, []string{ws + "/.git"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: tc.readOnly}, []string{".git"}, attack)
+			res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: tc.readOnly}, tc.workspace, []string{".git"}, true, attack)
 			var se *sandbox.Error
-			if !errors.As(err, &se) || !strings.Contains(err.Error(), "protected path .git is not declared read-only") ||
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "workspace "+tc.workspace+": protected path .git is not declared read-only") ||
 				!strings.Contains(se.Hint, "sandbox.attach.read_only_paths") {
 				t.Fatalf("Run: %v %+v; want a refusal naming .git and the key", err, res)
 			}
-			if b, _ := os.ReadFile(gitConfig); string(b) != clean {
+			if b, _ := os.ReadFile(filepath.Join(tc.workspace, ".git", "config")); string(b) != clean {
 				t.Fatalf(".git/config was written: %q", b)
 			}
 		})
@@ -445,20 +455,18 @@ func TestAttachedProtectedPaths(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		a         *agent.Attached
+		workspace string
 		protected []string
 		writable  bool
 	}{
-		{"declared", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{".git"}}, []string{".git"}, true},
-		{"declared by a parent", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{"./.git/"}}, []string{".git/hooks", ".git/config"}, true},
-		{"nothing protected", &agent.Attached{Conn: c, Root: "/"}, nil, true},
-		{"read-only workspace", &agent.Attached{Conn: c, Root: "/", WorkspaceReadOnly: true}, []string{".git"}, false},
+		{"declared", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws + "/.git"}}, ws, []string{".git"}, true},
+		{"declared by a parent", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws + "/./.git/"}}, ws, []string{".git/hooks", ".git/config"}, true},
+		{"declared by the whole workspace", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws}}, sub, []string{".git"}, true},
+		{"nothing protected", &agent.Attached{Conn: c, Root: "/"}, ws, nil, true},
+		{"read-only workspace", &agent.Attached{Conn: c, Root: "/", WorkspaceReadOnly: true}, ws, []string{".git"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := f.Spec("echo ran")
-			spec.WorkspaceWritable = tc.writable
-			spec.AllowRoot = true
-			spec.ProtectedPaths = tc.protected
-			res, err := tc.a.Run(context.Background(), spec)
+			res, err := run(tc.a, tc.workspace, tc.protected, tc.writable, "echo ran")
 			if err != nil || res.ExitCode != 0 || string(res.Stdout) != "ran\n" {
 				t.Fatalf("Run: %v %+v", err, res)
 			}
@@ -468,23 +476,48 @@ func TestAttachedProtectedPaths(t *testing.T) {
 
 func TestUncovered(t *testing.T) {
 	for _, tc := range []struct {
+		workspace                 string
 		protected, readOnly, want []string
 	}{
-		{[]string{".git"}, nil, []string{".git"}},
-		{[]string{".git"}, []string{".git"}, nil},
-		{[]string{".git/"}, []string{"./.git"}, nil},
-		{[]string{".git/hooks"}, []string{".git"}, nil},
-		{[]string{".git"}, []string{".git/hooks"}, []string{".git"}},
-		{[]string{".git"}, []string{".gi"}, []string{".git"}},
-		{[]string{".gitx"}, []string{".git"}, []string{".gitx"}},
-		{[]string{".git", "tools/hooks"}, []string{"tools"}, []string{".git"}},
-		// Nothing outside the workspace is ever covered, nor by a bad entry.
-		{[]string{"../x"}, []string{".."}, []string{"../x"}},
-		{[]string{"/etc"}, []string{"/"}, []string{"/etc"}},
-		{[]string{".git"}, []string{"."}, []string{".git"}},
+		{"/w", []string{".git"}, nil, []string{".git"}},
+		{"/w", []string{".git"}, []string{"/w/.git"}, nil},
+		{"/w", []string{".git/"}, []string{"/w/./.git/"}, nil},
+		{"/w", []string{".git/hooks"}, []string{"/w/.git"}, nil},
+		{"/w", []string{".git"}, []string{"/w"}, nil},
+		{"/w", []string{".git"}, []string{"/"}, nil},
+		{"/w", []string{".git"}, []string{"/w/.git/hooks"}, []string{".git"}},
+		{"/w", []string{".git"}, []string{"/w/.gi"}, []string{".git"}},
+		{"/w", []string{".gitx"}, []string{"/w/.git"}, []string{".gitx"}},
+		{"/w", []string{".git", "tools/hooks"}, []string{"/w/tools"}, []string{".git"}},
+		{"/w/sub", []string{".git"}, []string{"/w/.git"}, []string{".git"}},
+		{"/w", []string{".git"}, []string{".git"}, []string{".git"}},
+		// Nothing outside the workspace is ever covered.
+		{"/w", []string{"../x"}, []string{"/"}, []string{"../x"}},
+		{"/w", []string{"/etc"}, []string{"/"}, []string{"/etc"}},
+		{"", []string{".git"}, []string{"/"}, []string{".git"}},
 	} {
-		if got := agent.Uncovered(tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
-			t.Errorf("Uncovered(%q, %q) = %q, want %q", tc.protected, tc.readOnly, got, tc.want)
+		if got := agent.Uncovered(tc.workspace, tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
+			t.Errorf("Uncovered(%q, %q, %q) = %q, want %q", tc.workspace, tc.protected, tc.readOnly, got, tc.want)
+		}
+	}
+}
+
+func TestProtectedWorkspaces(t *testing.T) {
+	for _, tc := range []struct {
+		protected, readOnly, want []string
+	}{
+		{[]string{".git"}, nil, nil},
+		{[]string{".git"}, []string{"/workspace/.git"}, []string{"/workspace"}},
+		{[]string{".git"}, []string{"/workspace/.git", "/other/.git"}, []string{"/other", "/workspace"}},
+		{[]string{".git/hooks"}, []string{"/workspace/.git"}, []string{"/workspace"}},
+		{[]string{".git", "tools/hooks"}, []string{"/workspace/.git"}, nil},
+		{[]string{".git", "tools/hooks"}, []string{"/workspace/.git", "/workspace/tools/hooks"}, []string{"/workspace"}},
+		{[]string{".git"}, []string{"/.git"}, []string{"/"}},
+		{[]string{".git"}, []string{".git"}, nil},
+		{[]string{".git"}, []string{"/workspace/.gitx"}, nil},
+	} {
+		if got := agent.ProtectedWorkspaces(tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
+			t.Errorf("ProtectedWorkspaces(%q, %q) = %q, want %q", tc.protected, tc.readOnly, got, tc.want)
 		}
 	}
 }
