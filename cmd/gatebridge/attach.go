@@ -64,6 +64,10 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared Atta
 						Message: fmt.Sprintf("invalid params: \"workspace\" %s: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): the sandbox could write it", inside, strings.Join(un, ", ")),
 						Data:    map[string]string{"hint": agent.ProtectedHint(protected, declared.ReadOnlyPaths)}}
 				}
+				// No link on the way to one (see agent.Attached.Run).
+				if _, err := sandbox.ProtectedPaths(agent.Name, &sandbox.Spec{Workspace: inside, WorkspaceWritable: true, ProtectedPaths: protected}); err != nil {
+					return nil, nil, err
+				}
 			}
 			if gatesFor == nil {
 				return nil, nil, nil

@@ -149,4 +149,24 @@ func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
 	if !slices.Equal(opened, []string{"/w", "/w/sub"}) {
 		t.Errorf("gates made for %q, want the two accepted workspaces only", opened)
 	}
+
+	// Declared, but .git is a link (left in a persistent workspace): the
+	// pod's read-only mount shows its target, which the sandbox writes
+	// where it lies.
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("x", filepath.Join(ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	opts.Gates = func(string, string, bool) (*gates.Registry, map[string]string, error) { return nil, nil, nil }
+	closeLinked, err := attach(&opts, t.TempDir(), false, AttachConfig{ReadOnlyPaths: []string{ws + "/.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLinked()
+	if _, _, err := opts.Gates(ws, ws, true); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("writable %s with .git a link: %v, want a refusal", ws, err)
+	}
 }

@@ -169,6 +169,12 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 			return fail("protected paths", fmt.Errorf("workspace %s: protected path %s is not declared read-only in the sandbox's container: gatebridge cannot make it read-only there, and the sandbox could write it", spec.Workspace, strings.Join(un, ", ")),
 				ProtectedHint(spec.ProtectedPaths, a.ReadOnlyPaths))
 		}
+		// A link on the way (left in a persistent workspace by an earlier
+		// sandbox): the pod's read-only mount shows its target, and host
+		// tools follow it to what the sandbox may write elsewhere.
+		if _, err := sandbox.ProtectedPaths(Name, spec); err != nil {
+			return nil, err
+		}
 	}
 	uid, gid := a.Conn.User()
 	if uid == 0 && !spec.AllowRoot {

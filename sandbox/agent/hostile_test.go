@@ -450,6 +450,30 @@ func TestAttachedProtectedPaths(t *testing.T) {
 			}
 		})
 	}
+	// A .git that is a link (an earlier sandbox left it in a persistent
+	// workspace): the pod's read-only mount would show its target, while
+	// the sandbox writes the target where it lies and host tools follow
+	// the link there.
+	t.Run("declared, but a link", func(t *testing.T) {
+		linked := filepath.Join(ws, "linked")
+		if err := os.MkdirAll(filepath.Join(linked, "x"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(linked, "x", "config"), []byte(clean), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("x", filepath.Join(linked, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{linked + "/.git"}}, linked, []string{".git"}, true,
+			`printf '[core]\n\tfsmonitor = "touch /tmp/pwned"\n' >> x/config && echo appended`)
+		if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+			t.Fatalf("Run: %v %+v; want a refusal of the link", err, res)
+		}
+		if b, _ := os.ReadFile(filepath.Join(linked, "x", "config")); string(b) != clean {
+			t.Fatalf("the link's target was written: %q", b)
+		}
+	})
 	// Declared (here nothing is mounted: the declaration is trusted, which
 	// is the point), or nothing to protect, or a read-only workspace: runs.
 	for _, tc := range []struct {
