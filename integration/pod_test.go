@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -66,6 +67,17 @@ func TestSidecarPod(t *testing.T) {
 	os.Mkdir(ws, 0o777)
 	os.Chmod(ws, 0o777)
 	os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello from the workspace\n"), 0o644)
+	// The protected path (sandbox.protected_paths, default .git): the pod
+	// mounts it read-only in the sandbox (deploy/k8s: a readOnly subPath
+	// mount) and the sidecar declares it.
+	const gitConfig = "[core]\n\tbare = false\n"
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o777)
+	os.Chmod(filepath.Join(ws, ".git"), 0o777)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte(gitConfig), 0o666)
+	os.Chmod(filepath.Join(ws, ".git", "config"), 0o666)
+	// A repository cloned into the workspace: its .git is not mounted
+	// read-only, so a writable sandbox on it is refused.
+	os.MkdirAll(filepath.Join(ws, "sub", ".git"), 0o777)
 
 	network := tag + "-net"
 	run("network", "create", "--internal", "--label", "io.gatebridge.test="+tag, network)
@@ -76,15 +88,29 @@ func TestSidecarPod(t *testing.T) {
 
 	// The init container's copy of the binary is a read-only bind here.
 	bin := binary + ":/opt/gatebridge/bin/gatebridge:ro"
+	sidecarArgs := func(name string, env ...string) []string {
+		args := []string{"run", "--name", name, "--label", "io.gatebridge.test=" + tag,
+			"--network", network, "--read-only", "--security-opt", "no-new-privileges",
+			"--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "FOWNER", "--cap-add", "DAC_OVERRIDE",
+			"--user", "0:0", "--pids-limit", "256", "--memory", "512m",
+			"-v", bin, "-v", vol + ":/gatebridge", "-v", ws + ":/workspace", "-v", token + ":/run/gatebridge/token:ro",
+			"--tmpfs", "/tmp"}
+		for _, e := range env {
+			args = append(args, "-e", e)
+		}
+		return append(args, "--entrypoint", "/opt/gatebridge/bin/gatebridge", "gatebridge-test:latest",
+			"serve", "--listen", "0.0.0.0:7800", "--token-file", "/run/gatebridge/token", "--attach", "/gatebridge")
+	}
+	// Without the declaration the sidecar refuses to start: nothing it can
+	// see says the sandbox cannot write .git.
+	undeclared := tag + "-undeclared"
+	t.Cleanup(func() { cleanup("rm", "-f", undeclared) })
+	out, err := exec.Command("docker", sidecarArgs(undeclared)...).CombinedOutput()
+	if code := exitCode(err); code != 125 || !strings.Contains(string(out), "protected path .git (sandbox.protected_paths) is not declared read-only") {
+		t.Fatalf("sidecar without GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS: exit %d (%v), want 125 and the refusal:\n%s", code, err, out)
+	}
 	sidecar := tag + "-sidecar"
-	run("run", "-d", "--name", sidecar, "--label", "io.gatebridge.test="+tag,
-		"--network", network, "--read-only", "--security-opt", "no-new-privileges",
-		"--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "FOWNER", "--cap-add", "DAC_OVERRIDE",
-		"--user", "0:0", "--pids-limit", "256", "--memory", "512m",
-		"-v", bin, "-v", vol+":/gatebridge", "-v", ws+":/workspace", "-v", token+":/run/gatebridge/token:ro",
-		"--tmpfs", "/tmp",
-		"--entrypoint", "/opt/gatebridge/bin/gatebridge", "gatebridge-test:latest",
-		"serve", "--listen", "0.0.0.0:7800", "--token-file", "/run/gatebridge/token", "--attach", "/gatebridge")
+	run(append([]string{"run", "-d"}, sidecarArgs(sidecar, "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=/workspace/.git")[1:]...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := exec.Command("docker", "logs", sidecar).CombinedOutput()
@@ -96,7 +122,8 @@ func TestSidecarPod(t *testing.T) {
 	run("run", "-d", "--name", sandboxName, "--label", "io.gatebridge.test="+tag,
 		"--network", "container:"+sidecar, "--read-only", "--security-opt", "no-new-privileges",
 		"--cap-drop", "ALL", "--user", "65532:65532", "--pids-limit", "256", "--memory", "512m",
-		"-v", bin, "-v", vol+":/gatebridge", "-v", ws+":/workspace", "--tmpfs", "/tmp",
+		"-v", bin, "-v", vol+":/gatebridge", "-v", ws+":/workspace", "-v", filepath.Join(ws, ".git")+":/workspace/.git:ro",
+		"--tmpfs", "/tmp",
 		"--entrypoint", "/opt/gatebridge/bin/gatebridge", "gatebridge-test:latest",
 		"agent", "--dir", "/gatebridge/agent")
 	t.Cleanup(func() {
@@ -159,14 +186,29 @@ func TestSidecarPod(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "python3", script, ip, "7800", token)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("POD_OUTSIDE=%s:%d,%s:7900", hostIP, hostL.Addr().(*net.TCPAddr).Port, otherIP))
-	out, err := cmd.CombinedOutput()
+	out, err = cmd.CombinedOutput()
 	t.Logf("pod client:\n%s", out)
 	if err != nil {
 		t.Fatalf("pod client: %v", err)
 	}
-	if n := strings.Count(string(out), "ok "); n < 10 {
+	if n := strings.Count(string(out), "ok "); n < 13 {
 		t.Fatalf("only %d checks passed", n)
 	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(b) != gitConfig {
+		t.Errorf("the sandbox wrote the protected .git/config: %q", b)
+	}
+}
+
+// exitCode is the exit status in err from exec (0 for nil, -1 if none).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // outboundIP is an address of this host that the pod could try to reach.

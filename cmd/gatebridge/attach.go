@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
@@ -26,9 +29,51 @@ const attachWait = 60 * time.Second
 // backend, "attached", replaces every other: a client cannot open a
 // local or docker sandbox on the sidecar. The returned function closes
 // the connection to the agent.
-func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), error) {
+//
+// The sandbox's mounts are the pod's: with a writable workspace, attach
+// refuses to start unless sandbox.attach.read_only_paths declares every
+// protected path mounted read-only there for some workspace, and a
+// sandbox opens only on such a workspace.
+func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared AttachConfig) (func(), error) {
 	bad := func(err error, hint string) (func(), error) {
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
+	}
+	if protected := opts.Process.ProtectedPaths; !readOnlyWorkspace && len(protected) > 0 {
+		ws := agent.ProtectedWorkspaces(protected, declared.ReadOnlyPaths)
+		if len(ws) == 0 {
+			var eg []string
+			for _, p := range protected {
+				eg = append(eg, path.Join("/workspace", p))
+			}
+			return nil, &usageError{withHint(
+				fmt.Errorf("serve: --attach with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container for any workspace (sandbox.attach.read_only_paths %q): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
+					strings.Join(protected, ", "), declared.ReadOnlyPaths),
+				fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare where, as absolute paths: for a workspace /workspace, sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
+					strings.Join(eg, ", "), strings.Join(eg, ",")))}
+		}
+		if opts.Logf != nil {
+			opts.Logf("gatebridge: serve: --attach: writable workspaces with their protected paths declared read-only (sandbox.attach.read_only_paths): %s", strings.Join(ws, ", "))
+		}
+		// Refused at sandbox/open, before anything runs (the attached
+		// backend checks each command again).
+		gatesFor := opts.Gates
+		opts.Gates = func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+			if writable {
+				if un := agent.Uncovered(inside, protected, declared.ReadOnlyPaths); len(un) > 0 {
+					return nil, nil, &rpc.Error{Code: rpc.CodeInvalidParams,
+						Message: fmt.Sprintf("invalid params: \"workspace\" %s: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): the sandbox could write it", inside, strings.Join(un, ", ")),
+						Data:    map[string]string{"hint": agent.ProtectedHint(protected, declared.ReadOnlyPaths)}}
+				}
+				// No link on the way to one (see agent.Attached.Run).
+				if _, err := sandbox.ProtectedPaths(agent.Name, &sandbox.Spec{Workspace: inside, WorkspaceWritable: true, ProtectedPaths: protected}); err != nil {
+					return nil, nil, err
+				}
+			}
+			if gatesFor == nil {
+				return nil, nil, nil
+			}
+			return gatesFor(workspace, inside, writable)
+		}
 	}
 	if !filepath.IsAbs(dir) {
 		return bad(errors.New("must be an absolute path"), "the shared directory as both containers mount it, e.g. --attach /gatebridge")
@@ -85,7 +130,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool) (func(), erro
 			if err != nil {
 				return nil, err
 			}
-			return &agent.Attached{Conn: c, Root: dir, WorkspaceReadOnly: readOnlyWorkspace}, nil
+			return &agent.Attached{Conn: c, Root: dir, WorkspaceReadOnly: readOnlyWorkspace, ReadOnlyPaths: declared.ReadOnlyPaths}, nil
 		},
 	}); err != nil {
 		return nil, err

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
 
@@ -49,7 +53,7 @@ func asSandbox(argv ...string) error {
 // a directory the sandbox controls).
 func TestAttachSandboxCannotSwapEntries(t *testing.T) {
 	dir := sharedDir(t)
-	closeFn, err := attach(&rpc.Options{}, dir, false)
+	closeFn, err := attach(&rpc.Options{}, dir, false, AttachConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +79,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 				t.Errorf("attach with %s a link: %v", name, err)
 			}
 			if ents, _ := os.ReadDir(target); len(ents) > 0 {
@@ -87,7 +91,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := asSandbox("mkdir", filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
+			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
 				t.Errorf("attach with %s the sandbox's: %v", name, err)
 			}
 		})
@@ -101,7 +105,68 @@ func TestAttachRefusesForeignWritableDir(t *testing.T) {
 	if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attach(&rpc.Options{}, dir, false); err == nil || !strings.Contains(err.Error(), "not sticky") {
+	if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not sticky") {
 		t.Errorf("attach to a 0777 directory of uid %d: %v", sandboxUID, err)
+	}
+}
+
+// TestAttachRefusesUndeclaredWorkspace: the declaration names where the
+// pod mounts the protected paths read-only (/w/.git). A client opening a
+// writable workspace below it (/w/sub, a repository cloned into the pod's
+// workspace, with a .git of its own) is refused at sandbox/open; the
+// declared workspace, and any read-only one, open.
+func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	var opened []string
+	opts := rpc.Options{
+		Process: sandbox.Spec{ProtectedPaths: []string{".git"}},
+		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+			opened = append(opened, inside)
+			return nil, nil, nil
+		},
+	}
+	closeFn, err := attach(&opts, dir, false, AttachConfig{ReadOnlyPaths: []string{"/w/.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	_, _, err = opts.Gates("/w/sub", "/w/sub", true)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, `"workspace" /w/sub: protected path .git (sandbox.protected_paths) is not declared read-only`) {
+		t.Fatalf("writable /w/sub: %v, want a refusal", err)
+	}
+	if h, _ := re.Data.(map[string]string); !strings.Contains(h["hint"], "open a workspace whose protected paths are declared (/w)") {
+		t.Errorf("hint %q", h["hint"])
+	}
+	for _, ok := range []struct {
+		ws       string
+		writable bool
+	}{{"/w", true}, {"/w/sub", false}} {
+		if _, _, err := opts.Gates(ok.ws, ok.ws, ok.writable); err != nil {
+			t.Errorf("%s (writable %v): %v", ok.ws, ok.writable, err)
+		}
+	}
+	if !slices.Equal(opened, []string{"/w", "/w/sub"}) {
+		t.Errorf("gates made for %q, want the two accepted workspaces only", opened)
+	}
+
+	// Declared, but .git is a link (left in a persistent workspace): the
+	// pod's read-only mount shows its target, which the sandbox writes
+	// where it lies.
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("x", filepath.Join(ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	opts.Gates = func(string, string, bool) (*gates.Registry, map[string]string, error) { return nil, nil, nil }
+	closeLinked, err := attach(&opts, t.TempDir(), false, AttachConfig{ReadOnlyPaths: []string{ws + "/.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLinked()
+	if _, _, err := opts.Gates(ws, ws, true); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("writable %s with .git a link: %v, want a refusal", ws, err)
 	}
 }

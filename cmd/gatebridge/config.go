@@ -52,6 +52,17 @@ type SandboxConfig struct {
 	GID               int           `mapstructure:"gid"`
 	Docker            DockerConfig  `mapstructure:"docker"`
 	Bwrap             BwrapConfig   `mapstructure:"bwrap"`
+	Attach            AttachConfig  `mapstructure:"attach"`
+}
+
+// AttachConfig is what the operator declares about a sandbox that
+// `serve --attach` does not start: its mounts are the pod's, which
+// gatebridge cannot see.
+type AttachConfig struct {
+	// ReadOnlyPaths are the paths the sandbox's container mounts
+	// read-only, absolute as it sees them; with a writable workspace they
+	// must cover sandbox.protected_paths under the workspace opened.
+	ReadOnlyPaths []string `mapstructure:"read_only_paths"`
 }
 
 // SandboxLimits bound the sandboxed command under bwrap and docker.
@@ -200,6 +211,7 @@ var defaults = map[string]any{
 	"sandbox.docker.sessions_root":        "",
 	"sandbox.bwrap.path":                  "",
 	"sandbox.bwrap.read_only":             []string{},
+	"sandbox.attach.read_only_paths":      []string{},
 	"bridge.watch":                        "auto",
 	"bridge.poll_interval":                "10ms",
 	"bridge.rescan_interval":              "1s",
@@ -549,6 +561,12 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	if (c.Sandbox.UID == 0 || c.Sandbox.GID == 0) && !c.Sandbox.AllowRoot {
 		return bad("sandbox.uid", "0 would run sandboxed commands as host root",
 			"pick an unprivileged uid (default 65534), or set sandbox.allow_root: true if you really mean it")
+	}
+	for _, p := range c.Sandbox.Attach.ReadOnlyPaths {
+		if !filepath.IsAbs(p) {
+			return bad("sandbox.attach.read_only_paths", fmt.Sprintf("%q is not an absolute path", p),
+				"list the paths the sandbox's container mounts read-only as it sees them, e.g. [/workspace/.git] for the protected .git of a workspace /workspace")
+		}
 	}
 	for i, cmd := range c.Gates.Commands {
 		key := fmt.Sprintf("gates.commands[%d]", i)

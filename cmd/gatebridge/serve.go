@@ -132,7 +132,7 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer closeAudit()
 	if f.attach != "" {
-		detach, err := attach(&opts, f.attach, f.attachReadOnly)
+		detach, err := attach(&opts, f.attach, f.attachReadOnly, a.cfg.Sandbox.Attach)
 		if err != nil {
 			return err
 		}

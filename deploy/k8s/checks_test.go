@@ -3,16 +3,19 @@ package k8s
 import (
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // The Pod's conventions, which the checks rely on.
@@ -187,7 +190,8 @@ func checkPodSpec(spec *corev1.PodSpec, tokenSecret string) problems {
 	}
 
 	// Every volume both mount (the mailbox, the workspace) at the same
-	// paths: the design requires identical paths on both sides.
+	// paths: the design requires identical paths on both sides. (Mounts
+	// of a part of a volume, subPath, are checked below.)
 	if mountOf(sandbox, workVolume) == nil || mountOf(sidecar, workVolume) == nil {
 		p.add("volume %s must be mounted in %s and %s", workVolume, sandboxName, sidecarName)
 	}
@@ -197,6 +201,8 @@ func checkPodSpec(spec *corev1.PodSpec, tokenSecret string) problems {
 			p.add("volume %s: mounted at %v in %s but at %v in %s: the paths must be the same", name, a, sandboxName, b, sidecarName)
 		}
 	}
+
+	checkProtectedPaths(&p, sandbox, sidecar, sidecarArgv)
 
 	// The token and the TLS files: read-only mounts of Secrets, readable by
 	// their owner only.
@@ -260,6 +266,156 @@ func checkPodSpec(spec *corev1.PodSpec, tokenSecret string) problems {
 	}
 	return p
 }
+
+// Environment variables of the sidecar that set gatebridge's config keys
+// sandbox.protected_paths and sandbox.attach.read_only_paths.
+const (
+	envProtected = "GATEBRIDGE_SANDBOX_PROTECTED_PATHS"
+	envReadOnly  = "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS"
+)
+
+// checkProtectedPaths: gatebridge cannot see the sandbox's mounts, so with
+// a writable workspace `serve --attach` starts only when the config
+// declares where the sandbox mounts every protected path read-only
+// (sandbox.attach.read_only_paths, absolute), and opens a sandbox only on
+// a workspace so covered. The manifests make that declaration true for
+// the workspace (the sandbox's mount of the workspace volume): each
+// declared path is a read-only mount in the sandbox of what the sidecar
+// sees at that path (the same volume, the matching subPath), nothing
+// writable is mounted inside it, and each directory between it and the
+// whole volume's mount is a mount point too (a directory holding a mount
+// can be renamed, and the mount goes with it: the sandbox would then make
+// a new one at the old name).
+func checkProtectedPaths(p *problems, sandbox, sidecar *corev1.Container, sidecarArgv []string) {
+	ws := mountOf(sandbox, workVolume)
+	if ws == nil {
+		return // reported above
+	}
+	wsPath := path.Clean(ws.MountPath)
+	if slices.Contains(sidecarArgv, "--attach-readonly-workspace") {
+		if !ws.ReadOnly {
+			p.add("container %s: the sidecar says --attach-readonly-workspace, but the workspace is mounted writable", sandboxName)
+		}
+		return
+	}
+	protected, ok := envList(sidecar, envProtected)
+	if !ok {
+		var err error
+		if protected, err = defaultProtectedPaths(); err != nil {
+			p.add("the default sandbox.protected_paths: %v", err)
+			return
+		}
+	}
+	declared, _ := envList(sidecar, envReadOnly)
+	for _, pp := range protected {
+		if !covered(path.Join(wsPath, pp), declared) {
+			p.add("container %s: protected path %s of the workspace %s (sandbox.protected_paths) is not covered by %s (sandbox.attach.read_only_paths %q): serve --attach would refuse to start, or that workspace",
+				sidecarName, pp, wsPath, envReadOnly, declared)
+		}
+	}
+	for _, d := range declared {
+		if !path.IsAbs(d) {
+			p.add("container %s: %s: %q is not an absolute path", sidecarName, envReadOnly, d)
+			continue
+		}
+		at := path.Clean(d)
+		// What the sidecar sees there: the sandbox must mount the same.
+		sc := coveringMount(sidecar, at)
+		if sc == nil || sc.SubPath != "" {
+			p.add("container %s: declared read-only path %s: the sidecar has no whole-volume mount holding it", sidecarName, at)
+			continue
+		}
+		wantSub := path.Join(sc.SubPath, strings.TrimPrefix(strings.TrimPrefix(at, path.Clean(sc.MountPath)), "/"))
+		m := exactMount(sandbox, at)
+		switch {
+		case m == nil:
+			p.add("container %s: declared read-only path %s: no mount at %s (want a readOnly subPath %s of volume %s)", sandboxName, at, at, wantSub, sc.Name)
+			continue
+		case m.Name != sc.Name || path.Clean(m.SubPath) != wantSub || m.SubPathExpr != "":
+			p.add("container %s: declared read-only path %s: the mount there must be volume %s subPath %s (what the sidecar sees there), not volume %s subPath %q",
+				sandboxName, at, sc.Name, wantSub, m.Name, m.SubPath)
+		case !m.ReadOnly:
+			p.add("container %s: declared read-only path %s: the mount there must be readOnly", sandboxName, at)
+		}
+		for _, o := range sandbox.VolumeMounts {
+			if mp := path.Clean(o.MountPath); strings.HasPrefix(mp, at+"/") && !o.ReadOnly {
+				p.add("container %s: %s is mounted writable inside the read-only %s", sandboxName, mp, at)
+			}
+		}
+		base := coveringMountWhole(sandbox, at)
+		for dir := path.Dir(at); base != "" && strings.HasPrefix(dir, base+"/"); dir = path.Dir(dir) {
+			if exactMount(sandbox, dir) == nil {
+				p.add("container %s: declared read-only path %s: %s must be a mount point too, or the sandbox renames it and makes a new %s", sandboxName, at, dir, path.Base(at))
+			}
+		}
+	}
+}
+
+// coveringMountWhole is the mount path of c's deepest whole-volume mount
+// holding p ("" if none).
+func coveringMountWhole(c *corev1.Container, p string) string {
+	best := ""
+	for _, m := range c.VolumeMounts {
+		mp := path.Clean(m.MountPath)
+		if m.SubPath == "" && strings.HasPrefix(p, mp+"/") && len(mp) > len(best) {
+			best = mp
+		}
+	}
+	return best
+}
+
+// covered reports whether the absolute path p is a declared path or
+// under one.
+func covered(p string, declared []string) bool {
+	for _, d := range declared {
+		if !path.IsAbs(d) {
+			continue
+		}
+		d = path.Clean(d)
+		if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// envList is the value of c's environment variable name, split at commas
+// as gatebridge reads a list from one; ok reports it is set.
+func envList(c *corev1.Container, name string) (list []string, ok bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			for _, v := range strings.Split(e.Value, ",") {
+				if v = strings.TrimSpace(v); v != "" {
+					list = append(list, v)
+				}
+			}
+			return list, e.Value != ""
+		}
+	}
+	return nil, false
+}
+
+// defaultProtectedPaths is sandbox.protected_paths in gatebridge's
+// documented config (every key with its default).
+var defaultProtectedPaths = sync.OnceValues(func() ([]string, error) {
+	const file = "../../configs/gatebridge.yaml"
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Sandbox struct {
+			ProtectedPaths []string `json:"protected_paths"`
+		} `json:"sandbox"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if cfg.Sandbox.ProtectedPaths == nil {
+		return nil, fmt.Errorf("%s: no sandbox.protected_paths", file)
+	}
+	return cfg.Sandbox.ProtectedPaths, nil
+})
 
 // checkContainer checks what holds for every container.
 func checkContainer(p *problems, spec *corev1.PodSpec, c *corev1.Container) {
@@ -377,10 +533,12 @@ func mountOf(c *corev1.Container, volume string) *corev1.VolumeMount {
 	return nil
 }
 
+// mountPaths are the paths where c mounts the whole of volume (not a
+// subPath of it).
 func mountPaths(c *corev1.Container, volume string) []string {
 	var ps []string
 	for _, m := range c.VolumeMounts {
-		if m.Name == volume {
+		if m.Name == volume && m.SubPath == "" && m.SubPathExpr == "" {
 			ps = append(ps, path.Clean(m.MountPath))
 		}
 	}

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +159,42 @@ func TestChecksCatch(t *testing.T) {
 			c(s, sandboxName).SecurityContext.SeccompProfile = nil
 			s.SecurityContext = nil
 		}, "container sandbox: seccompProfile"},
+		// The protected paths (.git): a read-only subPath mount in the
+		// sandbox, declared to the sidecar.
+		{".git writable in the sandbox", func(s *corev1.PodSpec) { gitMount(s).ReadOnly = false }, "declared read-only path /workspace/.git: the mount there must be readOnly"},
+		{".git not mounted", func(s *corev1.PodSpec) {
+			sb := c(s, sandboxName)
+			sb.VolumeMounts = slices.DeleteFunc(sb.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/workspace/.git" })
+		}, "declared read-only path /workspace/.git: no mount at /workspace/.git"},
+		{".git from another subPath", func(s *corev1.PodSpec) { gitMount(s).SubPath = "git" }, "must be volume workspace subPath .git (what the sidecar sees there), not volume workspace subPath \"git\""},
+		{".git from another volume", func(s *corev1.PodSpec) { gitMount(s).Name = "sandbox-tmp" }, "must be volume workspace subPath .git (what the sidecar sees there), not volume sandbox-tmp"},
+		{".git not declared", func(s *corev1.PodSpec) { setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "") }, "protected path .git of the workspace /workspace (sandbox.protected_paths) is not covered by GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS"},
+		{"a protected path added, not declared", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_PROTECTED_PATHS", ".git,.github")
+		}, "protected path .github of the workspace /workspace (sandbox.protected_paths) is not covered"},
+		{"a path declared, not mounted", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/.git,/workspace/.github")
+		}, "declared read-only path /workspace/.github: no mount at /workspace/.github"},
+		{"writable mount inside .git", func(s *corev1.PodSpec) {
+			sb := c(s, sandboxName)
+			sb.VolumeMounts = append(sb.VolumeMounts, corev1.VolumeMount{Name: "sandbox-tmp", MountPath: "/workspace/.git/hooks"})
+		}, "/workspace/.git/hooks is mounted writable inside the read-only /workspace/.git"},
+		{"nested path under a directory the sandbox can rename", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_PROTECTED_PATHS", ".git,tools/hooks")
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/.git,/workspace/tools/hooks")
+			sb := c(s, sandboxName)
+			sb.VolumeMounts = append(sb.VolumeMounts, corev1.VolumeMount{Name: workVolume, MountPath: "/workspace/tools/hooks", SubPath: "tools/hooks", ReadOnly: true})
+		}, "declared read-only path /workspace/tools/hooks: /workspace/tools must be a mount point too"},
+		{"a relative declaration", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", ".git")
+		}, `GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS: ".git" is not an absolute path`},
+		{"declared for another workspace", func(s *corev1.PodSpec) {
+			setEnv(c(s, sidecarName), "GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS", "/workspace/sub/.git")
+		}, "protected path .git of the workspace /workspace (sandbox.protected_paths) is not covered"},
+		{"read-only workspace declared, mounted writable", func(s *corev1.PodSpec) {
+			sc := c(s, sidecarName)
+			sc.Args = append(sc.Args, "--attach-readonly-workspace")
+		}, "the sidecar says --attach-readonly-workspace, but the workspace is mounted writable"},
 		{"serve on another port", func(s *corev1.PodSpec) {
 			sc := c(s, sidecarName)
 			for i, a := range sc.Args {
@@ -211,6 +248,19 @@ func TestTokenSecretChecksCatch(t *testing.T) {
 	}
 }
 
+// gitMount is the sandbox's mount at /workspace/.git.
+func gitMount(s *corev1.PodSpec) *corev1.VolumeMount {
+	return exactMount(findContainer(s.Containers, sandboxName), "/workspace/.git")
+}
+
+// setEnv sets (or, with value "", removes) c's environment variable name.
+func setEnv(c *corev1.Container, name, value string) {
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if value != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	}
+}
+
 func vol(s *corev1.PodSpec, name string) *corev1.Volume {
 	for i := range s.Volumes {
 		if s.Volumes[i].Name == name {
@@ -244,4 +294,33 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 		t.Fatalf("%q not in the manifest", old)
 	}
 	return strings.Replace(s, old, new, 1)
+}
+
+// TestProtectedPathsMounted: each of gatebridge's default protected paths
+// (configs/gatebridge.yaml) is a read-only subPath mount of the workspace
+// in the sandbox of pod.yaml and of sandbox.yaml, and the sidecar declares
+// it; checkPodSpec checks the details.
+func TestProtectedPathsMounted(t *testing.T) {
+	protected, err := defaultProtectedPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(protected) == 0 {
+		t.Fatal("no default protected paths: the check would be vacuous")
+	}
+	m := load(t)
+	pt := m.sandbox.podTemplateSpec()
+	for what, spec := range map[string]*corev1.PodSpec{"pod.yaml": &m.pod.Spec, "sandbox.yaml": &pt.Spec} {
+		sb := findContainer(spec.Containers, sandboxName)
+		declared, _ := envList(findContainer(spec.Containers, sidecarName), envReadOnly)
+		for _, p := range protected {
+			m := exactMount(sb, "/workspace/"+p)
+			if m == nil || m.Name != workVolume || m.SubPath != p || !m.ReadOnly {
+				t.Errorf("%s: protected path %s: want a read-only subPath mount of %s at /workspace/%s, got %+v", what, p, workVolume, p, m)
+			}
+			if !slices.Contains(declared, "/workspace/"+p) {
+				t.Errorf("%s: protected path %s not declared in %s: %q", what, p, envReadOnly, declared)
+			}
+		}
+	}
 }

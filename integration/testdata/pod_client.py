@@ -44,6 +44,15 @@ with Client.connect_tcp(host, port, token=token) as client:
         check("built-in gate through the mailbox", out.count("hello from the workspace") == 2, out)
         check("runtime gate answered by this client", "definition of pods" in out, out)
 
+        # The protected path: the pod mounts .git read-only in the sandbox
+        # (the review appended to .git/config and got exit 0); the rest of
+        # the workspace stays writable.
+        r = sb.run("printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> /workspace/.git/config; echo rc=$?; "
+                   "touch /workspace/.git/hooks-planted; echo rc=$?; echo new > /workspace/new.txt && echo written")
+        out = r.stdout.decode()
+        check("protected .git read-only in the sandbox", out.count("rc=0") == 0 and out.count("rc=") == 2, out + r.stderr.decode())
+        check("the rest of the workspace writable", "written" in out, out + r.stderr.decode())
+
         r = sb.run("exit 7")
         check("exit status", r.exit_code == 7, repr(r))
 
@@ -78,5 +87,15 @@ with Client.connect_tcp(host, port, token=token) as client:
             h, pt = target.rsplit(":", 1)
             r = sb.run("echo x | nc -w 3 %s %s && echo CONNECTED; true" % (h, pt))
             check("sandbox cannot reach " + target, "CONNECTED" not in r.stdout.decode(), r.stdout.decode())
+
+    # A writable sandbox on a workspace whose .git the pod did not mount
+    # read-only (a repository cloned below the declared workspace).
+    try:
+        with client.open_sandbox(backend="auto", workspace="/workspace/sub", writable_workspace=True) as sb2:
+            r = sb2.run("echo opened")
+        check("writable workspace without a read-only .git refused", False, "opened: " + repr(r))
+    except GatebridgeError as e:
+        check("writable workspace without a read-only .git refused",
+              "protected path .git" in str(e) and "sandbox.attach.read_only_paths" in str(e), str(e))
 
 sys.exit(1 if failed else 0)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,31 +46,44 @@ func startAgent(t *testing.T) (*agent.Conn, string) {
 // startShAgent is startAgent with the sh agent, run by shell.
 func startShAgent(t *testing.T, shell string) (*agent.Conn, string) {
 	t.Helper()
+	c, dir, _ := startShAgentCmd(t, shell)
+	return c, dir
+}
+
+// startShAgentCmd is startShAgent, also returning the agent's process,
+// which leads a process group of its own (as a container's first process
+// does): its runners are in it, its commands each in a session of their
+// own.
+func startShAgentCmd(t *testing.T, shell string) (*agent.Conn, string, *exec.Cmd) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "agent")
 	if err := agent.Prepare(dir, -1, -1); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(shell, "-c", agent.ShScript, "gatebridge-agent", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stop := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}
 	c, err := agent.Dial(context.Background(), dir, agent.DialOptions{Wait: 5 * time.Second})
 	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		stop()
 		t.Fatalf("%v; agent stderr: %s", err, stderr.String())
 	}
 	t.Cleanup(func() {
 		c.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
+		stop()
 		if t.Failed() {
 			t.Logf("sh agent stderr: %s", stderr.String())
 		}
 	})
-	return c, dir
+	return c, dir, cmd
 }
 
 // TestConformanceSh: the sh agent passes the same suite, under dash and

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -29,6 +32,14 @@ const (
 // security context): this backend cannot make the workspace read-only or
 // protect paths in it, so it refuses a spec that asks for what it cannot
 // enforce.
+//
+// Protected paths ([sandbox.Spec.ProtectedPaths]) are the same: in a
+// writable workspace this backend runs a command only when every one of
+// them, under the spec's workspace, is declared mounted read-only in the
+// sandbox's container (ReadOnlyPaths, absolute: a workspace below the
+// declared one has protected paths of its own). Nothing the sandbox reports can prove a mount
+// read-only, so the declaration is the operator's, and keeping it true is
+// the pod's (deploy/k8s mounts each one read-only with a subPath).
 type Attached struct {
 	// Conn is the connection to the agent.
 	Conn *Conn
@@ -38,6 +49,85 @@ type Attached struct {
 	// (declared by whoever wrote the pod): then only read-only specs are
 	// accepted; without it only writable ones are.
 	WorkspaceReadOnly bool
+	// ReadOnlyPaths are the paths the sandbox's container mounts
+	// read-only, absolute, as the sandbox (and so gatebridge, the paths
+	// being the same) sees them (declared by whoever wrote the pod); a
+	// path under one of them is covered too.
+	ReadOnlyPaths []string
+}
+
+// Uncovered returns the protected paths of workspace (relative to it, as
+// in [sandbox.Spec.ProtectedPaths]), cleaned, that are neither a
+// read-only path (absolute) nor under one. A protected path that is not
+// relative and inside the workspace, or a read-only path that is not
+// absolute, covers nothing.
+func Uncovered(workspace string, protected, readOnly []string) []string {
+	var out []string
+	for _, p := range protected {
+		if !covered(workspace, p, readOnly) {
+			out = append(out, path.Clean(p))
+		}
+	}
+	return out
+}
+
+func covered(workspace, p string, readOnly []string) bool {
+	rel := path.Clean(p)
+	if p == "" || !path.IsAbs(workspace) || path.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	at := path.Join(workspace, rel)
+	for _, r := range readOnly {
+		if !path.IsAbs(r) {
+			continue
+		}
+		r = path.Clean(r)
+		if at == r || strings.HasPrefix(at, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// ProtectedWorkspaces returns the workspaces all of whose protected
+// paths the read-only paths cover: those a writable attached sandbox may
+// open. (They are found from the read-only paths that end with a
+// protected path or with a parent of one.)
+func ProtectedWorkspaces(protected, readOnly []string) []string {
+	var out []string
+	for _, r := range readOnly {
+		if !path.IsAbs(r) {
+			continue
+		}
+		r = path.Clean(r)
+		for _, p := range protected {
+			parts := strings.Split(path.Clean(p), "/")
+			for k := 1; k <= len(parts); k++ {
+				ws, ok := strings.CutSuffix(r, "/"+strings.Join(parts[:k], "/"))
+				if !ok {
+					continue
+				}
+				if ws == "" {
+					ws = "/"
+				}
+				if !slices.Contains(out, ws) && len(Uncovered(ws, protected, readOnly)) == 0 {
+					out = append(out, ws)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ProtectedHint says which workspaces the read-only paths protect, and
+// how to protect another.
+func ProtectedHint(protected, readOnly []string) string {
+	h := "mount it read-only in the sandbox's container (a readOnly subPath volumeMount) and add its absolute path to sandbox.attach.read_only_paths; or mount the workspace read-only and pass --attach-readonly-workspace"
+	if ws := ProtectedWorkspaces(protected, readOnly); len(ws) > 0 {
+		h = "open a workspace whose protected paths are declared (" + strings.Join(ws, ", ") + "), or " + h
+	}
+	return h
 }
 
 var (
@@ -73,6 +163,18 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 	if !spec.WorkspaceWritable && !a.WorkspaceReadOnly {
 		return fail("map workspace", errors.New("a read-only workspace was asked for, and an attached sandbox's mounts are its own: gatebridge cannot make it read-only"),
 			"mount the workspace read-only in the sandbox and pass --attach-readonly-workspace, or open the sandbox with a writable workspace")
+	}
+	if spec.WorkspaceWritable && spec.Workspace != "" {
+		if un := Uncovered(spec.Workspace, spec.ProtectedPaths, a.ReadOnlyPaths); len(un) > 0 {
+			return fail("protected paths", fmt.Errorf("workspace %s: protected path %s is not declared read-only in the sandbox's container: gatebridge cannot make it read-only there, and the sandbox could write it", spec.Workspace, strings.Join(un, ", ")),
+				ProtectedHint(spec.ProtectedPaths, a.ReadOnlyPaths))
+		}
+		// A link on the way (left in a persistent workspace by an earlier
+		// sandbox): the pod's read-only mount shows its target, and host
+		// tools follow it to what the sandbox may write elsewhere.
+		if _, err := sandbox.ProtectedPaths(Name, spec); err != nil {
+			return nil, err
+		}
 	}
 	uid, gid := a.Conn.User()
 	if uid == 0 && !spec.AllowRoot {

@@ -37,7 +37,9 @@
 // gate or the host (see [Conn]). Commands in one sandbox share its user
 // with the agent, so one can forge another's result in out/: that is the
 // sandbox deceiving itself, and sandboxes of different trust must not
-// share one agent.
+// share one agent. For the same reason a command's request is no secret
+// in the sandbox: the agent reads its argv and env from req/ as the
+// sandbox's user, and so can every other command there.
 package agent
 
 import (

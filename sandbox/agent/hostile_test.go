@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -390,5 +391,157 @@ func TestAttachedRefusesWhatItCannotEnforce(t *testing.T) {
 	elsewhere := &agent.Attached{Conn: c, Root: t.TempDir()}
 	if err := run(elsewhere, true); err == nil || !strings.Contains(err.Error(), "not under the shared directory") {
 		t.Errorf("session outside the shared directory: %v", err)
+	}
+}
+
+// TestAttachedProtectedPaths: the review's attack. With a writable
+// workspace the sandbox appended to .git/config (a core.fsmonitor there
+// runs on the owner's next git status) and got exit 0: the attached
+// backend ignored sandbox.protected_paths. It now runs nothing in a
+// writable workspace unless every protected path under that workspace is
+// declared mounted read-only in the sandbox's container.
+func TestAttachedProtectedPaths(t *testing.T) {
+	c, _ := startAgent(t)
+	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+	ws := f.Workspace
+	sub := filepath.Join(ws, "sub")
+	const clean = "[core]\n\tbare = false\n"
+	for _, dir := range []string{ws, sub} {
+		if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(clean), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(a *agent.Attached, workspace string, protected []string, writable bool, script string) (*sandbox.Result, error) {
+		spec := f.Spec(script)
+		spec.Workspace = workspace
+		spec.WorkspaceWritable = writable
+		spec.AllowRoot = true // the test's agent runs as the test's user
+		spec.ProtectedPaths = protected
+		return a.Run(context.Background(), spec)
+	}
+	attack := `printf '[core]\n\tfsmonitor = "touch /tmp/pwned"\n' >> .git/config && echo appended`
+	for _, tc := range []struct {
+		name      string
+		workspace string
+		readOnly  []string
+	}{
+		{"no declaration", ws, nil},
+		{"another path declared", ws, []string{ws + "/.github"}},
+		{"a path under it declared", ws, []string{ws + "/.git/hooks"}},
+		{"a sibling with its prefix declared", ws, []string{ws + "/.gi"}},
+		{"relative, not where the sandbox mounts it", ws, []string{".git"}},
+		// A workspace below the declared one has a .git of its own (a
+		// repository cloned into the pod's workspace), which the pod did
+		// not mount read-only.
+		{"a workspace below the declared one", sub, []string{ws + "/.git"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: tc.readOnly}, tc.workspace, []string{".git"}, true, attack)
+			var se *sandbox.Error
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), "workspace "+tc.workspace+": protected path .git is not declared read-only") ||
+				!strings.Contains(se.Hint, "sandbox.attach.read_only_paths") {
+				t.Fatalf("Run: %v %+v; want a refusal naming .git and the key", err, res)
+			}
+			if b, _ := os.ReadFile(filepath.Join(tc.workspace, ".git", "config")); string(b) != clean {
+				t.Fatalf(".git/config was written: %q", b)
+			}
+		})
+	}
+	// A .git that is a link (an earlier sandbox left it in a persistent
+	// workspace): the pod's read-only mount would show its target, while
+	// the sandbox writes the target where it lies and host tools follow
+	// the link there.
+	t.Run("declared, but a link", func(t *testing.T) {
+		linked := filepath.Join(ws, "linked")
+		if err := os.MkdirAll(filepath.Join(linked, "x"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(linked, "x", "config"), []byte(clean), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("x", filepath.Join(linked, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{linked + "/.git"}}, linked, []string{".git"}, true,
+			`printf '[core]\n\tfsmonitor = "touch /tmp/pwned"\n' >> x/config && echo appended`)
+		if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+			t.Fatalf("Run: %v %+v; want a refusal of the link", err, res)
+		}
+		if b, _ := os.ReadFile(filepath.Join(linked, "x", "config")); string(b) != clean {
+			t.Fatalf("the link's target was written: %q", b)
+		}
+	})
+	// Declared (here nothing is mounted: the declaration is trusted, which
+	// is the point), or nothing to protect, or a read-only workspace: runs.
+	for _, tc := range []struct {
+		name      string
+		a         *agent.Attached
+		workspace string
+		protected []string
+		writable  bool
+	}{
+		{"declared", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws + "/.git"}}, ws, []string{".git"}, true},
+		{"declared by a parent", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws + "/./.git/"}}, ws, []string{".git/hooks", ".git/config"}, true},
+		{"declared by the whole workspace", &agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: []string{ws}}, sub, []string{".git"}, true},
+		{"nothing protected", &agent.Attached{Conn: c, Root: "/"}, ws, nil, true},
+		{"read-only workspace", &agent.Attached{Conn: c, Root: "/", WorkspaceReadOnly: true}, ws, []string{".git"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := run(tc.a, tc.workspace, tc.protected, tc.writable, "echo ran")
+			if err != nil || res.ExitCode != 0 || string(res.Stdout) != "ran\n" {
+				t.Fatalf("Run: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	for _, tc := range []struct {
+		workspace                 string
+		protected, readOnly, want []string
+	}{
+		{"/w", []string{".git"}, nil, []string{".git"}},
+		{"/w", []string{".git"}, []string{"/w/.git"}, nil},
+		{"/w", []string{".git/"}, []string{"/w/./.git/"}, nil},
+		{"/w", []string{".git/hooks"}, []string{"/w/.git"}, nil},
+		{"/w", []string{".git"}, []string{"/w"}, nil},
+		{"/w", []string{".git"}, []string{"/"}, nil},
+		{"/w", []string{".git"}, []string{"/w/.git/hooks"}, []string{".git"}},
+		{"/w", []string{".git"}, []string{"/w/.gi"}, []string{".git"}},
+		{"/w", []string{".gitx"}, []string{"/w/.git"}, []string{".gitx"}},
+		{"/w", []string{".git", "tools/hooks"}, []string{"/w/tools"}, []string{".git"}},
+		{"/w/sub", []string{".git"}, []string{"/w/.git"}, []string{".git"}},
+		{"/w", []string{".git"}, []string{".git"}, []string{".git"}},
+		// Nothing outside the workspace is ever covered.
+		{"/w", []string{"../x"}, []string{"/"}, []string{"../x"}},
+		{"/w", []string{"/etc"}, []string{"/"}, []string{"/etc"}},
+		{"", []string{".git"}, []string{"/"}, []string{".git"}},
+	} {
+		if got := agent.Uncovered(tc.workspace, tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
+			t.Errorf("Uncovered(%q, %q, %q) = %q, want %q", tc.workspace, tc.protected, tc.readOnly, got, tc.want)
+		}
+	}
+}
+
+func TestProtectedWorkspaces(t *testing.T) {
+	for _, tc := range []struct {
+		protected, readOnly, want []string
+	}{
+		{[]string{".git"}, nil, nil},
+		{[]string{".git"}, []string{"/workspace/.git"}, []string{"/workspace"}},
+		{[]string{".git"}, []string{"/workspace/.git", "/other/.git"}, []string{"/other", "/workspace"}},
+		{[]string{".git/hooks"}, []string{"/workspace/.git"}, []string{"/workspace"}},
+		{[]string{".git", "tools/hooks"}, []string{"/workspace/.git"}, nil},
+		{[]string{".git", "tools/hooks"}, []string{"/workspace/.git", "/workspace/tools/hooks"}, []string{"/workspace"}},
+		{[]string{".git"}, []string{"/.git"}, []string{"/"}},
+		{[]string{".git"}, []string{".git"}, nil},
+		{[]string{".git"}, []string{"/workspace/.gitx"}, nil},
+	} {
+		if got := agent.ProtectedWorkspaces(tc.protected, tc.readOnly); !slices.Equal(got, tc.want) {
+			t.Errorf("ProtectedWorkspaces(%q, %q) = %q, want %q", tc.protected, tc.readOnly, got, tc.want)
+		}
 	}
 }
