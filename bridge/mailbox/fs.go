@@ -303,7 +303,8 @@ func RemoveTree(path string) error { return RemoveTreeWithin(path, RemoveMaxTime
 // handful of fds (see [remover]), and without crossing into another
 // filesystem mounted below it. It gives up after d (or
 // [RemoveMaxEntries] entries), leaving the rest under path. An error names
-// the entry that could not be removed, relative to path.
+// the entry that could not be removed where it is now, relative to path
+// (a directory moved up by the removal is under a .gb-rm-* name).
 func RemoveTreeWithin(path string, d time.Duration) error {
 	parent, err := unix.Open(filepath.Dir(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -327,7 +328,7 @@ func removeAllAt(dirfd int, name string, budget *int) error {
 func removeTreeAt(dirfd int, name string, budget *int, until time.Time) error {
 	r := &remover{top: -1, budget: budget, until: until,
 		prefix: ".gb-rm-" + itoa(os.Getpid()) + "-" + strconv.FormatUint(removals.Add(1), 10) + "-"}
-	return r.entry(dirfd, name)
+	return r.entry(dirfd, name, false)
 }
 
 // removals numbers the removals of this process (names of moved
@@ -400,18 +401,22 @@ func (r *remover) spend() error {
 	return nil
 }
 
-// entry removes name under parent, whatever it is.
-func (r *remover) entry(parent int, name string) error {
+// entry removes name under parent, whatever it is; isDir is what its
+// directory listing said (a hint: the sandbox may swap it meanwhile).
+func (r *remover) entry(parent int, name string, isDir bool) error {
 	for range 8 { // the sandbox may swap a file and a directory meanwhile
 		if err := r.spend(); err != nil {
 			return err
 		}
-		uerr := unix.Unlinkat(parent, name, 0)
-		if uerr == nil || errors.Is(uerr, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(uerr, unix.EISDIR) && !errors.Is(uerr, unix.EPERM) {
-			return &removeError{name, uerr}
+		var uerr error = unix.EISDIR
+		if !isDir {
+			uerr = unix.Unlinkat(parent, name, 0)
+			if uerr == nil || errors.Is(uerr, unix.ENOENT) {
+				return nil
+			}
+			if !errors.Is(uerr, unix.EISDIR) && !errors.Is(uerr, unix.EPERM) {
+				return &removeError{name, uerr}
+			}
 		}
 		// An empty directory (most of a session's) goes in one call;
 		// rmdir follows no link.
@@ -421,6 +426,7 @@ func (r *remover) entry(parent int, name string) error {
 			return nil
 		case errors.Is(err, unix.ENOTDIR):
 			if errors.Is(uerr, unix.EISDIR) {
+				isDir = false
 				continue // it was a directory a moment ago
 			}
 			return &removeError{name, uerr}
@@ -435,6 +441,7 @@ func (r *remover) entry(parent int, name string) error {
 		if err != errSwapped {
 			return err
 		}
+		isDir = false
 	}
 	return &removeError{name, errSwapped}
 }
@@ -491,7 +498,10 @@ func (r *remover) dir(parent int, name string) error {
 	case err != nil:
 		return under(name, err)
 	}
-	defer unix.Close(fd)
+	// Listed through this fd itself (no second open per directory); the
+	// *at calls use it too.
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return under(name, err)
@@ -513,11 +523,11 @@ func (r *remover) dir(parent int, name string) error {
 		return under(name, err)
 	}
 	for idle := 0; ; {
-		seen, err := r.empty(fd)
+		seen, err := r.empty(f, fd)
 		for isTop && len(r.staged) > 0 && !fatalRemove(err) {
 			n := r.staged[len(r.staged)-1]
 			r.staged = r.staged[:len(r.staged)-1]
-			if e := r.entry(fd, r.prefix+itoa(n)); e != nil && (err == nil || fatalRemove(e)) {
+			if e := r.entry(fd, r.prefix+itoa(n), true); e != nil && (err == nil || fatalRemove(e)) {
 				err = e
 			}
 		}
@@ -541,38 +551,33 @@ func (r *remover) dir(parent int, name string) error {
 				return wrap(err)
 			}
 		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return wrap(err)
+		}
 	}
 }
 
-// empty removes what the directory fd holds (directories below the top
-// are moved up into it), reading its entries a batch at a time. It goes
-// on past an entry it cannot remove and returns the first such error, or
-// at once an error that ends the removal.
-func (r *remover) empty(fd int) (seen int, err error) {
-	// A fresh open of "." with its own offset, closed when done.
-	d, err := ignoringEINTR(func() (int, error) {
-		return unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	})
-	if err != nil {
-		return 0, err
-	}
-	f := os.NewFile(uintptr(d), "dir")
-	defer f.Close()
+// empty removes what the directory f (fd) holds (directories below the
+// top are moved up into it), reading its entries a batch at a time from
+// where f's offset is. It goes on past an entry it cannot remove and
+// returns the first such error, or at once an error that ends the
+// removal.
+func (r *remover) empty(f *os.File, fd int) (seen int, err error) {
 	var first error
 	for {
-		names, rerr := f.Readdirnames(256)
-		for _, n := range names {
+		ents, rerr := f.ReadDir(256)
+		for _, e := range ents {
 			seen++
-			if e := r.entry(fd, n); e != nil {
-				if fatalRemove(e) {
-					return seen, e
+			if err := r.entry(fd, e.Name(), e.IsDir()); err != nil {
+				if fatalRemove(err) {
+					return seen, err
 				}
 				if first == nil {
-					first = e
+					first = err
 				}
 			}
 		}
-		if rerr == io.EOF || len(names) == 0 {
+		if rerr == io.EOF || len(ents) == 0 {
 			return seen, first
 		}
 		if rerr != nil {
