@@ -60,7 +60,10 @@ func Open(cfg Config) (*Session, error) {
 	if _, done := pruned.LoadOrStore(parent, true); !done {
 		// Quietly: the command's stderr is no place for it (`gatebridge
 		// prune` reports what it removes). Only a failure is worth a line.
-		if _, err := mailbox.Prune(parent); err != nil && cfg.Logf != nil {
+		// A start spends at most openPruneTime on it: a leftover that
+		// something still writes to is not worth more at every start;
+		// what is left waits for the next start or `gatebridge prune`.
+		if _, err := mailbox.PruneWithin(parent, openPruneTime); err != nil && cfg.Logf != nil {
 			cfg.Logf("gatebridge: cleaning up sessions of gatebridge processes that died: %v", err)
 		}
 	}
@@ -107,6 +110,9 @@ func Open(cfg Config) (*Session, error) {
 
 // pruned remembers the parents Open has pruned in this process.
 var pruned sync.Map
+
+// openPruneTime bounds the prune of Open (see above).
+const openPruneTime = 2 * time.Second
 
 // writeWrappers makes bin/ hold exactly one wrapper per spec.
 func (s *Session) writeWrappers(specs []gates.Spec) error {
@@ -221,7 +227,7 @@ func (s *Session) Close() error {
 		// RemoveTree, not os.RemoveAll: the sandbox may have left
 		// directories it made unreadable (chmod 000).
 		if rerr := mailbox.RemoveTree(s.layout.Root); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("bridge: remove session dir: %w", rerr))
+			err = errors.Join(err, fmt.Errorf("bridge: remove session dir %s: %w", s.layout.Root, rerr))
 		}
 	}
 	s.binMu.Lock() // a registry change in flight has finished writing

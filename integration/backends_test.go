@@ -220,6 +220,31 @@ func TestDockerMissingImage(t *testing.T) {
 	}
 }
 
+// A `sandbox start` whose image is missing (nothing can be pulled here)
+// leaves no sessions root behind (issue 31, friction 6: it stayed in
+// /dev/shm). The default session parent is the test's own (XDG_RUNTIME_DIR
+// on /dev/shm).
+func TestSandboxStartMissingImageLeavesNothing(t *testing.T) {
+	needBackend(t, "docker")
+	base, err := os.MkdirTemp("/dev/shm", "gbtest-xdg-")
+	if err != nil {
+		t.Skipf("no /dev/shm here: %v", err)
+	}
+	defer os.RemoveAll(base)
+	name := randName("nosuch")
+	out := gbRaw(t, workspace(t), []string{"XDG_RUNTIME_DIR=" + base}, nil, 0, "sandbox", "start", "--image", "nosuch:img", name)
+	if out.Code == 0 || !strings.Contains(out.Stderr, "nosuch:img") {
+		t.Errorf("exit %d, stderr %q", out.Code, out.Stderr)
+	}
+	left, _ := filepath.Glob(filepath.Join(base, "*", "*"))
+	if len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(base, fmt.Sprintf("gatebridge-%d", os.Geteuid()))); err != nil {
+		t.Errorf("the start did not use the test's session parent (the test proves nothing): %v", err)
+	}
+}
+
 func randName(prefix string) string {
 	var b [4]byte
 	rand.Read(b[:])

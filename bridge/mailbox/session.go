@@ -179,8 +179,26 @@ func mkSessionDir(parent string) (root string, lockFd int, err error) {
 // minute, and lock files left without a session. Directories the sandbox
 // made unreadable are removed too; nothing is followed. Sessions of other
 // users whose lock file we cannot open are left alone. It returns the
-// paths removed. bridge.Open prunes its parent once per process.
-func Prune(dir string) (removed []string, err error) {
+// paths removed; a session it could not remove is a [*PruneError] in err
+// (several joined with errors.Join), and stays for the next try. It takes
+// at most [RemoveMaxTime] (see [PruneWithin]). bridge.Open prunes its
+// parent once per process.
+func Prune(dir string) (removed []string, err error) { return PruneWithin(dir, RemoveMaxTime) }
+
+// PruneError is an abandoned session [Prune] could not remove.
+type PruneError struct {
+	Path string
+	Err  error
+}
+
+func (e *PruneError) Error() string { return "remove " + e.Path + ": " + e.Err.Error() }
+func (e *PruneError) Unwrap() error { return e.Err }
+
+// PruneWithin is [Prune] giving up after d: the sessions it did not get
+// to, or not to the end of, stay for the next prune (a [*PruneError] says
+// which).
+func PruneWithin(dir string, d time.Duration) (removed []string, err error) {
+	until := time.Now().Add(d)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -221,12 +239,12 @@ func Prune(dir string) (removed []string, err error) {
 				continue // its owner is alive
 			}
 		}
-		rerr := RemoveTree(root)
+		rerr := RemoveTreeWithin(root, time.Until(until))
 		if rerr == nil {
 			os.Remove(root + LockSuffix)
 			removed = append(removed, root)
 		} else {
-			errs = append(errs, fmt.Errorf("remove %s: %w", root, rerr))
+			errs = append(errs, &PruneError{root, rerr})
 		}
 		if fd >= 0 {
 			unix.Close(fd)

@@ -207,7 +207,14 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 		if err != nil {
 			return err
 		}
-		sb.closers = append(sb.closers, func() { mailbox.RemoveTree(layout.Root); lease.Release(false) })
+		sb.closers = append(sb.closers, func() {
+			if err := mailbox.RemoveTree(layout.Root); err != nil {
+				// Its lease goes anyway: prune removes a lockless
+				// root (a minute old) and says what stays.
+				o.Logf("gatebridge: serve: remove the sessions root of sandbox %s: %v", sb.id, err)
+			}
+			lease.Release(false)
+		})
 		if err := os.Chmod(layout.Root, 0o711); err != nil {
 			return err
 		}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,14 +24,32 @@ func newPruneCmd(a *app) *cobra.Command {
 		Short: "Remove what gatebridge processes that died left behind",
 		Long: `Remove session directories whose gatebridge process is gone (their lock
 is free), in the default session parent, bridge.session_dir and the
-persistent sandboxes' sessions roots, per-command docker containers whose
-owner is gone, and bwrap limit cgroups whose gatebridge was killed. Prints each path or container removed. Every
-gatebridge start does the same for its own session parent (and, with
-docker, for containers).`,
+persistent sandboxes' sessions roots; the default sessions roots
+(sandbox-NAME) that no sandbox uses (a start that failed or was killed,
+a container removed without 'gatebridge sandbox stop'); per-command
+docker containers whose owner is gone; and bwrap limit cgroups whose
+gatebridge was killed. Prints each path or container removed, and each
+path it could not remove with the reason on stderr: then the exit code is
+125. Every gatebridge start does the same for its own session parent
+(and, with docker, for containers).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			failed := 0
+			fail := func(path string, err error) {
+				fmt.Fprintf(errw, "gatebridge: could not remove %s: %v\n", path, err)
+				failed++
+			}
+			// One answer from the engine for the containers and the
+			// sandboxes' roots alike.
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			d, engineErr := pruneEngine(ctx, cfg)
+			if d != nil {
+				defer d.Close()
+			}
+
 			parents := []string{mailbox.DefaultParent()}
 			if cfg.Bridge.SessionDir != "" {
 				parents = append(parents, cfg.Bridge.SessionDir)
@@ -35,8 +57,12 @@ docker, for containers).`,
 			if cfg.Sandbox.Docker.SessionsRoot != "" {
 				parents = append(parents, cfg.Sandbox.Docker.SessionsRoot)
 			}
-			roots, _ := filepath.Glob(filepath.Join(mailbox.DefaultParent(), "sandbox-*"))
-			parents = append(parents, roots...)
+			// The default sessions roots, with their age before their
+			// sessions are pruned (which touches them).
+			roots := sandboxRoots(mailbox.DefaultParent())
+			for _, r := range roots {
+				parents = append(parents, r.path)
+			}
 			n := 0
 			for _, p := range parents {
 				removed, err := mailbox.Prune(p)
@@ -44,36 +70,197 @@ docker, for containers).`,
 					fmt.Fprintln(out, r)
 				}
 				n += len(removed)
-				if err != nil {
-					fmt.Fprintf(errw, "gatebridge: prune %s: %v\n", p, err)
+				for _, e := range unjoin(err) {
+					if pe, ok := e.(*mailbox.PruneError); ok {
+						fail(pe.Path, pe.Err)
+					} else {
+						fail(p, e)
+					}
 				}
 			}
 			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", n)
+
+			if len(roots) > 0 {
+				var inUse []string
+				var err error
+				if d == nil {
+					err = cmp.Or(engineErr, errors.New("no docker engine here"))
+				} else {
+					inUse, err = usedSessionsRoots(ctx, d)
+				}
+				if err != nil {
+					// Without the engine's list, a root may belong to a
+					// sandbox: leave them all.
+					fmt.Fprintf(errw, "gatebridge: %d sandbox sessions root(s) not checked: %v\n", len(roots), err)
+				} else {
+					removed, errs := pruneSandboxRoots(roots, inUse, sandboxRootGrace)
+					for _, r := range removed {
+						fmt.Fprintln(out, r)
+					}
+					for _, e := range errs {
+						fail(e.Path, e.Err)
+					}
+					if len(removed) > 0 {
+						fmt.Fprintf(errw, "gatebridge: removed %d unused sandbox sessions root(s)\n", len(removed))
+					}
+				}
+			}
+
 			if cgs := sandbox.PruneCgroups(); len(cgs) > 0 {
 				for _, c := range cgs {
 					fmt.Fprintln(out, c)
 				}
 				fmt.Fprintf(errw, "gatebridge: removed %d limit cgroup(s)\n", len(cgs))
 			}
-			if os.Getenv("DOCKER_HOST") == "" {
-				if _, err := os.Stat("/var/run/docker.sock"); err != nil {
-					return nil // no engine here
-				}
-			}
-			d, err := newDocker(cfg)
-			if err != nil {
-				return nil
-			}
-			defer d.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
-			if d.Ping(ctx) != nil {
+			var cerr error
+			switch {
+			case d != nil:
+				var removed []string
+				removed, cerr = d.Prune(ctx, docker.PruneOptions{})
+				printRemoved(cmd, removed)
+			case engineErr != nil:
 				fmt.Fprintln(errw, "gatebridge: the docker engine does not answer: containers not checked")
-				return nil
 			}
-			removed, err := d.Prune(ctx, docker.PruneOptions{})
-			printRemoved(cmd, removed)
-			return err
+			if failed > 0 {
+				return errors.Join(cerr, fmt.Errorf("prune: %d path(s) could not be removed (listed above)", failed))
+			}
+			return cerr
 		},
 	})
+}
+
+// pruneEngine is the docker engine to prune containers in: nil and no
+// error when there is none here, nil and the error when it does not
+// answer.
+func pruneEngine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
+	if os.Getenv("DOCKER_HOST") == "" {
+		if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+			return nil, nil // no engine here
+		}
+	}
+	d, err := newDocker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Ping(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// unjoin lists the errors err joins (err itself if it joins none).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// sandboxRootGrace is how old an unused sandbox sessions root must be to
+// be pruned: `sandbox start` makes (or touches) it a moment before the
+// container that uses it exists.
+const sandboxRootGrace = time.Minute
+
+// sandboxRoot is a default sessions root (sandbox-NAME in the default
+// session parent) and when it was last changed.
+type sandboxRoot struct {
+	path    string
+	changed time.Time
+}
+
+// sandboxRoots lists the default sessions roots in parent: real
+// directories only (nothing planted there is followed).
+func sandboxRoots(parent string) []sandboxRoot {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var out []sandboxRoot
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "sandbox-") || !e.IsDir() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, sandboxRoot{filepath.Join(parent, e.Name()), fi.ModTime()})
+	}
+	return out
+}
+
+// usedSessionsRoots lists the sessions roots of the engine's persistent
+// sandboxes, running or not.
+func usedSessionsRoots(ctx context.Context, d *docker.Backend) ([]string, error) {
+	list, err := d.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var roots []string
+	for _, i := range list {
+		if i.SessionsRoot != "" {
+			roots = append(roots, i.SessionsRoot)
+		}
+	}
+	return roots, nil
+}
+
+// pruneSandboxRoots removes the roots no sandbox uses (inUse: the sessions
+// roots of the engine's persistent sandboxes) that are older than grace
+// and hold no session any more (a live or kept one keeps its root). It
+// returns the paths removed and those it could not remove.
+func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration) (removed []string, failed []*mailbox.PruneError) {
+	used := map[string]bool{}
+	for _, u := range inUse {
+		used[filepath.Clean(u)] = true
+		if r, err := filepath.EvalSymlinks(u); err == nil {
+			used[r] = true
+		}
+	}
+	for _, r := range roots {
+		if used[r.path] || time.Since(r.changed) < grace {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(r.path); err != nil || used[real] {
+			continue
+		}
+		if hasSession(r.path) {
+			continue
+		}
+		if err := mailbox.RemoveTree(r.path); err != nil {
+			failed = append(failed, &mailbox.PruneError{Path: r.path, Err: err})
+			continue
+		}
+		removed = append(removed, r.path)
+	}
+	return removed, failed
+}
+
+// hasSession reports whether dir still holds a session (or its lock or
+// kept marker), or cannot be listed.
+func hasSession(dir string) bool {
+	fd, err := mailbox.OpenDir(dir)
+	if err != nil {
+		return true
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(256)
+		for _, n := range names {
+			if strings.HasPrefix(n, mailbox.SessionPrefix) {
+				return true
+			}
+		}
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+	}
 }

@@ -121,19 +121,24 @@ func defaultSessionsRoot(name string) (string, error) {
 // prepareSessionsRoot creates root (and missing parents) so that the
 // container user can traverse it: the root itself is 0711, owned by us. An
 // existing root must be a directory we own (a shared temp dir could hold
-// one planted by another user).
-func prepareSessionsRoot(root string) (string, error) {
+// one planted by another user); its times are set to now, so that `prune`
+// leaves it alone while the sandbox is being started. created says
+// whether root was made here (also on error: then remove it).
+func prepareSessionsRoot(root string) (_ string, created bool, _ error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	fail := func(err error, hint string) (string, error) {
-		return "", &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Hint: hint}
+	fail := func(err error, hint string) (string, bool, error) {
+		return abs, created, &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Hint: hint}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fail(err, "pass a directory you can create with --sessions-root")
 	}
-	if err := os.Mkdir(abs, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	switch err := os.Mkdir(abs, 0o755); {
+	case err == nil:
+		created = true
+	case !errors.Is(err, os.ErrExist):
 		return fail(err, "pass a directory you can create with --sessions-root")
 	}
 	st, err := os.Lstat(abs)
@@ -156,7 +161,28 @@ func prepareSessionsRoot(root string) (string, error) {
 			return fail(err, "chmod 711 the sessions root")
 		}
 	}
-	return abs, nil
+	now := time.Now()
+	if err := os.Chtimes(abs, now, now); err != nil {
+		return fail(err, "pass a directory you own with --sessions-root")
+	}
+	return abs, created, nil
+}
+
+// removeUnusedRoot removes the sessions root a failed start created, unless
+// a sandbox uses it after all (another start of the same name, which found
+// it made, won the race). Without the engine's list it is left to `prune`.
+func removeUnusedRoot(ctx context.Context, d *docker.Backend, root string) error {
+	used, err := usedSessionsRoots(ctx, d)
+	if err != nil {
+		return err
+	}
+	real, _ := filepath.EvalSymlinks(root)
+	for _, u := range used {
+		if u = filepath.Clean(u); u == root || u == real {
+			return nil
+		}
+	}
+	return mailbox.RemoveTree(root)
 }
 
 func newSandboxStartCmd(a *app) *cobra.Command {
@@ -184,17 +210,23 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 					return err
 				}
 			}
-			if root, err = prepareSessionsRoot(root); err != nil {
-				return err
-			}
 			ctx := cmd.Context()
 			d, err := newDocker(cfg)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
+			// The engine and the image first: a start that fails there
+			// leaves nothing behind.
 			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
 				return imageHintCLI(err)
+			}
+			root, created, err := prepareSessionsRoot(root)
+			if err != nil {
+				if created {
+					mailbox.RemoveTree(root)
+				}
+				return err
 			}
 			uid, gid := runAs(cfg, workspace)
 			sb, err := d.Start(ctx, docker.StartOptions{
@@ -204,6 +236,16 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 				ProtectedPaths: cfg.Sandbox.ProtectedPaths,
 			})
 			if err != nil {
+				if created {
+					// Not there before this start: it goes with it (a
+					// root this start did not make may be another
+					// sandbox's).
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					if rerr := removeUnusedRoot(cctx, d, root); rerr != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: could not remove the sessions root %s: %v (`gatebridge prune` retries)\n", root, rerr)
+					}
+					cancel()
+				}
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", sb.ID())
@@ -293,9 +335,14 @@ func newSandboxStopCmd(a *app) *cobra.Command {
 			default:
 				fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: stopped sandbox %s\n", args[0])
 			}
-			// Its default sessions root goes with it.
+			// Its default sessions root goes with it: what its commands
+			// left there is hostile (RemoveTree follows no link, at any
+			// depth).
 			if root, rerr := defaultSessionsRoot(args[0]); rerr == nil {
-				os.RemoveAll(root)
+				if err := mailbox.RemoveTree(root); err != nil {
+					return withHint(fmt.Errorf("sandbox stop: could not remove %s: %w", root, err),
+						"`gatebridge prune` tries again and says what stays")
+				}
 			}
 			return nil
 		}),

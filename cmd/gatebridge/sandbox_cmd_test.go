@@ -85,7 +85,7 @@ func TestDefaultSessionsRoot(t *testing.T) {
 
 func TestPrepareSessionsRoot(t *testing.T) {
 	base := t.TempDir()
-	root, err := prepareSessionsRoot(filepath.Join(base, "a", "b"))
+	root, _, err := prepareSessionsRoot(filepath.Join(base, "a", "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestPrepareSessionsRoot(t *testing.T) {
 	// An existing private dir is made traversable (not listable) for the container user.
 	priv := filepath.Join(base, "priv")
 	os.Mkdir(priv, 0o700)
-	if _, err := prepareSessionsRoot(priv); err != nil {
+	if _, _, err := prepareSessionsRoot(priv); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := os.Stat(priv); st.Mode().Perm() != 0o711 {
@@ -105,12 +105,12 @@ func TestPrepareSessionsRoot(t *testing.T) {
 	// A file or a symlink is refused.
 	f := filepath.Join(base, "file")
 	os.WriteFile(f, nil, 0o644)
-	if _, err := prepareSessionsRoot(f); err == nil {
+	if _, _, err := prepareSessionsRoot(f); err == nil {
 		t.Error("file accepted")
 	}
 	l := filepath.Join(base, "link")
 	os.Symlink(priv, l)
-	if _, err := prepareSessionsRoot(l); err == nil {
+	if _, _, err := prepareSessionsRoot(l); err == nil {
 		t.Error("symlink accepted")
 	}
 }

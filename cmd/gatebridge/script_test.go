@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // TestMain lets scripts run the gatebridge command in process (the test
@@ -38,6 +40,14 @@ func TestScripts(t *testing.T) {
 			// Sessions go to the script's $TMPDIR, where nosessions looks
 			// (the default would be a tmpfs such as /dev/shm).
 			env.Setenv("GATEBRIDGE_BRIDGE_SESSION_DIR", env.Getenv("TMPDIR"))
+			// The default session parent (which `prune` cleans, with the
+			// persistent sandboxes' roots in it) is the script's own too.
+			xdg, err := os.MkdirTemp(mailbox.DefaultDir(), "gbtest-xdg-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { mailbox.RemoveTree(xdg) })
+			env.Setenv("XDG_RUNTIME_DIR", xdg)
 			return nil
 		},
 	})
