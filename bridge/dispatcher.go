@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // Decision is what became of one call.
@@ -28,14 +28,20 @@ const (
 )
 
 // CallRecord describes one call attempt.
+//
+// Args are the caller's bytes (capped). In JSON an argument that is not
+// UTF-8 reads with U+FFFD for its bad bytes, and ArgsBase64 carries the
+// exact bytes of every such argument (nil for the others; no ArgsBase64
+// when all are UTF-8): the one rule of docs/json.md.
 type CallRecord struct {
-	ID       string        `json:"id"`
-	Gate     string        `json:"gate"`
-	Args     []string      `json:"args"` // capped: 64 args of 256 bytes each
-	ExitCode int           `json:"exit_code"`
-	Decision Decision      `json:"decision"`
-	Start    time.Time     `json:"-"`
-	Duration time.Duration `json:"-"`
+	ID         string        `json:"id"`
+	Gate       string        `json:"gate"`
+	Args       []string      `json:"args"` // capped: 64 args of 256 bytes each
+	ArgsBase64 [][]byte      `json:"args_base64,omitempty"`
+	ExitCode   int           `json:"exit_code"`
+	Decision   Decision      `json:"decision"`
+	Start      time.Time     `json:"-"`
+	Duration   time.Duration `json:"-"`
 	// DurationMS is Duration in milliseconds (for JSON).
 	DurationMS float64 `json:"duration_ms"`
 	BytesIn    int64   `json:"bytes_in"`  // args + stdin
@@ -124,7 +130,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 	g, err := d.cfg.Gates.Lookup(req.Gate)
 	if err != nil {
 		rec.Decision, rec.ExitCode = DecisionUnknown, gates.ExitUnknown
-		rec.Error = "unknown gate " + quoteCap(req.Gate, 64)
+		rec.Error = "unknown gate " + lossless.QuoteCap(req.Gate, 64)
 		resp.Stderr = []byte("gatebridge: " + rec.Error + "\n")
 		return d.done(resp, rec)
 	}
@@ -187,6 +193,7 @@ func (d *Dispatcher) done(resp *Response, rec CallRecord) *Response {
 	rec.BytesOut = int64(len(resp.Stdout) + len(resp.Stderr))
 	rec.Duration = time.Since(rec.Start)
 	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
+	rec.ArgsBase64 = lossless.List(rec.Args)
 	resp.Record = rec
 	return resp
 }
@@ -268,6 +275,7 @@ func cause(ctx context.Context) error {
 // the rest are counted) and to the audit log.
 func (d *Dispatcher) Record(rec CallRecord) {
 	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes)
+	rec.ArgsBase64 = lossless.List(rec.Args)
 	d.mu.Lock()
 	if len(d.records) < d.cfg.Limits.MaxRecords {
 		d.records = append(d.records, rec)
@@ -347,7 +355,7 @@ func capRecordArgs(args []string, max int) []string {
 	total := 0
 	for i, a := range args {
 		if total+len(a) > max {
-			out := append(args[:i:i], a[:min(len(a), max-total)]+"…")
+			out := append(args[:i:i], lossless.Cut(a, max-total)+"…")
 			return append(out, fmt.Sprintf("… %d more bytes cut (bridge.limits.max_record_bytes)", bytesFrom(args[i:])-(max-total)))
 		}
 		total += len(a)
@@ -369,7 +377,7 @@ func capArgs(args []string) []string {
 	for i := range n {
 		a := args[i]
 		if len(a) > 256 {
-			a = a[:256] + "…"
+			a = lossless.Cut(a, 256) + "…"
 		}
 		out[i] = a
 	}
@@ -377,13 +385,6 @@ func capArgs(args []string) []string {
 		out = append(out, fmt.Sprintf("… %d more", len(args)-n))
 	}
 	return out
-}
-
-func quoteCap(s string, n int) string {
-	if len(s) > n {
-		return strconv.Quote(s[:n]) + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // capWriter keeps (or passes on, when streaming) the first max bytes

@@ -9,18 +9,24 @@ import (
 
 // Result is the outcome of one command run with a session.
 type Result struct {
-	ExitCode    int               `json:"exit_code"`
-	Stdout      string            `json:"stdout"`
-	Stderr      string            `json:"stderr"`
-	TimedOut    bool              `json:"timed_out"`
-	Canceled    bool              `json:"canceled,omitempty"`
-	Truncated   bool              `json:"truncated"`
-	DurationMS  int64             `json:"duration_ms"`
-	Answer      *string           `json:"answer"`
-	Sandbox     string            `json:"sandbox"`
-	SandboxInfo map[string]string `json:"sandbox_info,omitempty"`
-	SessionDir  string            `json:"session_dir,omitempty"` // set when kept
-	Calls       []CallRecord      `json:"calls"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	// StdoutBase64 is set when Stdout is not valid UTF-8: its exact bytes,
+	// which JSON cannot carry in Stdout (docs/json.md). The same for
+	// StderrBase64 and AnswerBase64.
+	StdoutBase64 []byte            `json:"stdout_base64,omitempty"`
+	Stderr       string            `json:"stderr"`
+	StderrBase64 []byte            `json:"stderr_base64,omitempty"`
+	TimedOut     bool              `json:"timed_out"`
+	Canceled     bool              `json:"canceled,omitempty"`
+	Truncated    bool              `json:"truncated"`
+	DurationMS   int64             `json:"duration_ms"`
+	Answer       *string           `json:"answer"`
+	AnswerBase64 []byte            `json:"answer_base64,omitempty"`
+	Sandbox      string            `json:"sandbox"`
+	SandboxInfo  map[string]string `json:"sandbox_info,omitempty"`
+	SessionDir   string            `json:"session_dir,omitempty"` // set when kept
+	Calls        []CallRecord      `json:"calls"`
 	// CallsOmitted counts this run's calls past bridge.limits.max_records:
 	// Calls holds only the first ones.
 	CallsOmitted int `json:"calls_omitted,omitempty"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/wrappers"
 )
@@ -281,7 +282,9 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	res := &Result{
 		ExitCode:     br.ExitCode,
 		Stdout:       string(br.Stdout),
+		StdoutBase64: lossless.Bytes(string(br.Stdout)),
 		Stderr:       string(br.Stderr),
+		StderrBase64: lossless.Bytes(string(br.Stderr)),
 		TimedOut:     br.TimedOut,
 		Canceled:     br.Canceled,
 		Truncated:    br.Truncated,
@@ -293,7 +296,7 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		CallsIgnored: s.srv.ignoredCalls(),
 	}
 	if a, ok := s.d.Result(gates.ResultAnswer); ok {
-		res.Answer = &a
+		res.Answer, res.AnswerBase64 = &a, lossless.Bytes(a)
 	}
 	if s.cfg.Keep {
 		res.SessionDir = s.layout.Root

@@ -105,7 +105,10 @@ def main() -> int:
                 print("%-9s %s" % (who, line), flush=True)
 
     def on_approval(req: ApprovalRequest) -> Any:
-        prompt = "%s %s" % (req.gate, " ".join(req.args))
+        # Arguments come from the sandbox: show them quoted (repr escapes
+        # newlines, terminal escapes and bytes that are not UTF-8), so the
+        # person approving sees what the gate would get (docs/json.md).
+        prompt = "%s %s" % (req.gate, " ".join(repr(a) for a in req.args))
         if interactive:
             with print_lock:
                 ans = input("approve `%s`? [y/N/s(ession)] " % prompt).strip().lower()

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // argSpec describes the command line of a built-in gate. The rules are the
@@ -35,13 +37,10 @@ type parsedArgs struct {
 // maxQuoted bounds user input echoed back in error messages.
 const maxQuoted = 64
 
-// quoteArg quotes s for an error message, shortening it when long.
-func quoteArg(s string) string {
-	if len(s) > maxQuoted {
-		return strconv.Quote(s[:maxQuoted]) + "…"
-	}
-	return strconv.Quote(s)
-}
+// quoteArg quotes s for an error message, shortening it when long: the
+// one quoted form every string from the sandbox is shown in
+// ([lossless.QuoteCap]).
+func quoteArg(s string) string { return lossless.QuoteCap(s, maxQuoted) }
 
 func (s *argSpec) usageErr(format string, a ...any) error {
 	msg := s.gate + ": " + format

@@ -173,6 +173,94 @@ func TestListDirCapAndOddNames(t *testing.T) {
 	}
 }
 
+// Names that list_dir and search print can be passed back to the file
+// gates as they are (docs: list_dir's usage). A name with a byte that is
+// not UTF-8 is printed raw, so `list_dir | while read -r n; do read_file
+// "$n"` works for it; a name with a newline (or another control
+// character) is printed in Go's quoted form on one line, and the file
+// gates take that quoted form back; so is a name that starts with a
+// double quote, so that a file literally called "\xff" (quotes and
+// backslash included) never reads like the quoted form of the byte 0xff.
+func TestOddNamesRoundTrip(t *testing.T) {
+	ws, gs := fixture(t, Options{})
+	names := map[string]string{
+		"caf\xe9.txt": "latin-1\n",
+		"new\nline":   "newline\n",
+		"\xff":        "byte ff\n",
+		`"\xff"`:      "forged ff\n",
+		"tab\there":   "tab\n",
+		"é \\x.txt":   "backslash\n",
+		"\"a\\nb\"":   "literal quoted\n",
+		"a\nb":        "real newline\n",
+	}
+	for n, body := range names {
+		writeFile(t, filepath.Join(ws, "odd", n), body)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "odd", "dir\nx"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "odd", "dir\nx", "in.txt"), "inside\n")
+	r := callGate(t, gs["list_dir"], nil, "odd")
+	lines := strings.Split(strings.TrimSuffix(r.out, "\n"), "\n")
+	if len(lines) != len(names)+1 {
+		t.Fatalf("list_dir printed %d lines for %d entries: %q", len(lines), len(names)+1, r.out)
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if seen[l] {
+			t.Fatalf("two entries print as %q", l)
+		}
+		seen[l] = true
+	}
+	for _, want := range []string{"caf\xe9.txt", "\xff", "é \\x.txt", `"new\nline"`, `"a\nb"`, `"\"\\xff\""`, `"\"a\\nb\""`, `"tab\there"`, `"dir\nx/"`} {
+		if !seen[want] {
+			t.Errorf("list_dir odd: no line %q in %q", want, r.out)
+		}
+	}
+	// Every line read_file takes back, from inside odd/, gives that file.
+	cwd := filepath.Join(ws, "odd")
+	for _, l := range lines {
+		if strings.HasSuffix(l, "/") || strings.HasSuffix(l, `/"`) {
+			continue
+		}
+		r := callGateIn(t, context.Background(), cwd, gs["read_file"], nil, l)
+		var want string
+		for n, body := range names {
+			if displayName(n) == l {
+				want = body
+			}
+		}
+		if r.code != 0 || r.out != want {
+			t.Errorf("read_file %q: code %d out %q err %v; want %q", l, r.code, r.out, r.err, want)
+		}
+	}
+	// A quoted directory, with the slash list_dir adds, lists back.
+	if r := callGateIn(t, context.Background(), cwd, gs["list_dir"], nil, `"dir\nx/"`); r.code != 0 || r.out != "in.txt\n" {
+		t.Errorf("list_dir of the quoted dir: %d %q %v", r.code, r.out, r.err)
+	}
+	// search prints paths by the same rule, and they read back from the
+	// workspace root.
+	r = callGate(t, gs["search"], nil, "^(latin-1|real newline|forged ff|inside)$", "odd")
+	want := "odd/\"\\xff\":1:forged ff\n\"odd/a\\nb\":1:real newline\nodd/caf\xe9.txt:1:latin-1\n\"odd/dir\\nx/in.txt\":1:inside\n"
+	if r.out != want {
+		t.Fatalf("search:\n got %q\nwant %q", r.out, want)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(r.out, "\n"), "\n") {
+		i := strings.LastIndex(l, ":1:")
+		if r := callGate(t, gs["read_file"], nil, l[:i]); r.out != l[i+3:]+"\n" {
+			t.Errorf("read_file of search's path %q: %q %v", l[:i], r.out, r.err)
+		}
+	}
+	// A quoted form that does not name a file is reported quoted again,
+	// and an unquoted NUL is still refused.
+	if r := callGate(t, gs["read_file"], nil, `"odd/nope\xff"`); r.code != ExitFailure || !strings.Contains(r.errText(), `"odd/nope\xff"`) {
+		t.Errorf("missing quoted file: %d %v", r.code, r.err)
+	}
+	if r := callGate(t, gs["read_file"], nil, `"a\x00b"`); r.code != ExitUsage || !strings.Contains(r.errText(), "NUL") {
+		t.Errorf("quoted NUL: %d %v", r.code, r.err)
+	}
+}
+
 func TestSearch(t *testing.T) {
 	ws, gs := fixture(t, Options{})
 	runCases(t, gs["search"], []gateCase{

@@ -26,7 +26,7 @@ func newReadFile(ws *workspace, o Options) Gate {
 		Params: []Param{
 			{Name: "--offset N", Description: "Skip the first N lines (0-based: --offset 0 starts at line 1).", Flag: true},
 			{Name: "--limit N", Description: "Print at most N lines.", Flag: true},
-			{Name: "PATH", Description: "File; relative paths start at the current directory.", Required: true},
+			{Name: "PATH", Description: "File; relative paths start at the current directory. A name as list_dir or search prints it, quoted or not, is taken as it is.", Required: true},
 		},
 	}, argSpec{options: []string{"offset", "limit"}, min: 1, max: 1},
 		func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
@@ -50,7 +50,7 @@ func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	path := p.pos[0]
+	path := pathArg(p.pos[0])
 	r, rel, err := g.ws.open(name, c.Cwd, path)
 	if err != nil {
 		return 0, err
@@ -125,16 +125,17 @@ func newListDir(ws *workspace, o Options) Gate {
 	const name = "list_dir"
 	maxEntries := o.MaxDirEntries
 	return newBuiltin(Spec{
-		Name:    name,
-		Summary: "List a workspace directory: one entry per line, sorted; directories end in /, symlinks are listed but not followed.",
-		Usage:   "list_dir [PATH]",
+		Name: name,
+		Summary: "List a workspace directory: one entry per line, sorted; directories end in /, symlinks are listed but not followed. " +
+			`A name holding a newline or other control character, or starting with ", is printed Go-quoted ("a\nb"); the file gates take every line back as a path, as it is.`,
+		Usage: "list_dir [PATH]",
 		Params: []Param{
 			{Name: "PATH", Description: "Directory (default: the current directory)."},
 		},
 	}, argSpec{min: 0, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := "."
 		if len(p.pos) == 1 {
-			path = p.pos[0]
+			path = pathArg(p.pos[0])
 		}
 		r, rel, err := ws.open(name, c.Cwd, path)
 		if err != nil {
@@ -152,10 +153,11 @@ func newListDir(ws *workspace, o Options) Gate {
 		}
 		var sb strings.Builder
 		for _, e := range ents {
-			sb.WriteString(displayName(e.Name()))
+			n := e.Name()
 			if e.IsDir() {
-				sb.WriteByte('/')
+				n += "/" // inside the quotes of a quoted name
 			}
+			sb.WriteString(displayName(n))
 			sb.WriteByte('\n')
 		}
 		if more {
@@ -206,7 +208,7 @@ func newWriteFile(ws *workspace, o Options) Gate {
 		},
 		Stdin: StdinAlways,
 	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
-		path := p.pos[0]
+		path := pathArg(p.pos[0])
 		rel, err := ws.rel(name, c.Cwd, path)
 		if err != nil {
 			return 0, err

@@ -7,7 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
+
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // workspace is a directory tree that file gates may touch. Every access goes
@@ -256,15 +260,40 @@ func limitedCopy(dst io.Writer, src io.Reader, max int64) (more bool, err error)
 	return k > 0, nil
 }
 
-// displayName returns name for one line of output: as is, or Go-quoted when
-// it holds control characters or invalid UTF-8 (so it stays on one line).
+// displayName returns a name or path for one line of list_dir's or
+// search's output, in a form the file gates take back ([pathArg]): as is,
+// bytes that are not UTF-8 included, or in Go's quoted form
+// ([lossless.Quote]) when it holds a control character (a newline would
+// split the line; a tab, a carriage return or an escape would garble it)
+// or starts with a double quote (so that a raw name never reads like a
+// quoted one: a file literally called "\xff", quotes included, prints as
+// "\"\\xff\"").
 func displayName(name string) string {
+	if strings.HasPrefix(name, `"`) {
+		return lossless.Quote(name)
+	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
-			return fmt.Sprintf("%q", name)
+		if unicode.IsControl(r) {
+			return lossless.Quote(name)
 		}
 	}
 	return name
+}
+
+// pathArg is the path a file gate's argument names: the quoted form
+// [displayName] prints (the whole argument starts with a double quote and
+// is a valid Go string literal) names the string it quotes; any other
+// argument is the path itself. No name that displayName prints raw starts
+// with a double quote, so every line it prints reads back as the name it
+// came from. Every check on the path (workspace, NUL, protected paths)
+// happens on what this returns.
+func pathArg(arg string) string {
+	if len(arg) >= 2 && arg[0] == '"' {
+		if s, err := strconv.Unquote(arg); err == nil {
+			return s
+		}
+	}
+	return arg
 }
 
 // humanBytes formats n for a spec: "10 MiB", "64 KiB" or "1000 bytes".

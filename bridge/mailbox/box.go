@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // Box is the host's handle on a session's mailbox: descriptors of calls/
@@ -398,10 +400,6 @@ func (c *CallDir) Canceled() bool {
 	return err == nil
 }
 
-// QuoteCap quotes s, cut to n bytes, for messages about hostile names.
-func QuoteCap(s string, n int) string {
-	if len(s) > n {
-		return strconv.Quote(s[:n]) + "…"
-	}
-	return strconv.Quote(s)
-}
+// QuoteCap quotes s, cut to n bytes, for messages about hostile names:
+// the one quoted form of [lossless.QuoteCap].
+func QuoteCap(s string, n int) string { return lossless.QuoteCap(s, n) }

@@ -15,6 +15,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // KindRuntime is the kind gate/list gives gates registered over the
@@ -76,8 +77,8 @@ func (g *runtimeGate) Call(ctx context.Context, call *gates.Call) (int, error) {
 	if args == nil {
 		args = []string{}
 	}
-	m, err := c.request(gctx, MethodGateCall, GateCallParams{CallID: callID, Gate: g.spec.Name, Args: args,
-		Stdin: call.Stdin, Cwd: call.Cwd, ProcessID: procID, SandboxID: sbID, DeadlineMs: deadline.UnixMilli()})
+	m, err := c.request(gctx, MethodGateCall, GateCallParams{CallID: callID, Gate: g.spec.Name, Args: args, ArgsBase64: lossless.List(args),
+		Stdin: call.Stdin, Cwd: call.Cwd, CwdBase64: lossless.Bytes(call.Cwd), ProcessID: procID, SandboxID: sbID, DeadlineMs: deadline.UnixMilli()})
 	if err != nil {
 		var re *Error
 		switch {
@@ -319,7 +320,7 @@ func (c *conn) approver(sb *sbox, owner func() *proc) bridge.ApproveFunc {
 			args = []string{}
 		}
 		m, err := c.request(actx, MethodApprovalRequest, ApprovalRequestParams{CallID: procID + ":" + req.ID,
-			Gate: spec.Name, Args: args, SandboxID: sb.id, ProcessID: procID})
+			Gate: spec.Name, Args: args, ArgsBase64: lossless.List(args), SandboxID: sb.id, ProcessID: procID})
 		if err != nil {
 			var re *Error
 			switch {

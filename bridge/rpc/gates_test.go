@@ -267,3 +267,90 @@ func TestGateRegisteredWhileSandboxOpens(t *testing.T) {
 		c.close()
 	}
 }
+
+// exactCall is what a client that follows docs/json.md reads from
+// gate/call or approval/request params: the arguments (and cwd) exactly,
+// from the string fields and their base64 siblings. (Decoded here by hand,
+// not with the params' own methods, so the test reads the wire.)
+type exactCall struct {
+	Args       []string  `json:"args"`
+	ArgsBase64 []*[]byte `json:"argsBase64"`
+	Cwd        string    `json:"cwd"`
+	CwdBase64  *[]byte   `json:"cwdBase64"`
+}
+
+func (e exactCall) args(t *testing.T) []string {
+	t.Helper()
+	if e.ArgsBase64 == nil {
+		return e.Args
+	}
+	if len(e.ArgsBase64) != len(e.Args) {
+		t.Fatalf("argsBase64 has %d entries for %d args", len(e.ArgsBase64), len(e.Args))
+	}
+	out := make([]string, len(e.Args))
+	for i, a := range e.Args {
+		out[i] = a
+		if b := e.ArgsBase64[i]; b != nil {
+			out[i] = string(*b)
+		}
+	}
+	return out
+}
+
+func (e exactCall) cwd() string {
+	if e.CwdBase64 != nil {
+		return string(*e.CwdBase64)
+	}
+	return e.Cwd
+}
+
+// Arguments that are not UTF-8 reach a runtime gate, and its approval,
+// exactly: \xff and \xfe arrive as different bytes (JSON alone would turn
+// both into U+FFFD while the gate was meant to get the raw bytes), and so
+// does a caller's working directory that is not UTF-8. An argument typed
+// as the four characters \xff stays those four characters.
+func TestRuntimeGateArgsNotUTF8(t *testing.T) {
+	for _, backend := range testBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			c := newClient(t, testOptions(t))
+			c.Call(MethodGateRegister, GateRegisterParams{Name: "lookup"}, nil)
+			c.Call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
+			c.openSandbox("sb", backend, false)
+			c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c",
+				`d="$TMPDIR/$(printf 'c\376')"; mkdir -p "$d" && cd "$d" && lookup "$(printf 'a\377')" ok && lookup "$(printf 'a\376')" '\xff' && deploy "$(printf '\377')"; echo rc=$?`}}, nil)
+			var got [][]string
+			var cwd string
+			for range 2 {
+				m, raw := c.nextRequest(MethodGateCall)
+				var e exactCall
+				if err := json.Unmarshal(raw, &e); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, e.args(t))
+				cwd = e.cwd()
+				c.Respond(m, GateCallResult{}, nil)
+			}
+			if got[0][0] != "a\xff" || got[1][0] != "a\xfe" || got[0][1] != "ok" || got[1][1] != `\xff` {
+				t.Fatalf("the runtime got %q and %q; want \"a\\xff\" ok, \"a\\xfe\" \\xff", got[0], got[1])
+			}
+			if !strings.HasSuffix(cwd, "/c\xfe") {
+				t.Fatalf("cwd %q; want it to end in c\\xfe", cwd)
+			}
+			m, raw := c.nextRequest(MethodApprovalRequest)
+			var ap exactCall
+			json.Unmarshal(raw, &ap)
+			if a := ap.args(t); len(a) != 1 || a[0] != "\xff" {
+				t.Fatalf("approval/request args %q; want [\"\\xff\"]", a)
+			}
+			c.Respond(m, ApprovalResult{Decision: DecisionDeny}, nil)
+			if o := c.Collect("p", 30*time.Second, nil); string(o.Stdout) != "rc=126\n" {
+				t.Fatalf("stdout %q stderr %q", o.Stdout, o.Stderr)
+			}
+			// submit's answer in process/exited, the same way.
+			o := c.Run("sb", "s", nil, "sh", "-c", `submit "$(printf 'x\376')"`)
+			if a := o.Exited.ExactAnswer(); a == nil || *a != "x\xfe" {
+				t.Fatalf("answer %v (base64 %q)", a, o.Exited.AnswerBase64)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -221,6 +222,9 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 			pr.writer("stderr").Write([]byte(msg))
 		default:
 			ex.ExitCode, ex.TimedOut, ex.Answer = res.ExitCode, res.TimedOut, res.Answer
+			if res.Answer != nil {
+				ex.AnswerBase64 = lossless.Bytes(*res.Answer)
+			}
 			if !res.TimedOut {
 				ex.Signal = exitSignal(res.ExitCode)
 			}

@@ -99,10 +99,11 @@ var protocolMethods = map[string]methodSpec{
 
 // fieldNote adds to the schema of one field what its Go type does not say.
 type fieldNote struct {
-	enum        []string
-	nullable    bool   // null is allowed besides the type's values
-	ref         string // the field's schema is this $defs entry instead
-	description string
+	enum          []string
+	nullable      bool   // null is allowed besides the type's values
+	nullableItems bool   // an array whose items may also be null
+	ref           string // the field's schema is this $defs entry instead
+	description   string
 }
 
 // fieldNotes are keyed by "GoType.jsonName".
@@ -138,7 +139,12 @@ var fieldNotes = map[string]fieldNote{
 	"Chunk.stream":                       {enum: []string{"stdout", "stderr"}},
 	"ProcessOutputParams.stream":         {enum: []string{"stdout", "stderr"}},
 	"GateCallParams.callId":              {description: "Names the call in gate/output."},
-	"GateCallParams.args":                {description: "The arguments after the gate's name, as the caller gave them."},
+	"GateCallParams.args":                {description: "The arguments after the gate's name, as the caller gave them; one that is not UTF-8 has U+FFFD for its bad bytes here and its exact bytes in argsBase64."},
+	"GateCallParams.argsBase64":          {nullableItems: true, description: bytesSibling("args", true)},
+	"GateCallParams.cwdBase64":           {description: bytesSibling("cwd", false)},
+	"ApprovalRequestParams.args":         {description: "The caller's arguments, as in gate/call (argsBase64 holds those that are not UTF-8)."},
+	"ApprovalRequestParams.argsBase64":   {nullableItems: true, description: bytesSibling("args", true)},
+	"ProcessExitedParams.answerBase64":   {description: bytesSibling("answer", false)},
 	"GateCallParams.stdin":               {nullable: true, description: "The caller's stdin when the gate's stdin mode forwards it; null when none was sent."},
 	"GateCallParams.cwd":                 {description: "The caller's working directory as the sandbox sees it (untrusted); empty when unknown."},
 	"GateCallParams.deadlineMs":          {description: "Unix time in milliseconds by which to answer; after it the caller gets exit 1 and $/cancelRequest is sent."},
@@ -568,9 +574,31 @@ func (g *schemaGen) structSchema(t reflect.Type) (*jsonSchema, error) {
 	return &jsonSchema{Ref: schemaRef(name)}, nil
 }
 
+// bytesSibling describes the base64 sibling of a field that may hold
+// bytes that are not UTF-8 (docs/json.md, "Bytes that are not UTF-8").
+func bytesSibling(field string, list bool) string {
+	if list {
+		return "Present only when an element of " + field + " is not valid UTF-8: one entry per element, the exact bytes of each such element " +
+			"in base64 and null for the others (docs/json.md, \"Bytes that are not UTF-8\")."
+	}
+	return "Present only when " + field + " is not valid UTF-8: its exact bytes in base64 (docs/json.md, \"Bytes that are not UTF-8\")."
+}
+
 func applyFieldNote(s *jsonSchema, n fieldNote) (*jsonSchema, error) {
 	if n.ref != "" {
 		s = &jsonSchema{Ref: schemaRef(n.ref)}
+	}
+	if n.nullableItems {
+		if s.Type != "array" || s.Items == nil {
+			return nil, fmt.Errorf("nullableItems on a non-array field")
+		}
+		items, err := schemaNullable(s.Items)
+		if err != nil {
+			return nil, err
+		}
+		c := *s
+		c.Items = items
+		s = &c
 	}
 	if len(n.enum) > 0 {
 		if s.Type != "string" {

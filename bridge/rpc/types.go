@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // ProtocolVersion is the version of the protocol this server speaks.
@@ -282,21 +283,45 @@ type ProcessExitedParams struct {
 	Signal    string `json:"signal,omitempty"`
 	TimedOut  bool   `json:"timedOut"`
 	// Answer is what the command passed to submit (the last call), if it
-	// called it.
-	Answer *string `json:"answer,omitempty"`
+	// called it; AnswerBase64 holds its bytes when they are not UTF-8
+	// (docs/json.md).
+	Answer       *string `json:"answer,omitempty"`
+	AnswerBase64 []byte  `json:"answerBase64,omitempty"`
+}
+
+// ExactAnswer is the answer with its exact bytes (nil: none).
+func (p *ProcessExitedParams) ExactAnswer() *string {
+	if p.Answer == nil {
+		return nil
+	}
+	a := lossless.String(*p.Answer, p.AnswerBase64)
+	return &a
 }
 
 // GateCallParams are the params of the gate/call request (server → client).
+//
+// Args and Cwd come from the sandbox and may be any bytes: on the wire an
+// argument (or the cwd) that is not UTF-8 has its exact bytes in
+// ArgsBase64 (CwdBase64), the one rule of docs/json.md; ExactArgs and
+// ExactCwd decode it.
 type GateCallParams struct {
 	CallID     string   `json:"callId"`
 	Gate       string   `json:"gate"`
 	Args       []string `json:"args"`
+	ArgsBase64 [][]byte `json:"argsBase64,omitempty"`
 	Stdin      []byte   `json:"stdin"` // base64; null when none was sent
 	Cwd        string   `json:"cwd"`
+	CwdBase64  []byte   `json:"cwdBase64,omitempty"`
 	ProcessID  string   `json:"processId"`
 	SandboxID  string   `json:"sandboxId"`
 	DeadlineMs int64    `json:"deadlineMs"` // Unix time in ms by which to answer
 }
+
+// ExactArgs are the caller's arguments byte for byte.
+func (p *GateCallParams) ExactArgs() ([]string, error) { return lossless.Strings(p.Args, p.ArgsBase64) }
+
+// ExactCwd is the caller's working directory byte for byte.
+func (p *GateCallParams) ExactCwd() string { return lossless.String(p.Cwd, p.CwdBase64) }
 
 // GateCallResult is the client's answer to gate/call.
 type GateCallResult struct {
@@ -315,12 +340,19 @@ type GateOutputParams struct {
 
 // ApprovalRequestParams are the params of approval/request (server →
 // client).
+// Args are the caller's, as in [GateCallParams].
 type ApprovalRequestParams struct {
-	CallID    string   `json:"callId"`
-	Gate      string   `json:"gate"`
-	Args      []string `json:"args"`
-	SandboxID string   `json:"sandboxId"`
-	ProcessID string   `json:"processId"`
+	CallID     string   `json:"callId"`
+	Gate       string   `json:"gate"`
+	Args       []string `json:"args"`
+	ArgsBase64 [][]byte `json:"argsBase64,omitempty"`
+	SandboxID  string   `json:"sandboxId"`
+	ProcessID  string   `json:"processId"`
+}
+
+// ExactArgs are the caller's arguments byte for byte.
+func (p *ApprovalRequestParams) ExactArgs() ([]string, error) {
+	return lossless.Strings(p.Args, p.ArgsBase64)
 }
 
 // Approval decisions.

@@ -193,11 +193,40 @@ def _unb64(s: Optional[str]) -> bytes:
     return base64.b64decode(s) if s else b""
 
 
+def _exact(s: Any, b64: Any) -> str:
+    """The exact string a field and its base64 sibling carry (docs/json.md,
+    "Bytes that are not UTF-8"): bytes that are not UTF-8 become lone
+    surrogates (``surrogateescape``, as Python decodes ``sys.argv``), so
+    ``_raw`` gives the bytes back."""
+    if b64 is None:
+        return str(s if s is not None else "")
+    return base64.b64decode(b64).decode("utf-8", "surrogateescape")
+
+
+def _exact_list(ss: Any, b64s: Any) -> List[str]:
+    """:func:`_exact` for a list field and its sibling list (``null`` for
+    the elements that are valid UTF-8; no sibling when all are)."""
+    ss = list(ss or [])
+    if not b64s:
+        return [str(s) for s in ss]
+    if len(b64s) != len(ss):
+        raise ValueError("%d arguments but %d entries in argsBase64" % (len(ss), len(b64s)))
+    return [_exact(s, b) for s, b in zip(ss, b64s)]
+
+
+def _raw(s: str) -> bytes:
+    """The bytes of a string from :func:`_exact`."""
+    return s.encode("utf-8", "surrogateescape")
+
+
 def _to_bytes(data: Optional[Data]) -> bytes:
     if data is None:
         return b""
     if isinstance(data, str):
-        return data.encode("utf-8")
+        # surrogateescape: a str made from bytes that are not UTF-8 (a
+        # gate's args) turns back into those bytes, so a gate that echoes
+        # an argument answers it exactly.
+        return data.encode("utf-8", "surrogateescape")
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise TypeError("want bytes or str, got %s" % type(data).__name__)
@@ -330,9 +359,13 @@ class GateCall:
     ``args`` are the arguments after the gate name; ``stdin`` is what the
     caller piped in (``None`` when the gate does not take stdin or nothing
     was sent); ``cwd`` is the caller's working directory as the sandbox
-    sees it. ``cancelled`` is set when the caller went away or the
-    deadline passed (the answer is then ignored): a long gate should check
-    it. :meth:`write_stdout` and :meth:`write_stderr` stream output to the
+    sees it. Arguments and cwd are exact: bytes that are not UTF-8 are
+    decoded with ``surrogateescape``, as Python decodes ``sys.argv`` (the
+    byte 0xff arrives as ``"\\udcff"``, 0xfe as ``"\\udcfe"``);
+    ``args_bytes`` and ``cwd_bytes`` give the bytes. ``cancelled`` is set
+    when the caller went away or the deadline passed (the answer is then
+    ignored): a long gate should check it. :meth:`write_stdout` and
+    :meth:`write_stderr` stream output to the
     caller before the gate returns.
     """
 
@@ -341,10 +374,10 @@ class GateCall:
         self.request_id = request_id
         self.call_id: str = str(params.get("callId", ""))
         self.gate: str = str(params.get("gate", ""))
-        self.args: List[str] = list(params.get("args") or [])
+        self.args: List[str] = _exact_list(params.get("args"), params.get("argsBase64"))
         raw = params.get("stdin")
         self.stdin: Optional[bytes] = None if raw is None else _unb64(raw)
-        self.cwd: str = str(params.get("cwd", ""))
+        self.cwd: str = _exact(params.get("cwd", ""), params.get("cwdBase64"))
         self.process_id: str = str(params.get("processId", ""))
         self.sandbox_id: str = str(params.get("sandboxId", ""))
         deadline_ms = params.get("deadlineMs") or 0
@@ -361,6 +394,16 @@ class GateCall:
     def sandbox(self) -> Optional["Sandbox"]:
         """The sandbox the caller runs in (``None`` if unknown)."""
         return self.client._sandboxes.get(self.sandbox_id)
+
+    @property
+    def args_bytes(self) -> List[bytes]:
+        """The arguments as the caller's bytes."""
+        return [_raw(a) for a in self.args]
+
+    @property
+    def cwd_bytes(self) -> bytes:
+        """The caller's working directory as bytes."""
+        return _raw(self.cwd)
 
     @property
     def stdin_text(self) -> Optional[str]:
@@ -399,20 +442,26 @@ class ApprovalRequest:
     run. The callback returns ``"allow"``, ``"deny"`` or
     ``"allowForSession"`` (allow this gate for the rest of the sandbox's
     life), a bool (True: allow), or a ``(decision, reason)`` tuple (the
-    reason is shown to the caller on deny)."""
+    reason is shown to the caller on deny). ``args`` are exact, as in
+    :class:`GateCall` (``args_bytes`` gives the bytes)."""
 
     def __init__(self, client: "Client", request_id: Any, params: Mapping[str, Any]) -> None:
         self.client = client
         self.request_id = request_id
         self.call_id: str = str(params.get("callId", ""))
         self.gate: str = str(params.get("gate", ""))
-        self.args: List[str] = list(params.get("args") or [])
+        self.args: List[str] = _exact_list(params.get("args"), params.get("argsBase64"))
         self.sandbox_id: str = str(params.get("sandboxId", ""))
         self.process_id: str = str(params.get("processId", ""))
         self.cancelled = threading.Event()
 
     def __repr__(self) -> str:
         return "ApprovalRequest(gate=%r, args=%r, process_id=%r)" % (self.gate, self.args, self.process_id)
+
+    @property
+    def args_bytes(self) -> List[bytes]:
+        """The arguments as the caller's bytes."""
+        return [_raw(a) for a in self.args]
 
     @property
     def sandbox(self) -> Optional["Sandbox"]:

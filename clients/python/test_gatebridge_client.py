@@ -499,6 +499,32 @@ class BackendTests:
         self.assertEqual(r.stdout, b"rc=1\n")
         self.assertIn(b"0-255", r.stderr)
 
+    def test_args_not_utf8(self) -> None:
+        """Arguments that are not UTF-8 reach the gate and the approval
+        callback exactly (the server sends their bytes in argsBase64,
+        docs/json.md): \\xff and \\xfe stay apart, as str decoded with
+        surrogateescape (as Python decodes sys.argv) and as bytes; an
+        argument typed as the four characters \\xff stays those four."""
+        name = self.gate_name("bytesgate")
+        calls: List[GateCall] = []
+        asked: List[ApprovalRequest] = []
+        self.client.on_approval = lambda req: (asked.append(req), "allow")[1]
+        self.addCleanup(setattr, self.client, "on_approval", None)
+        # The gate echoes its arguments as a str: they go back exact.
+        self.client.register_gate(name, lambda call: (calls.append(call), "|".join(call.args) + "\n")[1], approval=True)
+        r = self.sb.run(
+            "d=\"$TMPDIR/$(printf 'c\\376')\"; mkdir -p \"$d\" && cd \"$d\" && "
+            "%(g)s \"$(printf 'a\\377')\" ok && %(g)s \"$(printf 'a\\376')\" '\\xff'; echo rc=$?" % {"g": name})
+        self.assertEqual(r.stdout, b"a\xff|ok\na\xfe|\\xff\nrc=0\n", r)
+        self.assertEqual([c.args_bytes for c in calls], [[b"a\xff", b"ok"], [b"a\xfe", b"\\xff"]])
+        self.assertEqual([c.args for c in calls], [["a\udcff", "ok"], ["a\udcfe", "\\xff"]])
+        self.assertEqual([a.encode("utf-8", "surrogateescape") for a in calls[1].args], [b"a\xfe", b"\\xff"])
+        self.assertNotEqual(calls[0].args, calls[1].args)
+        self.assertTrue(calls[0].cwd_bytes.endswith(b"/c\xfe"), calls[0].cwd_bytes)
+        self.assertTrue(calls[0].cwd.endswith("/c\udcfe"), calls[0].cwd)
+        self.assertEqual([a.args_bytes for a in asked], [[b"a\xff", b"ok"], [b"a\xfe", b"\\xff"]])
+        self.assertEqual(asked[0].args, ["a\udcff", "ok"])
+
     def test_approval_allow_deny(self) -> None:
         name = self.gate_name("riskygate")
         once = self.gate_name("sessiongate")

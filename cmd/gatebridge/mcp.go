@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -297,6 +299,12 @@ type bashOutput struct {
 	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
 	ProcessID string  `json:"process_id,omitempty" jsonschema:"a background process: its id"`
 	Running   bool    `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
+
+	// The exact bytes of stdout, stderr and the answer when they are not
+	// UTF-8 (docs/json.md): set by withBytes.
+	StdoutBase64 string `json:"stdout_base64,omitempty" jsonschema:"only when stdout is not valid UTF-8: its exact bytes in base64 (stdout then has U+FFFD for each bad byte)"`
+	StderrBase64 string `json:"stderr_base64,omitempty" jsonschema:"only when stderr is not valid UTF-8: its exact bytes in base64"`
+	AnswerBase64 string `json:"answer_base64,omitempty" jsonschema:"only when answer is not valid UTF-8: its exact bytes in base64"`
 }
 
 // bashOutputInput is bash_output's input.
@@ -519,8 +527,23 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		return nil, bashOutput{}, ctx.Err()
 	}
 	out := bashOutput{ExitCode: ex.ExitCode, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
-		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}
+		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.ExactAnswer()}.withBytes()
 	return toolResult(out, &ex), out, nil
+}
+
+// withBytes sets the _base64 fields of o (docs/json.md).
+func (o bashOutput) withBytes() bashOutput {
+	b64 := func(s string) string {
+		if b := lossless.Bytes(s); b != nil {
+			return base64.StdEncoding.EncodeToString(b)
+		}
+		return ""
+	}
+	o.StdoutBase64, o.StderrBase64 = b64(o.Stdout), b64(o.Stderr)
+	if o.Answer != nil {
+		o.AnswerBase64 = b64(*o.Answer)
+	}
+	return o
 }
 
 // toolResult is the text content of a result: stdout, then stderr, then
@@ -546,7 +569,7 @@ func toolResult(out bashOutput, ex *rpc.ProcessExitedParams) *mcp.CallToolResult
 		fmt.Fprintf(&text, "[exit code %d]", ex.ExitCode)
 	}
 	if out.Answer != nil {
-		fmt.Fprintf(&text, "\n[answer: %s]", *out.Answer)
+		fmt.Fprintf(&text, "\n[answer: %s]", lossless.Quote(*out.Answer))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex != nil && ex.ExitCode != 0}
 }
@@ -582,11 +605,12 @@ func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bas
 			ex := c.exit
 			c.mu.Unlock()
 			if ex != nil {
-				out.ExitCode, out.TimedOut, out.Answer = ex.ExitCode, ex.TimedOut, ex.Answer
+				out.ExitCode, out.TimedOut, out.Answer = ex.ExitCode, ex.TimedOut, ex.ExactAnswer()
 				h.mu.Lock()
 				delete(h.procs, in.ProcessID)
 				h.mu.Unlock()
 			}
+			out = out.withBytes()
 			return toolResult(out, ex), out, nil
 		}
 		changed := c.changed

@@ -170,6 +170,23 @@ func TestMCPTimeoutAndTruncation(t *testing.T) {
 	}
 }
 
+// Output and an answer that are not UTF-8 keep their bytes in the
+// structured result (docs/json.md): \xff and \xfe stay apart; the text
+// for the model shows the answer quoted.
+func TestMCPBytesNotUTF8(t *testing.T) {
+	cs, _ := mcpSession(t, mcpSettings{}, nil)
+	res, out := bash(t, cs, map[string]any{"command": `printf 'a\377'; printf 'b\376' >&2; submit "$(printf 'c\375')"`})
+	if out.StdoutBase64 != "Yf8=" || out.StderrBase64 != "Yv4=" || out.AnswerBase64 != "Y/0=" {
+		t.Fatalf("base64: stdout %q stderr %q answer %q", out.StdoutBase64, out.StderrBase64, out.AnswerBase64)
+	}
+	if !strings.Contains(text(res), `[answer: "c\xfd"]`) {
+		t.Fatalf("text %q", text(res))
+	}
+	if _, out = bash(t, cs, map[string]any{"command": "echo é; submit é"}); out.StdoutBase64 != "" || out.AnswerBase64 != "" {
+		t.Fatalf("valid UTF-8 got base64: %+v", out)
+	}
+}
+
 // With a progress token, output arrives as progress notifications while
 // the command runs; cancelling the call kills the command's whole group.
 func TestMCPProgressAndCancel(t *testing.T) {

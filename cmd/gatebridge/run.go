@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -211,8 +211,10 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	if !asJSON && res.Answer != nil {
 		// submit's answer is the command's result: show it (stderr, so
-		// stdout stays the command's own).
-		fmt.Fprintf(stderr, "gatebridge: answer: %s\n", strings.TrimRight(*res.Answer, "\n"))
+		// stdout stays the command's own), quoted as every string from
+		// the sandbox is shown to a person (docs/json.md): a newline or an
+		// escape sequence in it cannot pass for a line of gatebridge's.
+		fmt.Fprintf(stderr, "gatebridge: answer: %s\n", lossless.Quote(*res.Answer))
 	}
 	if asJSON {
 		if res.Calls == nil {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // KindMCP is the kind of these gates in `gatebridge gates`.
@@ -561,7 +562,7 @@ func (g *gate) arguments(words []string, stdin []byte) (map[string]any, error) {
 			}
 			p, known := g.props[k]
 			if !known && len(g.props) > 0 {
-				return nil, fmt.Errorf("unknown parameter %s (parameters: %s)", k, strings.Join(g.names(), ", "))
+				return nil, fmt.Errorf("unknown parameter %s (parameters: %s)", lossless.QuoteCap(k, 64), strings.Join(g.names(), ", "))
 			}
 			val, err := convert(p.typ, v)
 			if err != nil {

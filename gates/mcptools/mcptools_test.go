@@ -169,7 +169,8 @@ func TestArguments(t *testing.T) {
 		{"wrong type", "", []string{"a=two", "b=1"}, 2, "", "parameter a"},
 		{"a fraction for an integer", "", []string{"a=1.5", "b=1"}, 2, "", "parameter a"},
 		{"missing required", "", []string{"b=1"}, 2, "", "missing required parameter a"},
-		{"unknown parameter", "", []string{"a=1", "b=1", "c=1"}, 2, "", "unknown parameter c (parameters: a, b)"},
+		{"unknown parameter", "", []string{"a=1", "b=1", "c=1"}, 2, "", `unknown parameter "c" (parameters: a, b)`},
+		{"a parameter name from the sandbox is quoted", "", []string{"a=1", "b=1", "c\ngatebridge: fake\xff=1"}, 2, "", `unknown parameter "c\ngatebridge: fake\xff" (parameters`},
 		{"not key=value", "", []string{"a=1", "b"}, 2, "", `"b" is not KEY=VALUE`},
 		{"bad JSON on stdin", "{", nil, 2, "", "stdin is not a JSON object"},
 	} {

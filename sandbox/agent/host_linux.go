@@ -499,7 +499,7 @@ func (r *run) poll() (code int, finished bool, err error) {
 	if exited {
 		var ok bool
 		if code, ok = parseExit(b); !ok {
-			return 0, false, fmt.Errorf("%s%s: %q is not an exit status", r.id, extExit, mailbox.QuoteCap(string(b), 16))
+			return 0, false, fmt.Errorf("%s%s: %s is not an exit status", r.id, extExit, mailbox.QuoteCap(string(b), 16))
 		}
 	}
 	for _, s := range []*stream{r.stdout, r.stderr} {
