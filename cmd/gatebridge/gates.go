@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -168,7 +169,11 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
 		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
 		CacheDir: mcpCacheDir(untrusted)})
-	if err != nil {
+	var se *mcptools.SettingError
+	switch {
+	case errors.As(err, &se) && se.Field == "tools":
+		return &configError{Key: key + ".tools", Msg: err.Error(), Hint: "list only tools the server has (`gatebridge gates` without the list shows them)"}
+	case err != nil:
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
 	}
 	registered := 0

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,6 +80,18 @@ type Refused struct {
 	Tool string
 	Err  error
 }
+
+// SettingError is a setting of a [Server] that its server's tool list
+// contradicts (a listed tool it does not have) or overflows. Field names
+// the setting as gatebridge's config does: "tools", "max_tools".
+type SettingError struct {
+	Server string
+	Field  string
+	Err    error
+}
+
+func (e *SettingError) Error() string { return fmt.Sprintf("mcp server %s: %v", e.Server, e.Err) }
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // client is one server, shared by its gates. A server that went away
 // (crashed) is started again by the next call.
@@ -215,8 +228,11 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			return session, err
 		}
 		if tools, ok := readCache(cache); ok {
-			out, refused := makeGates(c, s, tools)
-			return out, refused, nil
+			if out, refused, err := makeGates(c, s, tools); err == nil {
+				return out, refused, nil
+			}
+			// The list is older than the config (it lacks a tool the
+			// config names): ask the server itself.
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -230,10 +246,14 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 		c.close()
 		return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, err)
 	}
+	out, refused, err := makeGates(c, s, tools)
+	if err != nil {
+		c.close()
+		return nil, nil, err
+	}
 	if cache != "" {
 		writeCache(cache, tools)
 	}
-	out, refused := makeGates(c, s, tools)
 	return out, refused, nil
 }
 
@@ -248,8 +268,10 @@ func listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, er
 	return tools, nil
 }
 
-// makeGates makes the gates of s's tools, sharing client c.
-func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused) {
+// makeGates makes the gates of s's tools, sharing client c (closed when no
+// gate uses it). A tool s.Tools names that the server does not have is an
+// error (the caller closes c).
+func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused, error) {
 	prefix := s.Name + "_"
 	if s.Prefix != nil {
 		prefix = *s.Prefix
@@ -258,19 +280,22 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	// The allowlist is only read: a tool passes when it names it, never
+	// because it has run out of names.
 	allow := map[string]bool{}
 	for _, n := range s.Tools {
 		allow[n] = true
 	}
+	found := map[string]bool{}
 	var out []gates.Gate
 	var refused []Refused
 	seen := map[string]string{}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	for _, tool := range tools {
-		if len(allow) > 0 && !allow[tool.Name] {
+		if len(s.Tools) > 0 && !allow[tool.Name] {
 			continue
 		}
-		delete(allow, tool.Name)
+		found[tool.Name] = true
 		g, err := newGate(c, tool, GateName(prefix, tool.Name), timeout)
 		if g != nil {
 			g.approval = s.Approval
@@ -287,13 +312,21 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused)
 		seen[g.spec.Name] = tool.Name
 		out = append(out, g)
 	}
+	var missing []string
 	for n := range allow {
-		refused = append(refused, Refused{Tool: n, Err: errors.New("the server has no such tool (mcp.servers.*.tools)")})
+		if !found[n] {
+			missing = append(missing, strconv.Quote(n))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, nil, &SettingError{Server: s.Name, Field: "tools",
+			Err: fmt.Errorf("the server has no tool %s", strings.Join(missing, ", "))}
 	}
 	if len(out) == 0 {
 		c.close()
 	}
-	return out, refused
+	return out, refused, nil
 }
 
 // maxCacheBytes caps a cached tool list.

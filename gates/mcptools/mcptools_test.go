@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,13 +198,6 @@ func TestErrorsHelpAndAllowlist(t *testing.T) {
 			t.Fatalf("--help lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	reg2, refused := connect(t, testServer("add", "nosuch"))
-	if specs := reg2.Specs(); len(specs) != 1 || specs[0].Name != "t_add" {
-		t.Fatalf("allowlist: %+v", specs)
-	}
-	if len(refused) != 1 || refused[0].Tool != "nosuch" {
-		t.Fatalf("refused %+v", refused)
-	}
 	empty := ""
 	s := testServer("add")
 	s.Prefix = &empty
@@ -325,5 +319,49 @@ func TestLazyStart(t *testing.T) {
 				t.Fatalf("%d starts, want 2: a spoiled entry must not be used", got)
 			}
 		})
+	}
+}
+
+// TestAllowlistIsExact: the tools the allowlist names become gates, and no
+// other. The attack of issue 26: once the list's last name (in the
+// server's order) has matched, every later tool passed too: with tools:
+// [echo], fail, slow and the others sorting after it were gates, callable.
+func TestAllowlistIsExact(t *testing.T) {
+	for _, allow := range [][]string{{"echo"}, {"add"}, {"slow"}, {"echo", "add"}, {"add", "add"}} {
+		t.Run(strings.Join(allow, ","), func(t *testing.T) {
+			reg, refused := connect(t, testServer(allow...))
+			want := map[string]bool{}
+			for _, n := range allow {
+				want["t_"+n] = true
+			}
+			var got []string
+			for _, s := range reg.Specs() {
+				got = append(got, s.Name)
+				if !want[s.Name] {
+					t.Errorf("gate %s is exposed: the allowlist is %v", s.Name, allow)
+				}
+			}
+			if len(got) != len(want) || len(refused) != 0 {
+				t.Fatalf("gates %v (refused %v), want exactly %v", got, refused, allow)
+			}
+			for _, other := range []string{"t_fail", "t_slow", "t_crash", "t_odd_name_", "t_echo", "t_add"} {
+				if want[other] {
+					continue
+				}
+				if _, err := reg.Lookup(other); err == nil {
+					t.Errorf("%s is callable: the allowlist is %v", other, allow)
+				}
+			}
+		})
+	}
+}
+
+// A listed tool the server does not have is an error naming it (and the
+// setting), not a warning: the config says something that is not so.
+func TestAllowlistNamesMissingTool(t *testing.T) {
+	_, _, err := Connect(context.Background(), testServer("add", "nosuch", "gone"))
+	var se *SettingError
+	if !errors.As(err, &se) || se.Field != "tools" || !strings.Contains(err.Error(), `"gone"`) || !strings.Contains(err.Error(), `"nosuch"`) {
+		t.Fatalf("err %v, want a SettingError on tools naming \"gone\" and \"nosuch\"", err)
 	}
 }
