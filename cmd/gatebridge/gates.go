@@ -194,7 +194,7 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 	}
 	for _, r := range refused {
 		if warn != nil {
-			warn(fmt.Sprintf("%s: tool %s is not a gate: %v", key, r.Tool, r.Err))
+			warn(fmt.Sprintf("%s: %s", key, r))
 		}
 	}
 	return nil

@@ -75,10 +75,18 @@ type Server struct {
 // program file changing.
 var CacheMaxAge = 24 * time.Hour
 
-// Refused is a tool that did not become a gate, and why.
+// Refused is a tool that did not become a gate, and why. Tool is the name
+// as the server sent it: print it with String.
 type Refused struct {
 	Tool string
 	Err  error
+}
+
+// String says which tool was refused and why, on one line: the name quoted
+// in ASCII (it may hold anything), the reason never quoting more of what
+// the server sent.
+func (r Refused) String() string {
+	return fmt.Sprintf("tool %s is not a gate: %s", quoteName(r.Tool), oneLine(r.Err.Error(), 500))
 }
 
 // SettingError is a setting of a [Server] that its server's tool list
@@ -302,7 +310,7 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused,
 		}
 		if err == nil {
 			if other, dup := seen[g.spec.Name]; dup {
-				err = fmt.Errorf("gate name %s is also tool %s's", g.spec.Name, other)
+				err = fmt.Errorf("gate name %s is also tool %s's", g.spec.Name, quoteName(other))
 			}
 		}
 		if err != nil {
@@ -425,8 +433,9 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // gate is one tool.
 type gate struct {
 	c        *client
-	tool     *mcp.Tool
-	schema   json.RawMessage
+	tool     string          // its name, as the server spells it
+	desc     string          // its description, cleaned (--help)
+	schema   json.RawMessage // cleaned (see cleanSchema)
 	props    map[string]prop
 	spec     gates.Spec
 	timeout  time.Duration
@@ -439,17 +448,33 @@ type prop struct {
 	required bool
 }
 
+// newGate makes the gate name of tool. Everything the server wrote that
+// the gate shows is cleaned (text.go); a tool whose name or schema would
+// have to change to be safe is refused.
 func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*gate, error) {
+	if len(tool.Name) > maxToolNameBytes {
+		return nil, fmt.Errorf("its name is over %d bytes", maxToolNameBytes)
+	}
+	if hasHidden(tool.Name) {
+		return nil, errors.New("its name has hidden or control characters")
+	}
 	if err := mailbox.ValidateName(name); err != nil {
 		return nil, err
 	}
-	schema, err := json.Marshal(tool.InputSchema)
-	if err != nil || string(schema) == "null" {
-		schema = json.RawMessage(`{"type":"object"}`)
+	raw, err := json.Marshal(tool.InputSchema)
+	if err != nil || string(raw) == "null" {
+		raw = []byte(`{"type":"object"}`)
+	}
+	schema, err := cleanSchema(raw)
+	if err != nil {
+		return nil, err
 	}
 	params, err := gates.ParamsOfSchema(schema)
 	if err != nil {
 		return nil, err
+	}
+	for i := range params {
+		params[i].Description = oneLine(params[i].Description, maxSummaryBytes)
 	}
 	var s struct {
 		Properties map[string]struct {
@@ -468,6 +493,9 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 				}
 			}
 		}
+		if !knownType[t] {
+			t = "" // any: what typeOK and --help know nothing of
+		}
 		props[n] = prop{typ: t}
 	}
 	for _, r := range s.Required {
@@ -475,9 +503,10 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 		p.required = true
 		props[r] = p
 	}
-	summary, _, _ := strings.Cut(strings.TrimSpace(tool.Description), "\n")
+	desc := cleanText(tool.Description, maxDescriptionBytes)
+	summary := firstLine(desc)
 	if summary == "" {
-		summary = tool.Title
+		summary = firstLine(tool.Title)
 	}
 	usage := name + " [KEY=VALUE...] | " + name + " '{JSON}' | " + name + " < JSON"
 	if len(params) > 0 {
@@ -492,9 +521,12 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 		}
 		usage = b.String()
 	}
-	return &gate{c: c, tool: tool, schema: schema, props: props, timeout: timeout,
+	return &gate{c: c, tool: tool.Name, desc: desc, schema: schema, props: props, timeout: timeout,
 		spec: gates.Spec{Name: name, Summary: summary, Usage: usage, Params: params, Stdin: gates.StdinIfNoArgs, Timeout: timeout}}, nil
 }
+
+// knownType are the JSON Schema types a key=value word converts to.
+var knownType = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true, "object": true, "array": true}
 
 func (g *gate) Spec() gates.Spec { return g.spec }
 
@@ -526,7 +558,7 @@ func (g *gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool.Name, Arguments: args})
+	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool, Arguments: args})
 	if err != nil {
 		switch {
 		case ctx.Err() != nil: // the caller went away, the run ended
@@ -691,8 +723,9 @@ func article(typ string) string {
 // help prints the tool's description and parameters.
 func (g *gate) help(c *gates.Call) {
 	fmt.Fprintf(c.Stdout, "usage: %s\n", g.spec.Usage)
-	if d := strings.TrimSpace(g.tool.Description); d != "" {
-		fmt.Fprintf(c.Stdout, "\n%s\n", d)
+	if g.desc != "" {
+		// The server's own text, indented: the lines at the margin are ours.
+		fmt.Fprintf(c.Stdout, "\n  %s\n", strings.ReplaceAll(g.desc, "\n", "\n  "))
 	}
 	if len(g.spec.Params) > 0 {
 		fmt.Fprintln(c.Stdout, "\nparameters:")

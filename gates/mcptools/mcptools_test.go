@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
+	"github.com/gatebridge/gatebridge/wrappers"
 )
 
 // The tests' MCP server is this test binary, re-run with
@@ -364,4 +368,114 @@ func TestAllowlistNamesMissingTool(t *testing.T) {
 	if !errors.As(err, &se) || se.Field != "tools" || !strings.Contains(err.Error(), `"gone"`) || !strings.Contains(err.Error(), `"nosuch"`) {
 		t.Fatalf("err %v, want a SettingError on tools naming \"gone\" and \"nosuch\"", err)
 	}
+}
+
+// TestHostileServerText performs issue 26's attack with a hostile
+// in-process server (mcptest.Hostile): names, titles, descriptions,
+// property names, types and enum values that carry lines, bidi overrides
+// and invisible characters. No surface a gate has (spec: usage, summary,
+// parameters; --help; input schema; the wrapper script) shows a forged
+// line or a hidden character; the tools whose names or values would need
+// changing are refused, and saying so forges nothing either.
+func TestHostileServerText(t *testing.T) {
+	s := Server{Name: "evil", URL: mcptest.Serve(t, mcptest.Hostile())}
+	reg, refused := connect(t, s)
+	var names []string
+	for _, sp := range reg.Specs() {
+		names = append(names, sp.Name)
+	}
+	if got := strings.Join(names, " "); got != "evil_lookup evil_titled" {
+		t.Errorf("gates %q, want evil_lookup evil_titled", got) // and each is checked below
+	}
+	var got []string
+	for _, r := range refused {
+		got = append(got, r.Tool)
+		if bad := mcptest.Injected(r.String()); bad != "" || strings.Contains(r.String(), "\n") {
+			t.Errorf("refusal %q: %s", r.String(), bad)
+		}
+	}
+	sort.Strings(got)
+	want := append([]string(nil), mcptest.Refused...)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("refused %q, want %q", got, want)
+	}
+
+	lookup, _ := reg.Lookup("evil_lookup")
+	sp := lookup.Spec()
+	if sp.Usage != "evil_lookup id=… [mode=…]" || sp.Summary != "Look up a record." {
+		t.Errorf("usage %q summary %q", sp.Usage, sp.Summary)
+	}
+	if titled, _ := reg.Lookup("evil_titled"); titled.Spec().Summary != "Titled" {
+		t.Errorf("a title's summary %q", titled.Spec().Summary)
+	}
+	for _, name := range names {
+		g, _ := reg.Lookup(name)
+		sp := g.Spec()
+		surfaces := map[string]string{"usage": sp.Usage, "summary": sp.Summary}
+		for _, p := range sp.Params {
+			surfaces["param "+p.Name] = p.Name + " " + p.Description
+		}
+		// The input schema a listing hands on (gates --format openai):
+		// every string in it, keys included.
+		var schema any
+		if err := json.Unmarshal(g.(gates.Schemer).InputSchema(), &schema); err != nil {
+			t.Fatal(err)
+		}
+		surfaces["input schema"] = strings.Join(jsonStrings(schema, "", nil), "\n")
+		script, err := wrappers.Script(wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: sp.Stdin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		surfaces["wrapper"] = string(script)
+		for what, text := range surfaces {
+			if what != "input schema" && what != "wrapper" && strings.Contains(text, "\n") {
+				t.Errorf("%s %s: more than one line: %q", name, what, text)
+			}
+			if bad := mcptest.Injected(text); bad != "" {
+				t.Errorf("%s %s: %s in %q", name, what, bad, text)
+			}
+		}
+		// --help: the description is the server's own text, shown as
+		// such (indented); every line it cannot have written is ours.
+		code, out, _ := call(t, reg, name, "", "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d", name, code)
+		}
+		if bad := mcptest.Injected(strings.ReplaceAll(out, "  "+mcptest.Payload, "")); bad != "" {
+			t.Errorf("%s --help: %s in:\n%s", name, bad, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if line != "" && !strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "usage: ") &&
+				line != "parameters:" && !strings.HasPrefix(line, "Arguments: ") {
+				t.Errorf("%s --help: a line at the margin that is not ours: %q\n%s", name, line, out)
+			}
+		}
+	}
+	if code, out, errs := call(t, reg, "evil_lookup", "", "id=1"); code != 0 || out != "ok\n" {
+		t.Fatalf("a kept tool is still called by its own name: exit %d %q %q", code, out, errs)
+	}
+}
+
+// jsonStrings lists every string in v, object keys included, the value
+// of a description with the payload's lines taken out: a description
+// keeps its own lines (a JSON string, the server's text), and only there
+// may the payload be a line.
+func jsonStrings(v any, key string, out []string) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			out = jsonStrings(x, k, append(out, k))
+		}
+	case []any:
+		for _, x := range v {
+			out = jsonStrings(x, "", out)
+		}
+	case string:
+		if key == "description" {
+			v = strings.ReplaceAll(v, "\n"+mcptest.Payload, "\n")
+		}
+		out = append(out, v)
+	}
+	return out
 }
