@@ -167,12 +167,17 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 		command = append([]string{prog}, command[1:]...)
 	}
 	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
-		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
+		URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
 		CacheDir: mcpCacheDir(untrusted)})
 	var se *mcptools.SettingError
 	switch {
-	case errors.As(err, &se) && se.Field == "tools":
+	case errors.Is(err, mcptools.ErrNoSuchTool):
 		return &configError{Key: key + ".tools", Msg: err.Error(), Hint: "list only tools the server has (`gatebridge gates` without the list shows them)"}
+	case errors.As(err, &se) && se.Field == "max_tools":
+		return &configError{Key: key + ".max_tools", Msg: err.Error(),
+			Hint: fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)}
+	case errors.As(err, &se):
+		return &configError{Key: key + "." + se.Field, Msg: err.Error(), Hint: fmt.Sprintf("name fewer tools in %s.tools", key)}
 	case err != nil:
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
 	}

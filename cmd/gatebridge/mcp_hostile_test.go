@@ -126,17 +126,21 @@ func walkJSON(v any, key string, f func(key, s string)) {
 
 // A tool the allowlist names that the server lacks is a config error
 // naming mcp.servers.NAME.tools; the allowlist's last name matching lets
-// no later tool through (issue 26 item 9).
-func TestMCPAllowlistErrors(t *testing.T) {
-	cfg := hostileConfig(t, "      tools: [lookup, nosuch]\n")
-	var out, errb bytes.Buffer
-	if code := run([]string{"--config", cfg, "gates"}, nil, &out, &errb); code == 0 ||
-		!strings.Contains(errb.String(), "mcp.servers.evil.tools") || !strings.Contains(errb.String(), `"nosuch"`) {
-		t.Fatalf("exit %d: %s", code, errb.String())
+// no later tool through (issue 26 item 9). A server listing more tools
+// than max_tools is an error naming that key, unless an allowlist picks
+// from them.
+func TestMCPToolSettings(t *testing.T) {
+	for _, tc := range []struct{ extra, key string }{
+		{"      tools: [lookup, nosuch]\n", "mcp.servers.evil.tools: mcp server evil: the server has no such tool: \"nosuch\""},
+		{"      max_tools: 3\n", "mcp.servers.evil.max_tools: mcp server evil: the server lists more than 3 tools"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"--config", hostileConfig(t, tc.extra), "gates"}, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.key) {
+			t.Errorf("%q: exit %d: %s", tc.extra, code, errb.String())
+		}
 	}
-	cfg = hostileConfig(t, "      tools: [lookup]\n")
-	out.Reset()
-	errb.Reset()
+	cfg := hostileConfig(t, "      tools: [lookup]\n      max_tools: 1\n")
+	var out, errb bytes.Buffer
 	if code := run([]string{"--config", cfg, "gates", "--format", "json"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +26,12 @@ import (
 // The tests' MCP server is this test binary, re-run with
 // GATEBRIDGE_TEST_MCP_SERVER=1: a real stdio server built with the SDK.
 func TestMain(m *testing.M) {
+	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "die" {
+		// A server that fails at start, writing a terminal escape (set
+		// the window title) and a bidi override to its stderr.
+		fmt.Fprint(os.Stderr, "\x1b]0;pwned\x07\x1b[2Jstarting\u202e failed\n")
+		os.Exit(3)
+	}
 	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "1" {
 		if f := os.Getenv("GATEBRIDGE_TEST_MCP_STARTS"); f != "" {
 			if w, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
@@ -208,6 +216,18 @@ func TestErrorsHelpAndAllowlist(t *testing.T) {
 	reg3, _ := connect(t, s)
 	if _, err := reg3.Lookup("add"); err != nil {
 		t.Fatalf("prefix \"\": %v", err)
+	}
+}
+
+// A server that fails at start: its stderr is in the error, without the
+// terminal escapes and bidi override it wrote (the error goes to the
+// owner's terminal).
+func TestServerStderrCleaned(t *testing.T) {
+	s := testServer()
+	s.Env = []string{"GATEBRIDGE_TEST_MCP_SERVER=die"}
+	_, _, err := Connect(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "starting failed") || strings.ContainsAny(err.Error(), "\x1b\x07\u202e") {
+		t.Fatalf("err %q", err)
 	}
 }
 
@@ -478,4 +498,115 @@ func jsonStrings(v any, key string, out []string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// manyTools is a server (in process, streamable HTTP) listing n tools
+// tool_00000…, each with a schema and a description; it answers with one
+// JSON message per request when jsonResponse, else with event streams.
+func manyTools(t *testing.T, n int, desc string, schema json.RawMessage, jsonResponse bool) Server {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "many"}, nil)
+	ok := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	}
+	for i := range n {
+		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%05d", i), Description: desc, InputSchema: schema}, ok)
+	}
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse}))
+	t.Cleanup(ts.Close)
+	return Server{Name: "many", URL: ts.URL}
+}
+
+// connectErr is Connect's error; gates it made after all are closed (an
+// open connection would keep the test server's Close waiting).
+func connectErr(s Server) error {
+	gs, _, err := Connect(context.Background(), s)
+	for _, g := range gs {
+		g.(gates.Closer).Close()
+	}
+	return err
+}
+
+// TestMaxTools: a server listing 20,000 tools made 160 MB of wrappers per
+// session (issue 26). Past max_tools (256 by default) with no allowlist it
+// is an error naming the setting, found after the first page; an
+// allowlist shorter than the cap takes its tools from the whole list; an
+// allowlist longer than the cap is an error.
+func TestMaxTools(t *testing.T) {
+	s := manyTools(t, 20000, "A tool.", json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`), false)
+	start := time.Now()
+	err := connectErr(s)
+	var se *SettingError
+	if !errors.As(err, &se) || se.Field != "max_tools" || !strings.Contains(err.Error(), "more than 256 tools") {
+		t.Fatalf("20000 tools, no allowlist: %v", err)
+	}
+	t.Logf("refused in %v", time.Since(start))
+
+	s.Tools = []string{"tool_00001", "tool_19999"}
+	reg, _ := connect(t, s)
+	var names []string
+	for _, sp := range reg.Specs() {
+		names = append(names, sp.Name)
+	}
+	if strings.Join(names, " ") != "many_tool_00001 many_tool_19999" {
+		t.Fatalf("allowlist of 2: gates %v", names)
+	}
+	if code, out, _ := call(t, reg, "many_tool_19999", "", "x=1"); code != 0 || out != "ok\n" {
+		t.Fatalf("call: exit %d %q", code, out)
+	}
+
+	s.Tools, s.MaxTools = []string{"a", "b", "c"}, 2
+	if err := connectErr(s); !errors.As(err, &se) || se.Field != "max_tools" || !strings.Contains(err.Error(), "3 tools are listed, more than the 2") {
+		t.Fatalf("an allowlist over max_tools: %v", err)
+	}
+	s.Tools, s.MaxTools = nil, 20000
+	if testing.Short() {
+		return
+	}
+	// Raised, the cap lets them all through (the bytes they come to are
+	// under maxListBytes here).
+	gs, _, err := Connect(context.Background(), s)
+	if err != nil || len(gs) != 20000 {
+		t.Fatalf("max_tools 20000: %d gates, %v", len(gs), err)
+	}
+	gs[0].(gates.Closer).Close()
+}
+
+// TestToolListBytes: what a server's tool list makes us hold is bounded:
+// one message at most 16 MiB (a JSON response and an event alike); the
+// tools kept at most 4 MiB together; a tool's input schema at most 64 KiB
+// (else the tool is refused), its description cut.
+func TestToolListBytes(t *testing.T) {
+	big := strings.Repeat("x", maxFrameBytes+1)
+	for _, jsonResponse := range []bool{true, false} {
+		s := manyTools(t, 1, big, json.RawMessage(`{"type":"object"}`), jsonResponse)
+		if err := connectErr(s); err == nil || !strings.Contains(err.Error(), "16777216") {
+			t.Fatalf("a message over 16 MiB (JSON response %v): %v", jsonResponse, err)
+		}
+	}
+
+	// 100 tools of 60 KiB each: 6 MB, over 4 MiB.
+	props := map[string]any{}
+	for i := range 60 {
+		props[fmt.Sprintf("p%02d", i)] = map[string]any{"type": "string", "description": strings.Repeat("d", 1000)}
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+	s := manyTools(t, 100, "A tool.", schema, false)
+	var se *SettingError
+	if err := connectErr(s); !errors.As(err, &se) || se.Field != "tools" || !strings.Contains(err.Error(), "more than 4194304 bytes") {
+		t.Fatalf("100 tools of 60 KiB: %v", err)
+	}
+	// Three of them are fine; one of 70 KiB is refused.
+	s.Tools = []string{"tool_00000", "tool_00001", "tool_00002"}
+	if reg, refused := connect(t, s); len(reg.Specs()) != 3 || len(refused) != 0 {
+		t.Fatalf("3 tools of 60 KiB: %d gates, refused %v", len(reg.Specs()), refused)
+	}
+	props["p99"] = map[string]any{"type": "string", "description": strings.Repeat("d", 10000)}
+	schema, _ = json.Marshal(map[string]any{"type": "object", "properties": props})
+	s = manyTools(t, 2, strings.Repeat("long description ", 2000), schema, false)
+	reg, refused := connect(t, s)
+	if len(reg.Specs()) != 0 || len(refused) != 2 || !strings.Contains(refused[0].Err.Error(), "over 65536 bytes") {
+		t.Fatalf("a schema over 64 KiB: gates %v, refused %v", reg.Specs(), refused)
+	}
 }
