@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/sandbox"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -157,6 +159,7 @@ type MCPServerConfig struct {
 	Headers  map[string]string `mapstructure:"headers"`
 	Env      []string          `mapstructure:"env"`
 	Tools    []string          `mapstructure:"tools"`
+	MaxTools int               `mapstructure:"max_tools"` // 0: mcptools.DefaultMaxTools
 	Prefix   *string           `mapstructure:"prefix"`
 	Timeout  time.Duration     `mapstructure:"timeout"`
 	Approval string            `mapstructure:"approval"`
@@ -587,6 +590,16 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		}
 		if srv.Timeout < 0 {
 			return bad(key+".timeout", "negative", "a duration such as 60s")
+		}
+		if srv.MaxTools < 0 {
+			return bad(key+".max_tools", "negative", fmt.Sprintf("a number of tools (0: %d)", mcptools.DefaultMaxTools))
+		}
+		listed := map[string]bool{}
+		for _, t := range srv.Tools {
+			listed[t] = true
+		}
+		if max := cmp.Or(srv.MaxTools, mcptools.DefaultMaxTools); len(listed) > max {
+			return bad(key+".tools", fmt.Sprintf("%d tools listed, more than max_tools (%d)", len(listed), max), "list fewer, or raise "+key+".max_tools")
 		}
 		if err := checkApproval(key+".approval", srv.Approval); err != nil {
 			return err

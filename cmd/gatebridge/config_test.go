@@ -93,6 +93,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"", "GATEBRIDGE_BRIDGE_LIMITS_MAX_ARGS=many", "bridge.limits.max_args: bad value"},
 		{"gates:\n  commands:\n    - name: x\n", "", "gates.commands[0].command: missing"},
 		{"gates:\n  commands:\n    - name: x\n      command: [true]\n      colour: red\n", "", "colour"},
+		{"mcp:\n  servers:\n    x:\n      url: http://127.0.0.1:1/\n      max_tools: -1\n", "", "mcp.servers.x.max_tools: negative"},
+		{"mcp:\n  servers:\n    x:\n      url: http://127.0.0.1:1/\n      max_tools: 2\n      tools: [a, b, c, a]\n", "", "mcp.servers.x.tools: 3 tools listed, more than max_tools (2)"},
 	} {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "gatebridge.yaml")

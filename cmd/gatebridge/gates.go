@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -166,9 +167,18 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 		command = append([]string{prog}, command[1:]...)
 	}
 	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
-		URL: c.URL, Headers: c.Headers, Tools: c.Tools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
+		URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
 		CacheDir: mcpCacheDir(untrusted)})
-	if err != nil {
+	var se *mcptools.SettingError
+	switch {
+	case errors.Is(err, mcptools.ErrNoSuchTool):
+		return &configError{Key: key + ".tools", Msg: err.Error(), Hint: "list only tools the server has (`gatebridge gates` without the list shows them)"}
+	case errors.As(err, &se) && se.Field == "max_tools":
+		return &configError{Key: key + ".max_tools", Msg: err.Error(),
+			Hint: fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)}
+	case errors.As(err, &se):
+		return &configError{Key: key + "." + se.Field, Msg: err.Error(), Hint: fmt.Sprintf("name fewer tools in %s.tools", key)}
+	case err != nil:
 		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
 	}
 	registered := 0
@@ -189,7 +199,7 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 	}
 	for _, r := range refused {
 		if warn != nil {
-			warn(fmt.Sprintf("%s: tool %s is not a gate: %v", key, r.Tool, r.Err))
+			warn(fmt.Sprintf("%s: %s", key, r))
 		}
 	}
 	return nil

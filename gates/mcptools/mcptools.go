@@ -8,6 +8,16 @@
 // they are (gates.Registry.Close). A stdio server's last 2 KiB of stderr
 // are kept and shown when it fails; one that went away (crashed) is
 // started again by the next call. Each call has the server's timeout.
+//
+// # Untrusted servers
+//
+// What a server says about its tools reaches listings and a model's
+// prompt, so it is cleaned or refused first (text.go): property names must
+// be plain identifiers, names and schema values may hold no control or
+// invisible character (else the tool is refused, see [Refused]),
+// descriptions are cleaned and cut, a summary is one line. A server gives
+// at most [Server.MaxTools] tools, and what is held of them is bounded
+// (input schemas 64 KiB each, 4 MiB together, 16 MiB per message read).
 package mcptools
 
 import (
@@ -24,6 +34,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +53,18 @@ const KindMCP = "mcp"
 // DefaultTimeout bounds one tool call without Server.Timeout.
 const DefaultTimeout = 60 * time.Second
 
+// DefaultMaxTools bounds the tools taken from one server without
+// Server.MaxTools: each is a wrapper in every session.
+const DefaultMaxTools = 256
+
+// What a server's tool list may make us hold: one message (a page of
+// tools/list) at most maxFrameBytes while it is decoded, and of the tools
+// kept, at most maxListBytes together (as JSON: what the cache holds).
+const (
+	maxFrameBytes = 16 << 20
+	maxListBytes  = maxCacheBytes
+)
+
 // Server configures one MCP server.
 type Server struct {
 	// Name names the server in messages and, by default, prefixes its
@@ -53,8 +76,13 @@ type Server struct {
 	Env     []string // added to gatebridge's environment for Command
 	URL     string
 	Headers map[string]string
-	// Tools, when set, are the only tools made into gates.
+	// Tools, when set, are the only tools made into gates: each must be
+	// one the server has. The server may list more tools than MaxTools.
 	Tools []string
+	// MaxTools bounds the tools made into gates; a server that lists more,
+	// with no Tools to choose from them, is an error. 0 means
+	// DefaultMaxTools.
+	MaxTools int
 	// Prefix of the gate names; nil means Name + "_".
 	Prefix *string
 	// Timeout bounds one call; 0 means DefaultTimeout.
@@ -75,11 +103,35 @@ type Server struct {
 // program file changing.
 var CacheMaxAge = 24 * time.Hour
 
-// Refused is a tool that did not become a gate, and why.
+// Refused is a tool that did not become a gate, and why. Tool is the name
+// as the server sent it: print it with String.
 type Refused struct {
 	Tool string
 	Err  error
 }
+
+// String says which tool was refused and why, on one line: the name quoted
+// in ASCII (it may hold anything), the reason never quoting more of what
+// the server sent.
+func (r Refused) String() string {
+	return fmt.Sprintf("tool %s is not a gate: %s", quoteName(r.Tool), oneLine(r.Err.Error(), 500))
+}
+
+// SettingError is a setting of a [Server] that its server's tool list
+// contradicts (a listed tool it does not have) or overflows. Field names
+// the setting as gatebridge's config does: "tools", "max_tools".
+type SettingError struct {
+	Server string
+	Field  string
+	Err    error
+}
+
+// ErrNoSuchTool is in the SettingError of a tool Server.Tools names that
+// the server does not have.
+var ErrNoSuchTool = errors.New("the server has no such tool")
+
+func (e *SettingError) Error() string { return fmt.Sprintf("mcp server %s: %v", e.Server, e.Err) }
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // client is one server, shared by its gates. A server that went away
 // (crashed) is started again by the next call.
@@ -131,16 +183,25 @@ func (c *client) close() error {
 	return err
 }
 
-// withStderr adds the server's last stderr lines to err.
+// withStderr adds the server's last stderr lines to err, cleaned (no
+// terminal escapes reach whoever reads the error).
 func (c *client) withStderr(err error) error {
 	if c.stderr == nil {
 		return err
 	}
-	if t := strings.TrimSpace(c.stderr.String()); t != "" {
+	if t := cleanText(c.stderr.String(), 2048); t != "" {
 		return fmt.Errorf("%w; its stderr ends with: %s", err, t)
 	}
 	return err
 }
+
+// untrusted is an error whose text the server may have written (a
+// JSON-RPC error message, its stderr): its message is cleaned as a
+// description is, for the terminal or log it goes to.
+type untrusted struct{ err error }
+
+func (e untrusted) Error() string { return cleanText(e.err.Error(), maxDescriptionBytes) }
+func (e untrusted) Unwrap() error { return e.err }
 
 // tail keeps the last bytes written to it.
 type tail struct {
@@ -179,6 +240,9 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	if (len(s.Command) == 0) == (s.URL == "") {
 		return nil, nil, fmt.Errorf("mcp server %s: set command or url (one of them)", s.Name)
 	}
+	if n, max := len(allowSet(s.Tools)), maxTools(s); n > max {
+		return nil, nil, &SettingError{Server: s.Name, Field: "max_tools", Err: fmt.Errorf("%d tools are listed, more than the %d allowed", n, max)}
+	}
 	c := &client{name: s.Name}
 	if len(s.Command) > 0 {
 		c.stderr = &tail{max: 2048}
@@ -192,7 +256,7 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
 			hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
-			t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
+			t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxFrameBytes}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -208,7 +272,7 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 				go func() {
 					lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
-					if tools, err := listTools(lctx, session); err == nil {
+					if tools, err := listTools(lctx, session, s); err == nil {
 						writeCache(cache, tools)
 					}
 				}()
@@ -216,41 +280,116 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			return session, err
 		}
 		if tools, ok := readCache(cache); ok {
-			out, refused := makeGates(c, s, tools)
-			return out, refused, nil
+			if out, refused, err := makeGates(c, s, tools); err == nil {
+				return out, refused, nil
+			}
+			// The list is older than the config (it lacks a tool the
+			// config names): ask the server itself.
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	session, err := c.get(cctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mcp server %s: connect: %w", s.Name, err)
+		return nil, nil, fmt.Errorf("mcp server %s: connect: %w", s.Name, untrusted{err})
 	}
-	tools, err := listTools(cctx, session)
+	tools, err := listTools(cctx, session, s)
 	if err != nil {
 		c.close()
-		return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, err)
+		if se := (*SettingError)(nil); errors.As(err, &se) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("mcp server %s: list tools: %w", s.Name, untrusted{err})
+	}
+	out, refused, err := makeGates(c, s, tools)
+	if err != nil {
+		c.close()
+		return nil, nil, err
 	}
 	if cache != "" {
 		writeCache(cache, tools)
 	}
-	out, refused := makeGates(c, s, tools)
 	return out, refused, nil
 }
 
-func listTools(ctx context.Context, session *mcp.ClientSession) ([]*mcp.Tool, error) {
+// listTools reads the server's tool list, page by page, and keeps what
+// the gates need of each tool s asks for (all, or those s.Tools names):
+// more than s's MaxTools of them, or more than maxListBytes, is an error,
+// found without reading further. The tools s.Tools does not name are not
+// held.
+func listTools(ctx context.Context, session *mcp.ClientSession, s Server) ([]*mcp.Tool, error) {
+	allow, max := allowSet(s.Tools), maxTools(s)
 	var tools []*mcp.Tool
+	held := 0
 	for tool, err := range session.Tools(ctx, nil) {
 		if err != nil {
 			return nil, err
 		}
-		tools = append(tools, tool)
+		if tool == nil || allow != nil && !allow[tool.Name] {
+			continue
+		}
+		if len(tools) == max {
+			return nil, tooMany(s, max)
+		}
+		kept := keep(tool)
+		b, err := json.Marshal(kept)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %v", quoteName(tool.Name), err)
+		}
+		if held += len(b); held > maxListBytes {
+			return nil, &SettingError{Server: s.Name, Field: "tools", Err: fmt.Errorf("its tools come to more than %d bytes (names, descriptions, schemas)", maxListBytes)}
+		}
+		tools = append(tools, kept)
 	}
 	return tools, nil
 }
 
-// makeGates makes the gates of s's tools, sharing client c.
-func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused) {
+// keep is what a gate needs of tool: its name, title, description (cut:
+// what is shown is cut further once cleaned) and input schema (as JSON).
+// Its output schema, annotations and the rest are not held.
+func keep(tool *mcp.Tool) *mcp.Tool {
+	k := &mcp.Tool{Name: tool.Name, Title: tool.Title, Description: tool.Description}
+	if len(k.Name) > maxToolNameBytes {
+		k.Name = k.Name[:maxToolNameBytes+1] // refused for its length
+	}
+	k.Title = cut(k.Title, 4*maxSummaryBytes)
+	k.Description = cut(k.Description, 4*maxDescriptionBytes)
+	if tool.InputSchema != nil {
+		if b, err := json.Marshal(tool.InputSchema); err == nil {
+			k.InputSchema = json.RawMessage(b)
+		} else {
+			k.InputSchema = json.RawMessage(`"not JSON"`) // refused by newGate
+		}
+	}
+	return k
+}
+
+func allowSet(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	allow := map[string]bool{}
+	for _, n := range names {
+		allow[n] = true
+	}
+	return allow
+}
+
+func maxTools(s Server) int {
+	if s.MaxTools > 0 {
+		return s.MaxTools
+	}
+	return DefaultMaxTools
+}
+
+func tooMany(s Server, max int) error {
+	return &SettingError{Server: s.Name, Field: "max_tools", Err: fmt.Errorf("the server lists more than %d tools", max)}
+}
+
+// makeGates makes the gates of s's tools, sharing client c (closed when no
+// gate uses it). A tool s.Tools names that the server does not have is an
+// error (the caller closes c).
+func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused, error) {
 	prefix := s.Name + "_"
 	if s.Prefix != nil {
 		prefix = *s.Prefix
@@ -259,26 +398,29 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused)
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	allow := map[string]bool{}
-	for _, n := range s.Tools {
-		allow[n] = true
+	// The allowlist is only read: a tool passes when it names it, never
+	// because it has run out of names.
+	allow := allowSet(s.Tools)
+	if allow == nil && len(tools) > maxTools(s) { // a cached list
+		return nil, nil, tooMany(s, maxTools(s))
 	}
+	found := map[string]bool{}
 	var out []gates.Gate
 	var refused []Refused
 	seen := map[string]string{}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	for _, tool := range tools {
-		if len(allow) > 0 && !allow[tool.Name] {
+		if allow != nil && !allow[tool.Name] {
 			continue
 		}
-		delete(allow, tool.Name)
+		found[tool.Name] = true
 		g, err := newGate(c, tool, GateName(prefix, tool.Name), timeout)
 		if g != nil {
 			g.approval = s.Approval
 		}
 		if err == nil {
 			if other, dup := seen[g.spec.Name]; dup {
-				err = fmt.Errorf("gate name %s is also tool %s's", g.spec.Name, other)
+				err = fmt.Errorf("gate name %s is also tool %s's", g.spec.Name, quoteName(other))
 			}
 		}
 		if err != nil {
@@ -288,21 +430,30 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused)
 		seen[g.spec.Name] = tool.Name
 		out = append(out, g)
 	}
+	var missing []string
 	for n := range allow {
-		refused = append(refused, Refused{Tool: n, Err: errors.New("the server has no such tool (mcp.servers.*.tools)")})
+		if !found[n] {
+			missing = append(missing, strconv.Quote(n))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, nil, &SettingError{Server: s.Name, Field: "tools",
+			Err: fmt.Errorf("%w: %s", ErrNoSuchTool, strings.Join(missing, ", "))}
 	}
 	if len(out) == 0 {
 		c.close()
 	}
-	return out, refused
+	return out, refused, nil
 }
 
 // maxCacheBytes caps a cached tool list.
 const maxCacheBytes = 4 << 20
 
-// cachePath is the cache entry of stdio server s: its command, env and
-// program file (path, size, mtime, inode) hashed. "" when s has no cache
-// or its program cannot be stat'ed.
+// cachePath is the cache entry of stdio server s: its command, env, tools
+// allowlist (the entry holds only those tools) and program file (path,
+// size, mtime, inode) hashed. "" when s has no cache or its program cannot
+// be stat'ed.
 func cachePath(s Server) string {
 	if s.CacheDir == "" || len(s.Command) == 0 {
 		return ""
@@ -316,11 +467,11 @@ func cachePath(s Server) string {
 		ino = uint64(st.Ino)
 	}
 	key, _ := json.Marshal(struct {
-		Command, Env []string
-		Size         int64
-		Mtime        int64
-		Ino          uint64
-	}{s.Command, s.Env, fi.Size(), fi.ModTime().UnixNano(), ino})
+		Command, Env, Tools []string
+		Size                int64
+		Mtime               int64
+		Ino                 uint64
+	}{s.Command, s.Env, s.Tools, fi.Size(), fi.ModTime().UnixNano(), ino})
 	sum := sha256.Sum256(key)
 	return filepath.Join(s.CacheDir, hex.EncodeToString(sum[:16])+".json")
 }
@@ -382,19 +533,46 @@ type headerTransport struct {
 	base    http.RoundTripper
 }
 
+// RoundTrip sends r with the headers; a response that is one message (not
+// an event stream, whose events the SDK bounds) is cut off past
+// maxFrameBytes: the SDK reads it whole.
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &cappedBody{rc: resp.Body, left: maxFrameBytes}
+	}
+	return resp, err
 }
+
+// cappedBody fails a read past its bytes.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, fmt.Errorf("the server sent a message over %d bytes", maxFrameBytes)
+	}
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // gate is one tool.
 type gate struct {
 	c        *client
-	tool     *mcp.Tool
-	schema   json.RawMessage
+	tool     string          // its name, as the server spells it
+	desc     string          // its description, cleaned (--help)
+	schema   json.RawMessage // cleaned (see cleanSchema)
 	props    map[string]prop
 	spec     gates.Spec
 	timeout  time.Duration
@@ -407,17 +585,36 @@ type prop struct {
 	required bool
 }
 
+// newGate makes the gate name of tool. Everything the server wrote that
+// the gate shows is cleaned (text.go); a tool whose name or schema would
+// have to change to be safe is refused.
 func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*gate, error) {
+	if len(tool.Name) > maxToolNameBytes {
+		return nil, fmt.Errorf("its name is over %d bytes", maxToolNameBytes)
+	}
+	if hasHidden(tool.Name) {
+		return nil, errors.New("its name has hidden or control characters")
+	}
 	if err := mailbox.ValidateName(name); err != nil {
 		return nil, err
 	}
-	schema, err := json.Marshal(tool.InputSchema)
-	if err != nil || string(schema) == "null" {
-		schema = json.RawMessage(`{"type":"object"}`)
+	raw, err := json.Marshal(tool.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("its input schema: %v", err)
+	}
+	if string(raw) == "null" {
+		raw = []byte(`{"type":"object"}`)
+	}
+	schema, err := cleanSchema(raw)
+	if err != nil {
+		return nil, err
 	}
 	params, err := gates.ParamsOfSchema(schema)
 	if err != nil {
 		return nil, err
+	}
+	for i := range params {
+		params[i].Description = oneLine(params[i].Description, maxSummaryBytes)
 	}
 	var s struct {
 		Properties map[string]struct {
@@ -436,6 +633,9 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 				}
 			}
 		}
+		if !knownType[t] {
+			t = "" // any: what typeOK and --help know nothing of
+		}
 		props[n] = prop{typ: t}
 	}
 	for _, r := range s.Required {
@@ -443,9 +643,10 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 		p.required = true
 		props[r] = p
 	}
-	summary, _, _ := strings.Cut(strings.TrimSpace(tool.Description), "\n")
+	desc := cleanText(tool.Description, maxDescriptionBytes)
+	summary := firstLine(desc)
 	if summary == "" {
-		summary = tool.Title
+		summary = firstLine(tool.Title)
 	}
 	usage := name + " [KEY=VALUE...] | " + name + " '{JSON}' | " + name + " < JSON"
 	if len(params) > 0 {
@@ -460,9 +661,12 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 		}
 		usage = b.String()
 	}
-	return &gate{c: c, tool: tool, schema: schema, props: props, timeout: timeout,
+	return &gate{c: c, tool: tool.Name, desc: desc, schema: schema, props: props, timeout: timeout,
 		spec: gates.Spec{Name: name, Summary: summary, Usage: usage, Params: params, Stdin: gates.StdinIfNoArgs, Timeout: timeout}}, nil
 }
+
+// knownType are the JSON Schema types a key=value word converts to.
+var knownType = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true, "object": true, "array": true}
 
 func (g *gate) Spec() gates.Spec { return g.spec }
 
@@ -494,7 +698,7 @@ func (g *gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool.Name, Arguments: args})
+	res, err := session.CallTool(cctx, &mcp.CallToolParams{Name: g.tool, Arguments: args})
 	if err != nil {
 		switch {
 		case ctx.Err() != nil: // the caller went away, the run ended
@@ -659,8 +863,9 @@ func article(typ string) string {
 // help prints the tool's description and parameters.
 func (g *gate) help(c *gates.Call) {
 	fmt.Fprintf(c.Stdout, "usage: %s\n", g.spec.Usage)
-	if d := strings.TrimSpace(g.tool.Description); d != "" {
-		fmt.Fprintf(c.Stdout, "\n%s\n", d)
+	if g.desc != "" {
+		// The server's own text, indented: the lines at the margin are ours.
+		fmt.Fprintf(c.Stdout, "\n  %s\n", strings.ReplaceAll(g.desc, "\n", "\n  "))
 	}
 	if len(g.spec.Params) > 0 {
 		fmt.Fprintln(c.Stdout, "\nparameters:")

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +19,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
+	"github.com/gatebridge/gatebridge/wrappers"
 )
 
 // The tests' MCP server is this test binary, re-run with
 // GATEBRIDGE_TEST_MCP_SERVER=1: a real stdio server built with the SDK.
 func TestMain(m *testing.M) {
+	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "die" {
+		// A server that fails at start, writing a terminal escape (set
+		// the window title) and a bidi override to its stderr.
+		fmt.Fprint(os.Stderr, "\x1b]0;pwned\x07\x1b[2Jstarting\u202e failed\n")
+		os.Exit(3)
+	}
 	if os.Getenv("GATEBRIDGE_TEST_MCP_SERVER") == "1" {
 		if f := os.Getenv("GATEBRIDGE_TEST_MCP_STARTS"); f != "" {
 			if w, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
@@ -198,19 +211,24 @@ func TestErrorsHelpAndAllowlist(t *testing.T) {
 			t.Fatalf("--help lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	reg2, refused := connect(t, testServer("add", "nosuch"))
-	if specs := reg2.Specs(); len(specs) != 1 || specs[0].Name != "t_add" {
-		t.Fatalf("allowlist: %+v", specs)
-	}
-	if len(refused) != 1 || refused[0].Tool != "nosuch" {
-		t.Fatalf("refused %+v", refused)
-	}
 	empty := ""
 	s := testServer("add")
 	s.Prefix = &empty
 	reg3, _ := connect(t, s)
 	if _, err := reg3.Lookup("add"); err != nil {
 		t.Fatalf("prefix \"\": %v", err)
+	}
+}
+
+// A server that fails at start: its stderr is in the error, without the
+// terminal escapes and bidi override it wrote (the error goes to the
+// owner's terminal).
+func TestServerStderrCleaned(t *testing.T) {
+	s := testServer()
+	s.Env = []string{"GATEBRIDGE_TEST_MCP_SERVER=die"}
+	_, _, err := Connect(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "starting failed") || strings.ContainsAny(err.Error(), "\x1b\x07\u202e") {
+		t.Fatalf("err %q", err)
 	}
 }
 
@@ -326,5 +344,270 @@ func TestLazyStart(t *testing.T) {
 				t.Fatalf("%d starts, want 2: a spoiled entry must not be used", got)
 			}
 		})
+	}
+}
+
+// TestAllowlistIsExact: the tools the allowlist names become gates, and no
+// other. The attack of issue 26: once the list's last name (in the
+// server's order) has matched, every later tool passed too: with tools:
+// [echo], fail, slow and the others sorting after it were gates, callable.
+func TestAllowlistIsExact(t *testing.T) {
+	for _, allow := range [][]string{{"echo"}, {"add"}, {"slow"}, {"echo", "add"}, {"add", "add"}} {
+		t.Run(strings.Join(allow, ","), func(t *testing.T) {
+			reg, refused := connect(t, testServer(allow...))
+			want := map[string]bool{}
+			for _, n := range allow {
+				want["t_"+n] = true
+			}
+			var got []string
+			for _, s := range reg.Specs() {
+				got = append(got, s.Name)
+				if !want[s.Name] {
+					t.Errorf("gate %s is exposed: the allowlist is %v", s.Name, allow)
+				}
+			}
+			if len(got) != len(want) || len(refused) != 0 {
+				t.Fatalf("gates %v (refused %v), want exactly %v", got, refused, allow)
+			}
+			for _, other := range []string{"t_fail", "t_slow", "t_crash", "t_odd_name_", "t_echo", "t_add"} {
+				if want[other] {
+					continue
+				}
+				if _, err := reg.Lookup(other); err == nil {
+					t.Errorf("%s is callable: the allowlist is %v", other, allow)
+				}
+			}
+		})
+	}
+}
+
+// A listed tool the server does not have is an error naming it (and the
+// setting), not a warning: the config says something that is not so.
+func TestAllowlistNamesMissingTool(t *testing.T) {
+	_, _, err := Connect(context.Background(), testServer("add", "nosuch", "gone"))
+	var se *SettingError
+	if !errors.As(err, &se) || se.Field != "tools" || !strings.Contains(err.Error(), `"gone"`) || !strings.Contains(err.Error(), `"nosuch"`) {
+		t.Fatalf("err %v, want a SettingError on tools naming \"gone\" and \"nosuch\"", err)
+	}
+}
+
+// TestHostileServerText performs issue 26's attack with a hostile
+// in-process server (mcptest.Hostile): names, titles, descriptions,
+// property names, types and enum values that carry lines, bidi overrides
+// and invisible characters. No surface a gate has (spec: usage, summary,
+// parameters; --help; input schema; the wrapper script) shows a forged
+// line or a hidden character; the tools whose names or values would need
+// changing are refused, and saying so forges nothing either.
+func TestHostileServerText(t *testing.T) {
+	s := Server{Name: "evil", URL: mcptest.Serve(t, mcptest.Hostile())}
+	reg, refused := connect(t, s)
+	var names []string
+	for _, sp := range reg.Specs() {
+		names = append(names, sp.Name)
+	}
+	if got := strings.Join(names, " "); got != "evil_lookup evil_titled" {
+		t.Errorf("gates %q, want evil_lookup evil_titled", got) // and each is checked below
+	}
+	var got []string
+	for _, r := range refused {
+		got = append(got, r.Tool)
+		if bad := mcptest.Injected(r.String()); bad != "" || strings.Contains(r.String(), "\n") {
+			t.Errorf("refusal %q: %s", r.String(), bad)
+		}
+	}
+	sort.Strings(got)
+	want := append([]string(nil), mcptest.Refused...)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("refused %q, want %q", got, want)
+	}
+
+	lookup, _ := reg.Lookup("evil_lookup")
+	sp := lookup.Spec()
+	if sp.Usage != "evil_lookup id=… [mode=…]" || sp.Summary != "Look up a record." {
+		t.Errorf("usage %q summary %q", sp.Usage, sp.Summary)
+	}
+	if titled, _ := reg.Lookup("evil_titled"); titled.Spec().Summary != "Titled" {
+		t.Errorf("a title's summary %q", titled.Spec().Summary)
+	}
+	for _, name := range names {
+		g, _ := reg.Lookup(name)
+		sp := g.Spec()
+		surfaces := map[string]string{"usage": sp.Usage, "summary": sp.Summary}
+		for _, p := range sp.Params {
+			surfaces["param "+p.Name] = p.Name + " " + p.Description
+		}
+		// The input schema a listing hands on (gates --format openai):
+		// every string in it, keys included.
+		var schema any
+		if err := json.Unmarshal(g.(gates.Schemer).InputSchema(), &schema); err != nil {
+			t.Fatal(err)
+		}
+		surfaces["input schema"] = strings.Join(jsonStrings(schema, "", nil), "\n")
+		script, err := wrappers.Script(wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: sp.Stdin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		surfaces["wrapper"] = string(script)
+		for what, text := range surfaces {
+			if what != "input schema" && what != "wrapper" && strings.Contains(text, "\n") {
+				t.Errorf("%s %s: more than one line: %q", name, what, text)
+			}
+			if bad := mcptest.Injected(text); bad != "" {
+				t.Errorf("%s %s: %s in %q", name, what, bad, text)
+			}
+		}
+		// --help: the description is the server's own text, shown as
+		// such (indented); every line it cannot have written is ours.
+		code, out, _ := call(t, reg, name, "", "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d", name, code)
+		}
+		if bad := mcptest.Injected(strings.ReplaceAll(out, "  "+mcptest.Payload, "")); bad != "" {
+			t.Errorf("%s --help: %s in:\n%s", name, bad, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if line != "" && !strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "usage: ") &&
+				line != "parameters:" && !strings.HasPrefix(line, "Arguments: ") {
+				t.Errorf("%s --help: a line at the margin that is not ours: %q\n%s", name, line, out)
+			}
+		}
+	}
+	if code, out, errs := call(t, reg, "evil_lookup", "", "id=1"); code != 0 || out != "ok\n" {
+		t.Fatalf("a kept tool is still called by its own name: exit %d %q %q", code, out, errs)
+	}
+}
+
+// jsonStrings lists every string in v, object keys included, the value
+// of a description with the payload's lines taken out: a description
+// keeps its own lines (a JSON string, the server's text), and only there
+// may the payload be a line.
+func jsonStrings(v any, key string, out []string) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			out = jsonStrings(x, k, append(out, k))
+		}
+	case []any:
+		for _, x := range v {
+			out = jsonStrings(x, "", out)
+		}
+	case string:
+		if key == "description" {
+			v = strings.ReplaceAll(v, "\n"+mcptest.Payload, "\n")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// manyTools is a server (in process, streamable HTTP) listing n tools
+// tool_00000…, each with a schema and a description; it answers with one
+// JSON message per request when jsonResponse, else with event streams.
+func manyTools(t *testing.T, n int, desc string, schema json.RawMessage, jsonResponse bool) Server {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "many"}, nil)
+	ok := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	}
+	for i := range n {
+		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%05d", i), Description: desc, InputSchema: schema}, ok)
+	}
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse}))
+	t.Cleanup(ts.Close)
+	return Server{Name: "many", URL: ts.URL}
+}
+
+// connectErr is Connect's error; gates it made after all are closed (an
+// open connection would keep the test server's Close waiting).
+func connectErr(s Server) error {
+	gs, _, err := Connect(context.Background(), s)
+	for _, g := range gs {
+		g.(gates.Closer).Close()
+	}
+	return err
+}
+
+// TestMaxTools: a server listing 20,000 tools made 160 MB of wrappers per
+// session (issue 26). Past max_tools (256 by default) with no allowlist it
+// is an error naming the setting, found after the first page; an
+// allowlist shorter than the cap takes its tools from the whole list; an
+// allowlist longer than the cap is an error.
+func TestMaxTools(t *testing.T) {
+	s := manyTools(t, 20000, "A tool.", json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`), false)
+	start := time.Now()
+	err := connectErr(s)
+	var se *SettingError
+	if !errors.As(err, &se) || se.Field != "max_tools" || !strings.Contains(err.Error(), "more than 256 tools") {
+		t.Fatalf("20000 tools, no allowlist: %v", err)
+	}
+	t.Logf("refused in %v", time.Since(start))
+
+	s.Tools = []string{"tool_00001", "tool_19999"}
+	reg, _ := connect(t, s)
+	var names []string
+	for _, sp := range reg.Specs() {
+		names = append(names, sp.Name)
+	}
+	if strings.Join(names, " ") != "many_tool_00001 many_tool_19999" {
+		t.Fatalf("allowlist of 2: gates %v", names)
+	}
+	if code, out, _ := call(t, reg, "many_tool_19999", "", "x=1"); code != 0 || out != "ok\n" {
+		t.Fatalf("call: exit %d %q", code, out)
+	}
+
+	s.Tools, s.MaxTools = []string{"a", "b", "c"}, 2
+	if err := connectErr(s); !errors.As(err, &se) || se.Field != "max_tools" || !strings.Contains(err.Error(), "3 tools are listed, more than the 2") {
+		t.Fatalf("an allowlist over max_tools: %v", err)
+	}
+	s.Tools, s.MaxTools = nil, 20000
+	if testing.Short() {
+		return
+	}
+	// Raised, the cap lets them all through (the bytes they come to are
+	// under maxListBytes here).
+	gs, _, err := Connect(context.Background(), s)
+	if err != nil || len(gs) != 20000 {
+		t.Fatalf("max_tools 20000: %d gates, %v", len(gs), err)
+	}
+	gs[0].(gates.Closer).Close()
+}
+
+// TestToolListBytes: what a server's tool list makes us hold is bounded:
+// one message at most 16 MiB (a JSON response and an event alike); the
+// tools kept at most 4 MiB together; a tool's input schema at most 64 KiB
+// (else the tool is refused), its description cut.
+func TestToolListBytes(t *testing.T) {
+	big := strings.Repeat("x", maxFrameBytes+1)
+	for _, jsonResponse := range []bool{true, false} {
+		s := manyTools(t, 1, big, json.RawMessage(`{"type":"object"}`), jsonResponse)
+		if err := connectErr(s); err == nil || !strings.Contains(err.Error(), "16777216") {
+			t.Fatalf("a message over 16 MiB (JSON response %v): %v", jsonResponse, err)
+		}
+	}
+
+	// 100 tools of 60 KiB each: 6 MB, over 4 MiB.
+	props := map[string]any{}
+	for i := range 60 {
+		props[fmt.Sprintf("p%02d", i)] = map[string]any{"type": "string", "description": strings.Repeat("d", 1000)}
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+	s := manyTools(t, 100, "A tool.", schema, false)
+	var se *SettingError
+	if err := connectErr(s); !errors.As(err, &se) || se.Field != "tools" || !strings.Contains(err.Error(), "more than 4194304 bytes") {
+		t.Fatalf("100 tools of 60 KiB: %v", err)
+	}
+	// Three of them are fine; one of 70 KiB is refused.
+	s.Tools = []string{"tool_00000", "tool_00001", "tool_00002"}
+	if reg, refused := connect(t, s); len(reg.Specs()) != 3 || len(refused) != 0 {
+		t.Fatalf("3 tools of 60 KiB: %d gates, refused %v", len(reg.Specs()), refused)
+	}
+	props["p99"] = map[string]any{"type": "string", "description": strings.Repeat("d", 10000)}
+	schema, _ = json.Marshal(map[string]any{"type": "object", "properties": props})
+	s = manyTools(t, 2, strings.Repeat("long description ", 2000), schema, false)
+	reg, refused := connect(t, s)
+	if len(reg.Specs()) != 0 || len(refused) != 2 || !strings.Contains(refused[0].Err.Error(), "over 65536 bytes") {
+		t.Fatalf("a schema over 64 KiB: gates %v, refused %v", reg.Specs(), refused)
 	}
 }
