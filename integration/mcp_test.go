@@ -75,7 +75,7 @@ func TestMCPServer(t *testing.T) {
 }
 
 // gatebridge mcp --http: a bearer token is required (401 without it), and
-// off loopback the server will not start without one; a session works
+// the server will not start without one, on loopback too; a session works
 // through the SDK's streamable HTTP client.
 func TestMCPHTTP(t *testing.T) {
 	needBackend(t, "local")
@@ -97,14 +97,16 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	cs.Close()
 
-	// Off loopback without a token: refused at start.
-	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0")
-	if out.Code == 0 || !strings.Contains(out.Stderr, "not a loopback address") {
-		t.Fatalf("0.0.0.0 without a token: %+v", out)
+	// Without a token: refused at start, on loopback and off it.
+	for _, addr := range []string{"127.0.0.1:0", "0.0.0.0:0"} {
+		out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", addr)
+		if out.Code != 125 || !strings.Contains(out.Stderr, "--http needs --token-file") {
+			t.Fatalf("%s without a token: %+v", addr, out)
+		}
 	}
 	// A token file others can read: refused.
 	must(t, os.Chmod(tokenFile, 0o644))
-	out = gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
 	if out.Code == 0 || !strings.Contains(out.Stderr, "readable or writable by others") {
 		t.Fatalf("a 0644 token file: %+v", out)
 	}

@@ -24,7 +24,7 @@ import (
 
 func newMCPCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "mcp",
+		Use:   "mcp [--http ADDR --token-file FILE]",
 		Short: "Serve MCP on stdio: one bash tool that runs in a sandbox with every gate on its PATH",
 		Long: `Serve the Model Context Protocol on stdin and stdout with one tool, bash:
 it runs a command line in a sandbox (one per MCP session: files persist
@@ -33,9 +33,14 @@ tool's description lists the gates, so a model needs nothing else.
 
 The sandbox is opened when the server starts, so a backend that cannot
 run here fails at once. Everything is stopped and removed when the client
-disconnects.`,
+disconnects.
+
+--http ADDR serves streamable HTTP instead, one sandbox per MCP session.
+--token-file is required, on loopback too: anyone who reaches the port
+would run commands as you. Clients send Authorization: Bearer TOKEN.`,
 		Example: `  gatebridge mcp --sandbox bwrap --workspace ~/src/project
-  gatebridge mcp --sandbox docker --writable-workspace`,
+  gatebridge mcp --sandbox docker --writable-workspace
+  gatebridge mcp --http 127.0.0.1:8765 --token-file ~/.config/gatebridge/token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.mcp(cmd) },
 	}
@@ -46,12 +51,39 @@ disconnects.`,
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
 	f.Duration("timeout", 0, "default time limit of one bash call (config sandbox.timeout, 10m)")
 	f.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio: one sandbox per MCP session")
-	f.String("token-file", "", "with --http: require 'Authorization: Bearer TOKEN', TOKEN read from this file (required off loopback)")
+	f.String("token-file", "", "with --http (required): clients must send 'Authorization: Bearer TOKEN', TOKEN read from this file")
 	return needsConfig(cmd)
 }
 
-// mcp serves MCP on stdio.
+// checkMCPFlags checks --http and --token-file together, before anything
+// is opened.
+func checkMCPFlags(addr, tokenFile string) error {
+	usage := func(msg, hint string) error { return &usageError{withHint(errors.New("mcp: "+msg), hint)} }
+	switch {
+	case addr == "" && tokenFile != "":
+		return usage("--token-file needs --http", "stdio needs no token: the client started this process")
+	case addr == "":
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usage(fmt.Sprintf("--http %q: %v", addr, err), "give host:port, e.g. 127.0.0.1:8765")
+	}
+	if tokenFile == "" {
+		// On loopback too: every local user reaches a loopback port, and
+		// would drive the gates and the sandbox as the invoker.
+		return usage("--http needs --token-file: anyone who reaches "+addr+" could run commands as you",
+			"put a random token in a file only you can read (openssl rand -hex 32 > token; chmod 600 token); clients send Authorization: Bearer TOKEN")
+	}
+	return nil
+}
+
+// mcp serves MCP on stdio, or on streamable HTTP with --http.
 func (a *app) mcp(cmd *cobra.Command) error {
+	addr, _ := cmd.Flags().GetString("http")
+	tokenFile, _ := cmd.Flags().GetString("token-file")
+	if err := checkMCPFlags(addr, tokenFile); err != nil {
+		return err
+	}
 	cfg := a.cfg
 	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
@@ -69,13 +101,8 @@ func (a *app) mcp(cmd *cobra.Command) error {
 		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
 	}
 	srv := rpc.NewServer(opts)
-	addr, _ := cmd.Flags().GetString("http")
-	tokenFile, _ := cmd.Flags().GetString("token-file")
 	if addr != "" {
-		return serveMCPHTTP(ctx, srv, set, addr, tokenFile, cmd.ErrOrStderr())
-	}
-	if tokenFile != "" {
-		return &usageError{withHint(errors.New("mcp: --token-file needs --http"), "stdio needs no token: the client started this process")}
+		return serveMCPHTTP(ctx, srv, set, mcpHTTP{Addr: addr, TokenFile: tokenFile}, cmd.ErrOrStderr())
 	}
 	h, err := newMCPHost(ctx, srv, set, nil)
 	if err != nil {
@@ -85,23 +112,23 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	return h.server.Run(ctx, &mcp.StdioTransport{})
 }
 
-// serveMCPHTTP serves streamable HTTP on addr: each MCP session gets its
-// own host (an in-process connection and its sandbox), closed when the
-// session ends, after an hour idle, or when the server stops. A bearer
-// token is required off loopback.
-func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, tokenFile string, stderr io.Writer) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return &usageError{withHint(fmt.Errorf("mcp: --http %q: %v", addr, err), "give host:port, e.g. 127.0.0.1:8765")}
+// mcpHTTP configures `gatebridge mcp --http`.
+type mcpHTTP struct {
+	Addr      string // host:port
+	TokenFile string // required: the bearer token
+}
+
+// serveMCPHTTP serves streamable HTTP: each MCP session gets its own host
+// (an in-process connection and its sandbox), closed when the session
+// ends, after an hour idle, or when the server stops. Every request needs
+// the bearer token of TokenFile, on loopback too.
+func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpHTTP, stderr io.Writer) error {
+	if err := checkMCPFlags(hc.Addr, hc.TokenFile); err != nil {
+		return err
 	}
-	var token string
-	if tokenFile != "" {
-		if token, err = loadToken("mcp", tokenFile); err != nil {
-			return err
-		}
-	} else if !isLoopbackHost(host) {
-		return &usageError{withHint(fmt.Errorf("mcp: --http %s is not a loopback address and no --token-file is given: anyone who reaches it could run commands", addr),
-			"pass --token-file FILE (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1")}
+	token, err := loadToken("mcp", hc.TokenFile)
+	if err != nil {
+		return err
 	}
 	// One probe host at start: a backend that cannot run fails now, and
 	// its gates describe the tool. Each session then gets its own host at
@@ -113,6 +140,7 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 	}
 	description := probe.description
 	probe.close()
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "gatebridge: mcp: "+format+"\n", args...) }
 	var mu sync.Mutex
 	var ending sync.WaitGroup // sessions' hosts being closed
 	hosts := map[*mcp.ServerSession]*mcpHost{}
@@ -161,16 +189,15 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 	server := newMCPServer(description, nil, resolve)
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
-	var h http.Handler = handler
-	if token != "" {
-		h = bearer(token, handler)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", hc.Addr)
 	if err != nil {
-		return fmt.Errorf("mcp: listen on %s: %w", addr, err)
+		return fmt.Errorf("mcp: listen on %s: %w", hc.Addr, err)
 	}
-	fmt.Fprintf(stderr, "gatebridge: mcp: serving streamable HTTP on http://%s/\n", ln.Addr())
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if host, _, _ := net.SplitHostPort(hc.Addr); !isLoopbackHost(host) {
+		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", hc.Addr)
+	}
+	logf("serving streamable HTTP on http://%s/", ln.Addr())
+	hs := &http.Server{Handler: bearer(token, handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -187,7 +214,7 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
 			return

@@ -23,6 +23,13 @@ import (
 // returns a client session of the SDK's own client.
 func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
 	t.Helper()
+	cs, _, ws := mcpSessionHost(t, set, onProgress)
+	return cs, ws
+}
+
+// testSettings fills set's workspace (a fresh one) and backend (local).
+func testSettings(t *testing.T, set mcpSettings) mcpSettings {
+	t.Helper()
 	if set.Workspace == "" {
 		set.Workspace = t.TempDir()
 		os.Chmod(set.Workspace, 0o777)
@@ -31,7 +38,13 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 	if set.Backend == "" {
 		set.Backend = sandbox.LocalName
 	}
-	opts := rpc.Options{
+	return set
+}
+
+// testRPCServer is the protocol server the MCP hosts of a test use: local
+// backend, the built-in gates.
+func testRPCServer() *rpc.Server {
+	return rpc.NewServer(rpc.Options{
 		Backends: sandbox.NewRegistry(),
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			reg := gates.NewRegistry()
@@ -42,9 +55,16 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 			return reg, map[string]string{}, gates.RegisterBuiltins(reg, o)
 		},
 		Process: sandbox.Spec{KillGrace: 500 * time.Millisecond},
-	}
+	})
+}
+
+// mcpSessionHost is mcpSession that also returns the host, to look at
+// what it holds.
+func mcpSessionHost(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *mcpHost, string) {
+	t.Helper()
+	set = testSettings(t, set)
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), set, nil)
+	h, err := newMCPHost(ctx, testRPCServer(), set, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -68,7 +88,7 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 		h.close()
 		cancel()
 	})
-	return cs, set.Workspace
+	return cs, h, set.Workspace
 }
 
 // bash calls the bash tool and decodes its structured result.
