@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -99,8 +100,9 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	set := mcpSettings{
 		Backend: cfg.Sandbox.Backend, Workspace: workspace, Writable: cfg.Sandbox.WritableWorkspace,
 		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
+		MaxBackground: cfg.MCP.Sessions.MaxBackground, MaxBackgroundBytes: cfg.MCP.Sessions.MaxBackgroundBytes,
 	}
-	srv := rpc.NewServer(opts)
+	srv := rpc.NewServer(mcpProtocolOptions(opts))
 	if addr != "" {
 		return serveMCPHTTP(ctx, srv, set, mcpHTTP{Addr: addr, TokenFile: tokenFile}, cmd.ErrOrStderr())
 	}
@@ -223,6 +225,22 @@ func bearer(token string, next http.Handler) http.Handler {
 	})
 }
 
+// mcpProtocolOptions are the options of the protocol server under the
+// MCP hosts. They take every process's output from process/output and
+// never ask for it again, while the protocol layer keeps each process's
+// output for process/read and snapshots, and its last DefaultKeepExited
+// (64) exited processes: 1.5 MiB each by default, for nothing.
+func mcpProtocolOptions(opts rpc.Options) rpc.Options {
+	opts.MaxReplayBytes, opts.MaxRetainedBytes = 4<<10, 4<<10
+	return opts
+}
+
+// Defaults of the mcp.sessions keys.
+const (
+	defaultMCPMaxBackground      = 16
+	defaultMCPMaxBackgroundBytes = 16 << 20
+)
+
 // mcpSettings configure the MCP server's sandbox and its bash tool.
 type mcpSettings struct {
 	Backend   string // "auto", "local", "bwrap", "docker"
@@ -230,6 +248,10 @@ type mcpSettings struct {
 	Writable  bool
 	Timeout   time.Duration // per call without timeout_ms; 0: none
 	MaxOutput int64         // bytes kept per stream (head and tail); 0: 1 MiB
+	// Background processes kept (running, or exited and unread), and the
+	// output bytes they hold in all; 0: the defaults (mcp.sessions.*).
+	MaxBackground      int
+	MaxBackgroundBytes int64
 }
 
 // mcpHost is an MCP server whose bash tool runs commands through an
@@ -244,17 +266,27 @@ type mcpHost struct {
 
 	description string
 
-	mu        sync.Mutex
-	n         int
-	procs     map[string]*mcpCall
+	// mu guards the calls and all their state.
+	mu      sync.Mutex
+	n       int                 // process ids issued (bash-1 … bash-n)
+	procs   map[string]*mcpCall // calls in flight, and background processes kept
+	bgBytes int64               // output bytes the background ones hold
+	evicted map[string]string   // background processes forgotten unread: why
+	evictQ  []string            // evicted's keys, oldest first
+
 	closeOnce sync.Once
 }
 
-// mcpCall is one bash call in flight.
+// maxEvictedIDs bounds the ids of evicted processes a host remembers (to
+// say "evicted" rather than "unknown").
+const maxEvictedIDs = 1024
+
+// mcpCall is one bash call in flight, or a background process kept. Its
+// fields are guarded by the host's mu.
 type mcpCall struct {
+	seq            int
 	stdout, stderr *sandbox.Capture
 	exited         chan rpc.ProcessExitedParams
-	mu             sync.Mutex
 	progress       chan string // best effort: dropped when the client is slow; nil when closed
 
 	// A background process: its output since the last bash_output, its
@@ -262,18 +294,9 @@ type mcpCall struct {
 	bg      bool
 	exit    *rpc.ProcessExitedParams
 	changed chan struct{}
-}
-
-// write keeps a chunk of output.
-func (c *mcpCall) write(stream string, chunk []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if stream == "stdout" {
-		c.stdout.Write(chunk)
-	} else {
-		c.stderr.Write(chunk)
-	}
-	c.changedLocked()
+	// Output bytes not kept because the session's background output was at
+	// mcp.sessions.max_background_bytes: stdout, stderr.
+	unkept [2]int64
 }
 
 func (c *mcpCall) changedLocked() {
@@ -283,10 +306,13 @@ func (c *mcpCall) changedLocked() {
 	}
 }
 
-// report queues chunk for a progress notification.
-func (c *mcpCall) report(chunk []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// held is the output bytes c's captures hold.
+func (c *mcpCall) held() int64 {
+	return c.stdout.Total() - c.stdout.Dropped() + c.stderr.Total() - c.stderr.Dropped()
+}
+
+// reportLocked queues chunk for a progress notification.
+func (c *mcpCall) reportLocked(chunk []byte) {
 	if c.progress != nil {
 		select {
 		case c.progress <- string(chunk):
@@ -295,14 +321,82 @@ func (c *mcpCall) report(chunk []byte) {
 	}
 }
 
-// endProgress stops the progress notifications.
-func (c *mcpCall) endProgress() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// endProgress stops c's progress notifications.
+func (h *mcpHost) endProgress(c *mcpCall) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if c.progress != nil {
 		close(c.progress)
 		c.progress = nil
 	}
+}
+
+// keepLocked keeps a chunk of c's output. A background process's output
+// counts against MaxBackgroundBytes: past it the oldest exited processes
+// are evicted, and when only running ones hold the bytes, what does not
+// fit is dropped (and counted, so bash_output says so).
+func (h *mcpHost) keepLocked(c *mcpCall, stream string, chunk []byte) {
+	capt, i := c.stdout, 0
+	if stream != "stdout" {
+		capt, i = c.stderr, 1
+	}
+	if !c.bg {
+		capt.Write(chunk)
+		return
+	}
+	defer c.changedLocked()
+	// Until a capture is full each byte written is held; then it
+	// overwrites its tail and holds no more.
+	grow := min(int64(len(chunk)), h.set.MaxOutput-(capt.Total()-capt.Dropped()))
+	if grow > 0 && h.bgBytes+grow > h.set.MaxBackgroundBytes {
+		h.evictLocked(func() bool { return h.bgBytes+grow > h.set.MaxBackgroundBytes }, "mcp.sessions.max_background_bytes", c)
+	}
+	if room := h.set.MaxBackgroundBytes - h.bgBytes; grow > room {
+		room = max(room, 0)
+		capt.Write(chunk[:room])
+		c.unkept[i] += int64(len(chunk)) - room
+		h.bgBytes += room
+		return
+	}
+	capt.Write(chunk)
+	h.bgBytes += max(grow, 0)
+}
+
+// evictLocked forgets exited background processes but spare, oldest
+// first, while more is true; key names the bound that made room necessary.
+func (h *mcpHost) evictLocked(more func() bool, key string, spare *mcpCall) {
+	for more() {
+		var oldest *mcpCall
+		id := ""
+		for pid, c := range h.procs {
+			if c.bg && c.exit != nil && c != spare && (oldest == nil || c.seq < oldest.seq) {
+				oldest, id = c, pid
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		h.bgBytes -= oldest.held()
+		delete(h.procs, id)
+		oldest.changedLocked()
+		if len(h.evictQ) == maxEvictedIDs {
+			delete(h.evicted, h.evictQ[0])
+			h.evictQ = h.evictQ[1:]
+		}
+		h.evicted[id] = key
+		h.evictQ = append(h.evictQ, id)
+	}
+}
+
+// backgroundCountLocked is how many background processes h keeps.
+func (h *mcpHost) backgroundCountLocked() int {
+	n := 0
+	for _, c := range h.procs {
+		if c.bg {
+			n++
+		}
+	}
+	return n
 }
 
 const mcpSandboxID = "mcp"
@@ -345,7 +439,9 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 	if set.MaxOutput <= 0 {
 		set.MaxOutput = sandbox.DefaultMaxOutput
 	}
-	h := &mcpHost{set: set, procs: map[string]*mcpCall{}}
+	set.MaxBackground = cmp.Or(max(set.MaxBackground, 0), defaultMCPMaxBackground)
+	set.MaxBackgroundBytes = cmp.Or(max(set.MaxBackgroundBytes, 0), defaultMCPMaxBackgroundBytes)
+	h := &mcpHost{set: set, procs: map[string]*mcpCall{}, evicted: map[string]string{}}
 	h.client, h.served = srv.Connect(context.WithoutCancel(ctx), h.handle)
 	fail := func(err error) (*mcpHost, error) {
 		h.close()
@@ -459,35 +555,28 @@ func (h *mcpHost) handle(m *rpc.Message) {
 			return
 		}
 		h.mu.Lock()
-		c := h.procs[p.ProcessID]
-		h.mu.Unlock()
-		if c == nil {
-			return
+		if c := h.procs[p.ProcessID]; c != nil {
+			h.keepLocked(c, p.Stream, p.Chunk)
+			c.reportLocked(p.Chunk)
 		}
-		c.write(p.Stream, p.Chunk)
-		c.report(p.Chunk)
+		h.mu.Unlock()
 	case rpc.MethodProcessExited:
 		var p rpc.ProcessExitedParams
 		if json.Unmarshal(m.Params, &p) != nil {
 			return
 		}
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		c := h.procs[p.ProcessID]
-		if c != nil && !c.bg {
-			delete(h.procs, p.ProcessID) // a background one stays for bash_output
-		}
-		h.mu.Unlock()
-		if c == nil {
-			return
-		}
-		if c.bg {
-			c.mu.Lock()
+		switch {
+		case c == nil:
+		case c.bg: // it stays for bash_output
 			c.exit = &p
 			c.changedLocked()
-			c.mu.Unlock()
-			return
+		default:
+			delete(h.procs, p.ProcessID)
+			c.exited <- p // buffered: one exit
 		}
-		c.exited <- p
 	}
 }
 
@@ -506,22 +595,30 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		c.progress = make(chan string, 256)
 		go sendProgress(ctx, req.Session, token, c.progress)
 	}
-	defer c.endProgress()
+	defer h.endProgress(c)
 	h.mu.Lock()
+	if in.Background {
+		if err := h.roomForBackgroundLocked(); err != nil {
+			h.mu.Unlock()
+			return nil, bashOutput{}, err
+		}
+		c.bg, c.changed = true, make(chan struct{})
+	}
 	h.n++
+	c.seq = h.n
 	id := fmt.Sprintf("bash-%d", h.n)
 	h.procs[id] = c
 	h.mu.Unlock()
-	if in.Background {
-		c.bg, c.changed = true, make(chan struct{})
-	}
 	start := rpc.ProcessStartParams{ProcessID: id, SandboxID: mcpSandboxID, Argv: []string{"bash", "-c", in.Command}, TimeoutMs: in.TimeoutMs, Stdin: in.Background}
 	if start.TimeoutMs == 0 {
 		start.TimeoutMs = h.set.Timeout.Milliseconds()
 	}
 	if err := h.client.Call(ctx, rpc.MethodProcessStart, start, nil); err != nil {
 		h.mu.Lock()
-		delete(h.procs, id)
+		if h.procs[id] == c {
+			h.bgBytes -= c.held()
+			delete(h.procs, id)
+		}
 		h.mu.Unlock()
 		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
 	}
@@ -545,8 +642,10 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		cancel()
 		return nil, bashOutput{}, ctx.Err()
 	}
+	h.mu.Lock()
 	out := bashOutput{ExitCode: ex.ExitCode, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
 		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}
+	h.mu.Unlock()
 	return toolResult(out, &ex), out, nil
 }
 
@@ -578,46 +677,65 @@ func toolResult(out bashOutput, ex *rpc.ProcessExitedParams) *mcp.CallToolResult
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex != nil && ex.ExitCode != 0}
 }
 
-// background returns the background process id names, or an error a
-// model can act on.
+// roomForBackgroundLocked makes room for one more background process:
+// at MaxBackground the oldest exited one is evicted; when every one kept
+// is running, the new one is refused.
+func (h *mcpHost) roomForBackgroundLocked() error {
+	h.evictLocked(func() bool { return h.backgroundCountLocked() >= h.set.MaxBackground }, "mcp.sessions.max_background", nil)
+	if n := h.backgroundCountLocked(); n >= h.set.MaxBackground {
+		return fmt.Errorf("cannot start another background process: %d are running, the most this server keeps (mcp.sessions.max_background): "+
+			"wait for one to exit (bash_output with wait_ms; each stops at its time limit), close the stdin of one that reads it (write_stdin close_stdin), or run this command without background", n)
+	}
+	return nil
+}
+
+// backgroundLocked returns the background process id names, or an error
+// a model can act on: one it had that was evicted is said so.
+func (h *mcpHost) backgroundLocked(id string) (*mcpCall, error) {
+	if c := h.procs[id]; c != nil && c.bg {
+		return c, nil
+	}
+	if key, ok := h.evicted[id]; ok {
+		return nil, fmt.Errorf("background process %s was evicted: it had exited, and its output and exit status were dropped unread to make room for newer ones (%s); read a process's exit with bash_output sooner", id, key)
+	}
+	return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
+}
+
+// background is backgroundLocked with the lock taken.
 func (h *mcpHost) background(id string) (*mcpCall, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.procs[id]
-	if c == nil || !c.bg {
-		return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
-	}
-	return c, nil
+	return h.backgroundLocked(id)
 }
 
 // bashOutput returns a background process's output since the last call,
 // and its exit once it has exited (then it is forgotten).
 func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bashOutputInput) (*mcp.CallToolResult, bashOutput, error) {
-	c, err := h.background(in.ProcessID)
-	if err != nil {
-		return nil, bashOutput{}, err
-	}
 	wait := time.Duration(min(max(in.WaitMs, 0), 60000)) * time.Millisecond
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		c.mu.Lock()
-		if c.exit != nil || c.stdout.Total() > 0 || c.stderr.Total() > 0 || wait == 0 {
-			out := bashOutput{ProcessID: in.ProcessID, Running: c.exit == nil, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
-				Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0}
-			c.stdout, c.stderr = sandbox.NewCapture(h.set.MaxOutput), sandbox.NewCapture(h.set.MaxOutput)
+		h.mu.Lock()
+		c, err := h.backgroundLocked(in.ProcessID)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, bashOutput{}, err
+		}
+		if c.exit != nil || c.stdout.Total() > 0 || c.stderr.Total() > 0 || c.unkept != [2]int64{} || wait == 0 {
+			out := bashOutput{ProcessID: in.ProcessID, Running: c.exit == nil, Stdout: string(c.stdout.Bytes()) + unkeptNote(c.unkept[0]),
+				Stderr: string(c.stderr.Bytes()) + unkeptNote(c.unkept[1]), Truncated: c.stdout.Dropped()+c.stderr.Dropped()+c.unkept[0]+c.unkept[1] > 0}
+			h.bgBytes -= c.held()
+			c.stdout, c.stderr, c.unkept = sandbox.NewCapture(h.set.MaxOutput), sandbox.NewCapture(h.set.MaxOutput), [2]int64{}
 			ex := c.exit
-			c.mu.Unlock()
 			if ex != nil {
 				out.ExitCode, out.TimedOut, out.Answer = ex.ExitCode, ex.TimedOut, ex.Answer
-				h.mu.Lock()
 				delete(h.procs, in.ProcessID)
-				h.mu.Unlock()
 			}
+			h.mu.Unlock()
 			return toolResult(out, ex), out, nil
 		}
 		changed := c.changed
-		c.mu.Unlock()
+		h.mu.Unlock()
 		select {
 		case <-changed:
 		case <-deadline.C:
@@ -626,6 +744,14 @@ func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bas
 			return nil, bashOutput{}, ctx.Err()
 		}
 	}
+}
+
+// unkeptNote says how many bytes of a stream were not kept ("" for none).
+func unkeptNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n[gatebridge: %d more bytes were dropped, not kept: this session's background output reached mcp.sessions.max_background_bytes; read it sooner with bash_output]\n", n)
 }
 
 // writeStdin writes to a background process's stdin.
