@@ -153,6 +153,56 @@ func TestMCPHTTPSessionSandboxes(t *testing.T) {
 	}
 }
 
+// The review's attack: 24 clients of `mcp --http` held 24 docker
+// containers, for an hour each. With mcp.sessions.max_sandboxes 2 (set in
+// the env), a third session's call is a tool error naming the key and no
+// third sandbox exists; sessions idle for mcp.sessions.idle_timeout lose
+// theirs, and the third then gets one.
+func TestMCPHTTPSandboxCap(t *testing.T) {
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			needBackend(t, backend)
+			ws := workspace(t)
+			srv := startMCPHTTP(t, backend, ws, "tok", "GATEBRIDGE_MCP_SESSIONS_MAX_SANDBOXES=2", "GATEBRIDGE_MCP_SESSIONS_IDLE_TIMEOUT=3s")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			call := func(cs *mcp.ClientSession) *mcp.CallToolResult {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo ok"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			a, b, c := srv.connect(ctx), srv.connect(ctx), srv.connect(ctx)
+			defer a.Close()
+			defer b.Close()
+			defer c.Close()
+			for _, cs := range []*mcp.ClientSession{a, b} {
+				if res := call(cs); res.IsError {
+					t.Fatalf("within the cap: %+v", res.Content[0])
+				}
+			}
+			res := call(c)
+			if txt := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(txt, "mcp.sessions.max_sandboxes") {
+				t.Fatalf("a third session: %q", txt)
+			}
+			if backend == "docker" {
+				if n := ownedContainers(t, ws); n != 2 {
+					t.Fatalf("%d containers for a cap of 2", n)
+				}
+			}
+			if !sandboxtest.Poll(time.Minute, func() bool { return !call(c).IsError }) {
+				t.Fatalf("the third session got no sandbox after the others were idle; server: %s", srv.stderr.String())
+			}
+			if backend == "docker" {
+				if !sandboxtest.Poll(30*time.Second, func() bool { return ownedContainers(t, ws) == 1 }) {
+					t.Fatalf("%d containers once two sessions were idle and one works", ownedContainers(t, ws))
+				}
+			}
+		})
+	}
+}
+
 // mcpHTTPServer is `gatebridge mcp --http` on a free loopback port.
 type mcpHTTPServer struct {
 	t                          *testing.T
@@ -161,9 +211,10 @@ type mcpHTTPServer struct {
 	stderr                     *lockedWriter
 }
 
-// startMCPHTTP starts it on backend with workspace ws and the bearer
-// token, and waits until it serves; it is stopped at cleanup.
-func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
+// startMCPHTTP starts it on backend with workspace ws, the bearer token
+// and env (KEY=VALUE) added, and waits until it serves; it is stopped at
+// cleanup.
+func startMCPHTTP(t *testing.T, backend, ws, token string, env ...string) *mcpHTTPServer {
 	t.Helper()
 	s := &mcpHTTPServer{t: t, token: token, dir: workspace(t), stderr: &lockedWriter{b: &strings.Builder{}}}
 	s.tokenFile = filepath.Join(s.dir, "token")
@@ -175,6 +226,7 @@ func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
 	s.url = "http://" + addr + "/"
 	s.cmd = exec.Command(binary, "mcp", "--sandbox", backend, "--workspace", ws, "--http", addr, "--token-file", s.tokenFile)
 	s.cmd.Dir = s.dir
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = s.stderr
 	must(t, s.cmd.Start())
 	t.Cleanup(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() })

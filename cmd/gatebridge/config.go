@@ -143,11 +143,13 @@ type MCPConfig struct {
 }
 
 // MCPSessionsConfig bounds what the sessions of `gatebridge mcp` hold
-// (mcp.sessions): each session's background processes. 0 means the
-// default.
+// (mcp.sessions): sandboxes under --http, and each session's background
+// processes. 0 means the default.
 type MCPSessionsConfig struct {
-	MaxBackground      int   `mapstructure:"max_background"`
-	MaxBackgroundBytes int64 `mapstructure:"max_background_bytes"`
+	MaxSandboxes       int           `mapstructure:"max_sandboxes"`
+	IdleTimeout        time.Duration `mapstructure:"idle_timeout"`
+	MaxBackground      int           `mapstructure:"max_background"`
+	MaxBackgroundBytes int64         `mapstructure:"max_background_bytes"`
 }
 
 // MCPServerConfig is one MCP server (mcp.servers.NAME).
@@ -238,6 +240,8 @@ var defaults = map[string]any{
 	"gates.max_search_file_bytes":         gates.DefaultMaxSearchFileBytes,
 	"gates.commands":                      []any{},
 	"audit.path":                          "",
+	"mcp.sessions.max_sandboxes":          defaultMCPMaxSandboxes,
+	"mcp.sessions.idle_timeout":           defaultMCPIdleTimeout.String(),
 	"mcp.sessions.max_background":         defaultMCPMaxBackground,
 	"mcp.sessions.max_background_bytes":   defaultMCPMaxBackgroundBytes,
 }
@@ -526,6 +530,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		"audit.max_bytes":                c.Audit.MaxBytes, "audit.max_files": int64(c.Audit.MaxFiles),
 		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
+		"mcp.sessions.max_sandboxes": int64(c.MCP.Sessions.MaxSandboxes), "mcp.sessions.idle_timeout": int64(c.MCP.Sessions.IdleTimeout),
 		"mcp.sessions.max_background": int64(c.MCP.Sessions.MaxBackground), "mcp.sessions.max_background_bytes": c.MCP.Sessions.MaxBackgroundBytes,
 	}
 	keys := make([]string, 0, len(nonNeg))

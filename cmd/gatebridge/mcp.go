@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,9 +37,11 @@ The sandbox is opened when the server starts, so a backend that cannot
 run here fails at once. Everything is stopped and removed when the client
 disconnects.
 
---http ADDR serves streamable HTTP instead, one sandbox per MCP session.
---token-file is required, on loopback too: anyone who reaches the port
-would run commands as you. Clients send Authorization: Bearer TOKEN.`,
+--http ADDR serves streamable HTTP instead, one sandbox per MCP session
+(at most mcp.sessions.max_sandboxes at once; one idle for
+mcp.sessions.idle_timeout is closed). --token-file is required, on
+loopback too: anyone who reaches the port would run commands as you.
+Clients send Authorization: Bearer TOKEN.`,
 		Example: `  gatebridge mcp --sandbox bwrap --workspace ~/src/project
   gatebridge mcp --sandbox docker --writable-workspace
   gatebridge mcp --http 127.0.0.1:8765 --token-file ~/.config/gatebridge/token`,
@@ -104,7 +107,8 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	}
 	srv := rpc.NewServer(mcpProtocolOptions(opts))
 	if addr != "" {
-		return serveMCPHTTP(ctx, srv, set, mcpHTTP{Addr: addr, TokenFile: tokenFile}, cmd.ErrOrStderr())
+		return serveMCPHTTP(ctx, srv, set, mcpHTTP{Addr: addr, TokenFile: tokenFile,
+			MaxSandboxes: cfg.MCP.Sessions.MaxSandboxes, IdleTimeout: cfg.MCP.Sessions.IdleTimeout}, cmd.ErrOrStderr())
 	}
 	h, err := newMCPHost(ctx, srv, set, nil)
 	if err != nil {
@@ -116,14 +120,17 @@ func (a *app) mcp(cmd *cobra.Command) error {
 
 // mcpHTTP configures `gatebridge mcp --http`.
 type mcpHTTP struct {
-	Addr      string // host:port
-	TokenFile string // required: the bearer token
+	Addr         string        // host:port
+	TokenFile    string        // required: the bearer token
+	MaxSandboxes int           // sandboxes open at once; 0: defaultMCPMaxSandboxes
+	IdleTimeout  time.Duration // a sandbox with no call for this long is closed; 0: defaultMCPIdleTimeout
 }
 
 // serveMCPHTTP serves streamable HTTP: each MCP session gets its own host
-// (an in-process connection and its sandbox), closed when the session
-// ends, after an hour idle, or when the server stops. Every request needs
-// the bearer token of TokenFile, on loopback too.
+// (an in-process connection and its sandbox) at its first tool call, at
+// most MaxSandboxes at once, closed when the session ends, after
+// IdleTimeout without a call, or when the server stops. Every request
+// needs the bearer token of TokenFile, on loopback too.
 func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpHTTP, stderr io.Writer) error {
 	if err := checkMCPFlags(hc.Addr, hc.TokenFile); err != nil {
 		return err
@@ -143,52 +150,10 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpH
 	description := probe.description
 	probe.close()
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "gatebridge: mcp: "+format+"\n", args...) }
-	var mu sync.Mutex
-	var ending sync.WaitGroup // sessions' hosts being closed
-	hosts := map[*mcp.ServerSession]*mcpHost{}
-	closing := false
-	defer func() {
-		mu.Lock()
-		closing = true
-		all := hosts
-		hosts = nil
-		mu.Unlock()
-		for _, h := range all {
-			h.close()
-		}
-		ending.Wait()
-	}()
-	resolve := func(ctx context.Context, ss *mcp.ServerSession) (*mcpHost, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if closing {
-			return nil, errors.New("the server is stopping")
-		}
-		if h := hosts[ss]; h != nil {
-			return h, nil
-		}
-		h, err := newMCPHost(ctx, srv, set, nil)
-		if err != nil {
-			return nil, fmt.Errorf("open this session's sandbox: %v", err)
-		}
-		hosts[ss] = h
-		go func() {
-			ss.Wait()
-			mu.Lock()
-			h := hosts[ss]
-			delete(hosts, ss)
-			if h != nil {
-				ending.Add(1)
-			}
-			mu.Unlock()
-			if h != nil {
-				h.close()
-				ending.Done()
-			}
-		}()
-		return h, nil
-	}
-	server := newMCPServer(description, nil, resolve)
+	pool := newMCPSandboxes(ctx, func(ctx context.Context) (*mcpHost, error) { return newMCPHost(ctx, srv, set, nil) },
+		hc.MaxSandboxes, hc.IdleTimeout, logf)
+	defer pool.close()
+	server := newMCPServer(description, nil, pool.resolve)
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
 	ln, err := net.Listen("tcp", hc.Addr)
@@ -237,6 +202,8 @@ func mcpProtocolOptions(opts rpc.Options) rpc.Options {
 
 // Defaults of the mcp.sessions keys.
 const (
+	defaultMCPMaxSandboxes       = 4
+	defaultMCPIdleTimeout        = 10 * time.Minute
 	defaultMCPMaxBackground      = 16
 	defaultMCPMaxBackgroundBytes = 16 << 20
 )
@@ -273,6 +240,11 @@ type mcpHost struct {
 	bgBytes int64               // output bytes the background ones hold
 	evicted map[string]string   // background processes forgotten unread: why
 	evictQ  []string            // evicted's keys, oldest first
+	// A host that replaces a sandbox closed idle (mcp --http) goes on with
+	// its ids: ids up to first were that sandbox's, and gone says what
+	// became of them.
+	first int
+	gone  string
 
 	closeOnce sync.Once
 }
@@ -399,6 +371,21 @@ func (h *mcpHost) backgroundCountLocked() int {
 	return n
 }
 
+// follow makes h, new, go on from a host whose sandbox was closed: its
+// process ids continue after last, and asking for an older one says gone.
+func (h *mcpHost) follow(last int, gone string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n, h.first, h.gone = last, last, gone
+}
+
+// lastID is the number of the last process id h issued.
+func (h *mcpHost) lastID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
 const mcpSandboxID = "mcp"
 
 // bashInput is the bash tool's input.
@@ -459,13 +446,17 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 		return fail(err)
 	}
 	h.description = h.describe(docs)
-	h.server = newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*mcpHost, error) { return h, nil })
+	h.server = newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*mcpHost, func(), error) { return h, func() {}, nil })
 	return h, nil
 }
 
+// mcpResolver gives the host (connection and sandbox) of a session, and a
+// function to call when the tool call that asked is done with it.
+type mcpResolver func(context.Context, *mcp.ServerSession) (h *mcpHost, done func(), err error)
+
 // newMCPServer is an MCP server with the bash tools; resolve gives the
-// host (connection and sandbox) of a session.
-func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error)) *mcp.Server {
+// host of a session.
+func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve mcpResolver) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
 	mcp.AddTool(server, &mcp.Tool{Name: "bash", Description: description}, onHost(resolve, (*mcpHost).bash))
 	mcp.AddTool(server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."},
@@ -477,14 +468,15 @@ func newMCPServer(description string, initialized func(context.Context, *mcp.Ini
 
 // onHost is a tool handler that finds the session's host with resolve, then
 // calls f on it.
-func onHost[In, Out any](resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error),
+func onHost[In, Out any](resolve mcpResolver,
 	f func(*mcpHost, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		h, err := resolve(ctx, req.Session)
+		h, done, err := resolve(ctx, req.Session)
 		if err != nil {
 			var none Out
 			return nil, none, err
 		}
+		defer done()
 		return f(h, ctx, req, in)
 	}
 }
@@ -690,13 +682,17 @@ func (h *mcpHost) roomForBackgroundLocked() error {
 }
 
 // backgroundLocked returns the background process id names, or an error
-// a model can act on: one it had that was evicted is said so.
+// a model can act on: one it had, evicted or gone with a closed sandbox,
+// is said so.
 func (h *mcpHost) backgroundLocked(id string) (*mcpCall, error) {
 	if c := h.procs[id]; c != nil && c.bg {
 		return c, nil
 	}
 	if key, ok := h.evicted[id]; ok {
 		return nil, fmt.Errorf("background process %s was evicted: it had exited, and its output and exit status were dropped unread to make room for newer ones (%s); read a process's exit with bash_output sooner", id, key)
+	}
+	if n, err := strconv.Atoi(strings.TrimPrefix(id, "bash-")); err == nil && strings.HasPrefix(id, "bash-") && n >= 1 && n <= h.first && h.gone != "" {
+		return nil, fmt.Errorf("background process %s is gone: %s", id, h.gone)
 	}
 	return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
 }
