@@ -75,7 +75,7 @@ func TestMCPServer(t *testing.T) {
 }
 
 // gatebridge mcp --http: a bearer token is required (401 without it), and
-// off loopback the server will not start without one; a session works
+// the server will not start without one, on loopback too; a session works
 // through the SDK's streamable HTTP client.
 func TestMCPHTTP(t *testing.T) {
 	needBackend(t, "local")
@@ -97,14 +97,16 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	cs.Close()
 
-	// Off loopback without a token: refused at start.
-	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0")
-	if out.Code == 0 || !strings.Contains(out.Stderr, "not a loopback address") {
-		t.Fatalf("0.0.0.0 without a token: %+v", out)
+	// Without a token: refused at start, on loopback and off it.
+	for _, addr := range []string{"127.0.0.1:0", "0.0.0.0:0"} {
+		out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", addr)
+		if out.Code != 125 || !strings.Contains(out.Stderr, "--http needs --token-file") {
+			t.Fatalf("%s without a token: %+v", addr, out)
+		}
 	}
 	// A token file others can read: refused.
 	must(t, os.Chmod(tokenFile, 0o644))
-	out = gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
 	if out.Code == 0 || !strings.Contains(out.Stderr, "readable or writable by others") {
 		t.Fatalf("a 0644 token file: %+v", out)
 	}
@@ -151,6 +153,56 @@ func TestMCPHTTPSessionSandboxes(t *testing.T) {
 	}
 }
 
+// The review's attack: 24 clients of `mcp --http` held 24 docker
+// containers, for an hour each. With mcp.sessions.max_sandboxes 2 (set in
+// the env), a third session's call is a tool error naming the key and no
+// third sandbox exists; sessions idle for mcp.sessions.idle_timeout lose
+// theirs, and the third then gets one.
+func TestMCPHTTPSandboxCap(t *testing.T) {
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			needBackend(t, backend)
+			ws := workspace(t)
+			srv := startMCPHTTP(t, backend, ws, "tok", "GATEBRIDGE_MCP_SESSIONS_MAX_SANDBOXES=2", "GATEBRIDGE_MCP_SESSIONS_IDLE_TIMEOUT=3s")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			call := func(cs *mcp.ClientSession) *mcp.CallToolResult {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo ok"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			a, b, c := srv.connect(ctx), srv.connect(ctx), srv.connect(ctx)
+			defer a.Close()
+			defer b.Close()
+			defer c.Close()
+			for _, cs := range []*mcp.ClientSession{a, b} {
+				if res := call(cs); res.IsError {
+					t.Fatalf("within the cap: %+v", res.Content[0])
+				}
+			}
+			res := call(c)
+			if txt := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(txt, "mcp.sessions.max_sandboxes") {
+				t.Fatalf("a third session: %q", txt)
+			}
+			if backend == "docker" {
+				if n := ownedContainers(t, ws); n != 2 {
+					t.Fatalf("%d containers for a cap of 2", n)
+				}
+			}
+			if !sandboxtest.Poll(time.Minute, func() bool { return !call(c).IsError }) {
+				t.Fatalf("the third session got no sandbox after the others were idle; server: %s", srv.stderr.String())
+			}
+			if backend == "docker" {
+				if !sandboxtest.Poll(30*time.Second, func() bool { return ownedContainers(t, ws) == 1 }) {
+					t.Fatalf("%d containers once two sessions were idle and one works", ownedContainers(t, ws))
+				}
+			}
+		})
+	}
+}
+
 // mcpHTTPServer is `gatebridge mcp --http` on a free loopback port.
 type mcpHTTPServer struct {
 	t                          *testing.T
@@ -159,9 +211,10 @@ type mcpHTTPServer struct {
 	stderr                     *lockedWriter
 }
 
-// startMCPHTTP starts it on backend with workspace ws and the bearer
-// token, and waits until it serves; it is stopped at cleanup.
-func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
+// startMCPHTTP starts it on backend with workspace ws, the bearer token
+// and env (KEY=VALUE) added, and waits until it serves; it is stopped at
+// cleanup.
+func startMCPHTTP(t *testing.T, backend, ws, token string, env ...string) *mcpHTTPServer {
 	t.Helper()
 	s := &mcpHTTPServer{t: t, token: token, dir: workspace(t), stderr: &lockedWriter{b: &strings.Builder{}}}
 	s.tokenFile = filepath.Join(s.dir, "token")
@@ -173,6 +226,7 @@ func startMCPHTTP(t *testing.T, backend, ws, token string) *mcpHTTPServer {
 	s.url = "http://" + addr + "/"
 	s.cmd = exec.Command(binary, "mcp", "--sandbox", backend, "--workspace", ws, "--http", addr, "--token-file", s.tokenFile)
 	s.cmd.Dir = s.dir
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = s.stderr
 	must(t, s.cmd.Start())
 	t.Cleanup(func() { s.cmd.Process.Signal(syscall.SIGTERM); s.cmd.Wait() })

@@ -147,9 +147,22 @@ type CommandConfig struct {
 	Approval string `mapstructure:"approval"`
 }
 
-// MCPConfig is the mcp section: MCP servers whose tools become gates.
+// MCPConfig is the mcp section: what `gatebridge mcp` (the MCP server
+// gatebridge serves) may hold, and the MCP servers whose tools become
+// gates.
 type MCPConfig struct {
-	Servers map[string]MCPServerConfig `mapstructure:"servers"`
+	Sessions MCPSessionsConfig          `mapstructure:"sessions"`
+	Servers  map[string]MCPServerConfig `mapstructure:"servers"`
+}
+
+// MCPSessionsConfig bounds what the sessions of `gatebridge mcp` hold
+// (mcp.sessions): sandboxes under --http, and each session's background
+// processes. 0 means the default.
+type MCPSessionsConfig struct {
+	MaxSandboxes       int           `mapstructure:"max_sandboxes"`
+	IdleTimeout        time.Duration `mapstructure:"idle_timeout"`
+	MaxBackground      int           `mapstructure:"max_background"`
+	MaxBackgroundBytes int64         `mapstructure:"max_background_bytes"`
 }
 
 // MCPServerConfig is one MCP server (mcp.servers.NAME).
@@ -242,6 +255,10 @@ var defaults = map[string]any{
 	"gates.max_search_file_bytes":         gates.DefaultMaxSearchFileBytes,
 	"gates.commands":                      []any{},
 	"audit.path":                          "",
+	"mcp.sessions.max_sandboxes":          defaultMCPMaxSandboxes,
+	"mcp.sessions.idle_timeout":           defaultMCPIdleTimeout.String(),
+	"mcp.sessions.max_background":         defaultMCPMaxBackground,
+	"mcp.sessions.max_background_bytes":   defaultMCPMaxBackgroundBytes,
 }
 
 // configError is a bad configuration; it names the key and says how to fix it.
@@ -528,6 +545,8 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		"audit.max_bytes":                c.Audit.MaxBytes, "audit.max_files": int64(c.Audit.MaxFiles),
 		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
+		"mcp.sessions.max_sandboxes": int64(c.MCP.Sessions.MaxSandboxes), "mcp.sessions.idle_timeout": int64(c.MCP.Sessions.IdleTimeout),
+		"mcp.sessions.max_background": int64(c.MCP.Sessions.MaxBackground), "mcp.sessions.max_background_bytes": c.MCP.Sessions.MaxBackgroundBytes,
 	}
 	keys := make([]string, 0, len(nonNeg))
 	for k := range nonNeg {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,7 +28,7 @@ import (
 
 func newMCPCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "mcp",
+		Use:   "mcp [--http ADDR --token-file FILE]",
 		Short: "Serve MCP on stdio: one bash tool that runs in a sandbox with every gate on its PATH",
 		Long: `Serve the Model Context Protocol on stdin and stdout with one tool, bash:
 it runs a command line in a sandbox (one per MCP session: files persist
@@ -35,9 +37,16 @@ tool's description lists the gates, so a model needs nothing else.
 
 The sandbox is opened when the server starts, so a backend that cannot
 run here fails at once. Everything is stopped and removed when the client
-disconnects.`,
+disconnects.
+
+--http ADDR serves streamable HTTP instead, one sandbox per MCP session
+(at most mcp.sessions.max_sandboxes at once; one idle for
+mcp.sessions.idle_timeout is closed). --token-file is required, on
+loopback too: anyone who reaches the port would run commands as you.
+Clients send Authorization: Bearer TOKEN.`,
 		Example: `  gatebridge mcp --sandbox bwrap --workspace ~/src/project
-  gatebridge mcp --sandbox docker --writable-workspace`,
+  gatebridge mcp --sandbox docker --writable-workspace
+  gatebridge mcp --http 127.0.0.1:8765 --token-file ~/.config/gatebridge/token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.mcp(cmd) },
 	}
@@ -48,12 +57,39 @@ disconnects.`,
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
 	f.Duration("timeout", 0, "default time limit of one bash call (config sandbox.timeout, 10m)")
 	f.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio: one sandbox per MCP session")
-	f.String("token-file", "", "with --http: require 'Authorization: Bearer TOKEN', TOKEN read from this file (required off loopback)")
+	f.String("token-file", "", "with --http (required): clients must send 'Authorization: Bearer TOKEN', TOKEN read from this file")
 	return needsConfig(cmd)
 }
 
-// mcp serves MCP on stdio.
+// checkMCPFlags checks --http and --token-file together, before anything
+// is opened.
+func checkMCPFlags(addr, tokenFile string) error {
+	usage := func(msg, hint string) error { return &usageError{withHint(errors.New("mcp: "+msg), hint)} }
+	switch {
+	case addr == "" && tokenFile != "":
+		return usage("--token-file needs --http", "stdio needs no token: the client started this process")
+	case addr == "":
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usage(fmt.Sprintf("--http %q: %v", addr, err), "give host:port, e.g. 127.0.0.1:8765")
+	}
+	if tokenFile == "" {
+		// On loopback too: every local user reaches a loopback port, and
+		// would drive the gates and the sandbox as the invoker.
+		return usage("--http needs --token-file: anyone who reaches "+addr+" could run commands as you",
+			"put a random token in a file only you can read (openssl rand -hex 32 > token; chmod 600 token); clients send Authorization: Bearer TOKEN")
+	}
+	return nil
+}
+
+// mcp serves MCP on stdio, or on streamable HTTP with --http.
 func (a *app) mcp(cmd *cobra.Command) error {
+	addr, _ := cmd.Flags().GetString("http")
+	tokenFile, _ := cmd.Flags().GetString("token-file")
+	if err := checkMCPFlags(addr, tokenFile); err != nil {
+		return err
+	}
 	cfg := a.cfg
 	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
@@ -69,15 +105,12 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	set := mcpSettings{
 		Backend: cfg.Sandbox.Backend, Workspace: workspace, Writable: cfg.Sandbox.WritableWorkspace,
 		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
+		MaxBackground: cfg.MCP.Sessions.MaxBackground, MaxBackgroundBytes: cfg.MCP.Sessions.MaxBackgroundBytes,
 	}
-	srv := rpc.NewServer(opts)
-	addr, _ := cmd.Flags().GetString("http")
-	tokenFile, _ := cmd.Flags().GetString("token-file")
+	srv := rpc.NewServer(mcpProtocolOptions(opts))
 	if addr != "" {
-		return serveMCPHTTP(ctx, srv, set, addr, tokenFile, cmd.ErrOrStderr())
-	}
-	if tokenFile != "" {
-		return &usageError{withHint(errors.New("mcp: --token-file needs --http"), "stdio needs no token: the client started this process")}
+		return serveMCPHTTP(ctx, srv, set, mcpHTTP{Addr: addr, TokenFile: tokenFile,
+			MaxSandboxes: cfg.MCP.Sessions.MaxSandboxes, IdleTimeout: cfg.MCP.Sessions.IdleTimeout}, cmd.ErrOrStderr())
 	}
 	h, err := newMCPHost(ctx, srv, set, nil)
 	if err != nil {
@@ -87,23 +120,26 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	return h.server.Run(ctx, &mcp.StdioTransport{})
 }
 
-// serveMCPHTTP serves streamable HTTP on addr: each MCP session gets its
-// own host (an in-process connection and its sandbox), closed when the
-// session ends, after an hour idle, or when the server stops. A bearer
-// token is required off loopback.
-func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, tokenFile string, stderr io.Writer) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return &usageError{withHint(fmt.Errorf("mcp: --http %q: %v", addr, err), "give host:port, e.g. 127.0.0.1:8765")}
+// mcpHTTP configures `gatebridge mcp --http`.
+type mcpHTTP struct {
+	Addr         string        // host:port
+	TokenFile    string        // required: the bearer token
+	MaxSandboxes int           // sandboxes open at once; 0: defaultMCPMaxSandboxes
+	IdleTimeout  time.Duration // a sandbox with no call for this long is closed; 0: defaultMCPIdleTimeout
+}
+
+// serveMCPHTTP serves streamable HTTP: each MCP session gets its own host
+// (an in-process connection and its sandbox) at its first tool call, at
+// most MaxSandboxes at once, closed when the session ends, after
+// IdleTimeout without a call, or when the server stops. Every request
+// needs the bearer token of TokenFile, on loopback too.
+func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpHTTP, stderr io.Writer) error {
+	if err := checkMCPFlags(hc.Addr, hc.TokenFile); err != nil {
+		return err
 	}
-	var token string
-	if tokenFile != "" {
-		if token, err = loadToken("mcp", tokenFile); err != nil {
-			return err
-		}
-	} else if !isLoopbackHost(host) {
-		return &usageError{withHint(fmt.Errorf("mcp: --http %s is not a loopback address and no --token-file is given: anyone who reaches it could run commands", addr),
-			"pass --token-file FILE (clients send Authorization: Bearer TOKEN), or listen on 127.0.0.1")}
+	token, err := loadToken("mcp", hc.TokenFile)
+	if err != nil {
+		return err
 	}
 	// One probe host at start: a backend that cannot run fails now, and
 	// its gates describe the tool. Each session then gets its own host at
@@ -115,64 +151,22 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 	}
 	description := probe.description
 	probe.close()
-	var mu sync.Mutex
-	var ending sync.WaitGroup // sessions' hosts being closed
-	hosts := map[*mcp.ServerSession]*mcpHost{}
-	closing := false
-	defer func() {
-		mu.Lock()
-		closing = true
-		all := hosts
-		hosts = nil
-		mu.Unlock()
-		for _, h := range all {
-			h.close()
-		}
-		ending.Wait()
-	}()
-	resolve := func(ctx context.Context, ss *mcp.ServerSession) (*mcpHost, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if closing {
-			return nil, errors.New("the server is stopping")
-		}
-		if h := hosts[ss]; h != nil {
-			return h, nil
-		}
-		h, err := newMCPHost(ctx, srv, set, nil)
-		if err != nil {
-			return nil, fmt.Errorf("open this session's sandbox: %v", err)
-		}
-		hosts[ss] = h
-		go func() {
-			ss.Wait()
-			mu.Lock()
-			h := hosts[ss]
-			delete(hosts, ss)
-			if h != nil {
-				ending.Add(1)
-			}
-			mu.Unlock()
-			if h != nil {
-				h.close()
-				ending.Done()
-			}
-		}()
-		return h, nil
-	}
-	server := newMCPServer(description, nil, resolve)
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "gatebridge: mcp: "+format+"\n", args...) }
+	pool := newMCPSandboxes(ctx, func(ctx context.Context) (*mcpHost, error) { return newMCPHost(ctx, srv, set, nil) },
+		hc.MaxSandboxes, hc.IdleTimeout, logf)
+	defer pool.close()
+	server := newMCPServer(description, nil, pool.resolve)
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour})
-	var h http.Handler = handler
-	if token != "" {
-		h = bearer(token, handler)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", hc.Addr)
 	if err != nil {
-		return fmt.Errorf("mcp: listen on %s: %w", addr, err)
+		return fmt.Errorf("mcp: listen on %s: %w", hc.Addr, err)
 	}
-	fmt.Fprintf(stderr, "gatebridge: mcp: serving streamable HTTP on http://%s/\n", ln.Addr())
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if host, _, _ := net.SplitHostPort(hc.Addr); !isLoopbackHost(host) {
+		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", hc.Addr)
+	}
+	logf("serving streamable HTTP on http://%s/", ln.Addr())
+	hs := &http.Server{Handler: bearer(token, handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -189,7 +183,7 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, addr, t
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
 			return
@@ -198,6 +192,24 @@ func bearer(token string, next http.Handler) http.Handler {
 	})
 }
 
+// mcpProtocolOptions are the options of the protocol server under the
+// MCP hosts. They take every process's output from process/output and
+// never ask for it again, while the protocol layer keeps each process's
+// output for process/read and snapshots, and its last DefaultKeepExited
+// (64) exited processes: 1.5 MiB each by default, for nothing.
+func mcpProtocolOptions(opts rpc.Options) rpc.Options {
+	opts.MaxReplayBytes, opts.MaxRetainedBytes = 4<<10, 4<<10
+	return opts
+}
+
+// Defaults of the mcp.sessions keys.
+const (
+	defaultMCPMaxSandboxes       = 4
+	defaultMCPIdleTimeout        = 10 * time.Minute
+	defaultMCPMaxBackground      = 16
+	defaultMCPMaxBackgroundBytes = 16 << 20
+)
+
 // mcpSettings configure the MCP server's sandbox and its bash tool.
 type mcpSettings struct {
 	Backend   string // "auto", "local", "bwrap", "docker"
@@ -205,6 +217,10 @@ type mcpSettings struct {
 	Writable  bool
 	Timeout   time.Duration // per call without timeout_ms; 0: none
 	MaxOutput int64         // bytes kept per stream (head and tail); 0: 1 MiB
+	// Background processes kept (running, or exited and unread), and the
+	// output bytes they hold in all; 0: the defaults (mcp.sessions.*).
+	MaxBackground      int
+	MaxBackgroundBytes int64
 }
 
 // mcpHost is an MCP server whose bash tool runs commands through an
@@ -219,17 +235,32 @@ type mcpHost struct {
 
 	description string
 
-	mu        sync.Mutex
-	n         int
-	procs     map[string]*mcpCall
+	// mu guards the calls and all their state.
+	mu      sync.Mutex
+	n       int                 // process ids issued (bash-1 … bash-n)
+	procs   map[string]*mcpCall // calls in flight, and background processes kept
+	bgBytes int64               // output bytes the background ones hold
+	evicted map[string]string   // background processes forgotten unread: why
+	evictQ  []string            // evicted's keys, oldest first
+	// A host that replaces a sandbox closed idle (mcp --http) goes on with
+	// its ids: ids up to first were that sandbox's, and gone says what
+	// became of them.
+	first int
+	gone  string
+
 	closeOnce sync.Once
 }
 
-// mcpCall is one bash call in flight.
+// maxEvictedIDs bounds the ids of evicted processes a host remembers (to
+// say "evicted" rather than "unknown").
+const maxEvictedIDs = 1024
+
+// mcpCall is one bash call in flight, or a background process kept. Its
+// fields are guarded by the host's mu.
 type mcpCall struct {
+	seq            int
 	stdout, stderr *sandbox.Capture
 	exited         chan rpc.ProcessExitedParams
-	mu             sync.Mutex
 	progress       chan string // best effort: dropped when the client is slow; nil when closed
 
 	// A background process: its output since the last bash_output, its
@@ -237,18 +268,9 @@ type mcpCall struct {
 	bg      bool
 	exit    *rpc.ProcessExitedParams
 	changed chan struct{}
-}
-
-// write keeps a chunk of output.
-func (c *mcpCall) write(stream string, chunk []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if stream == "stdout" {
-		c.stdout.Write(chunk)
-	} else {
-		c.stderr.Write(chunk)
-	}
-	c.changedLocked()
+	// Output bytes not kept because the session's background output was at
+	// mcp.sessions.max_background_bytes: stdout, stderr.
+	unkept [2]int64
 }
 
 func (c *mcpCall) changedLocked() {
@@ -258,10 +280,13 @@ func (c *mcpCall) changedLocked() {
 	}
 }
 
-// report queues chunk for a progress notification.
-func (c *mcpCall) report(chunk []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// held is the output bytes c's captures hold.
+func (c *mcpCall) held() int64 {
+	return c.stdout.Total() - c.stdout.Dropped() + c.stderr.Total() - c.stderr.Dropped()
+}
+
+// reportLocked queues chunk for a progress notification.
+func (c *mcpCall) reportLocked(chunk []byte) {
 	if c.progress != nil {
 		select {
 		case c.progress <- string(chunk):
@@ -270,14 +295,97 @@ func (c *mcpCall) report(chunk []byte) {
 	}
 }
 
-// endProgress stops the progress notifications.
-func (c *mcpCall) endProgress() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// endProgress stops c's progress notifications.
+func (h *mcpHost) endProgress(c *mcpCall) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if c.progress != nil {
 		close(c.progress)
 		c.progress = nil
 	}
+}
+
+// keepLocked keeps a chunk of c's output. A background process's output
+// counts against MaxBackgroundBytes: past it the oldest exited processes
+// are evicted, and when only running ones hold the bytes, what does not
+// fit is dropped (and counted, so bash_output says so).
+func (h *mcpHost) keepLocked(c *mcpCall, stream string, chunk []byte) {
+	capt, i := c.stdout, 0
+	if stream != "stdout" {
+		capt, i = c.stderr, 1
+	}
+	if !c.bg {
+		capt.Write(chunk)
+		return
+	}
+	defer c.changedLocked()
+	// Until a capture is full each byte written is held; then it
+	// overwrites its tail and holds no more.
+	grow := min(int64(len(chunk)), h.set.MaxOutput-(capt.Total()-capt.Dropped()))
+	if grow > 0 && h.bgBytes+grow > h.set.MaxBackgroundBytes {
+		h.evictLocked(func() bool { return h.bgBytes+grow > h.set.MaxBackgroundBytes }, "mcp.sessions.max_background_bytes", c)
+	}
+	if room := h.set.MaxBackgroundBytes - h.bgBytes; grow > room {
+		room = max(room, 0)
+		capt.Write(chunk[:room])
+		c.unkept[i] += int64(len(chunk)) - room
+		h.bgBytes += room
+		return
+	}
+	capt.Write(chunk)
+	h.bgBytes += max(grow, 0)
+}
+
+// evictLocked forgets exited background processes but spare, oldest
+// first, while more is true; key names the bound that made room necessary.
+func (h *mcpHost) evictLocked(more func() bool, key string, spare *mcpCall) {
+	for more() {
+		var oldest *mcpCall
+		id := ""
+		for pid, c := range h.procs {
+			if c.bg && c.exit != nil && c != spare && (oldest == nil || c.seq < oldest.seq) {
+				oldest, id = c, pid
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		h.bgBytes -= oldest.held()
+		delete(h.procs, id)
+		oldest.changedLocked()
+		if len(h.evictQ) == maxEvictedIDs {
+			delete(h.evicted, h.evictQ[0])
+			h.evictQ = h.evictQ[1:]
+		}
+		h.evicted[id] = key
+		h.evictQ = append(h.evictQ, id)
+	}
+}
+
+// backgroundCountLocked is how many background processes h keeps.
+func (h *mcpHost) backgroundCountLocked() int {
+	n := 0
+	for _, c := range h.procs {
+		if c.bg {
+			n++
+		}
+	}
+	return n
+}
+
+// follow makes h, new, go on from a host whose sandbox was closed: its
+// process ids continue after last, and asking for an older one says gone.
+func (h *mcpHost) follow(last int, gone string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n, h.first, h.gone = last, last, gone
+}
+
+// lastID is the number of the last process id h issued.
+func (h *mcpHost) lastID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
 }
 
 const mcpSandboxID = "mcp"
@@ -326,7 +434,9 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 	if set.MaxOutput <= 0 {
 		set.MaxOutput = sandbox.DefaultMaxOutput
 	}
-	h := &mcpHost{set: set, procs: map[string]*mcpCall{}}
+	set.MaxBackground = cmp.Or(max(set.MaxBackground, 0), defaultMCPMaxBackground)
+	set.MaxBackgroundBytes = cmp.Or(max(set.MaxBackgroundBytes, 0), defaultMCPMaxBackgroundBytes)
+	h := &mcpHost{set: set, procs: map[string]*mcpCall{}, evicted: map[string]string{}}
 	h.client, h.served = srv.Connect(context.WithoutCancel(ctx), h.handle)
 	fail := func(err error) (*mcpHost, error) {
 		h.close()
@@ -344,13 +454,17 @@ func newMCPHost(ctx context.Context, srv *rpc.Server, set mcpSettings, initializ
 		return fail(err)
 	}
 	h.description = h.describe(docs)
-	h.server = newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*mcpHost, error) { return h, nil })
+	h.server = newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*mcpHost, func(), error) { return h, func() {}, nil })
 	return h, nil
 }
 
+// mcpResolver gives the host (connection and sandbox) of a session, and a
+// function to call when the tool call that asked is done with it.
+type mcpResolver func(context.Context, *mcp.ServerSession) (h *mcpHost, done func(), err error)
+
 // newMCPServer is an MCP server with the bash tools; resolve gives the
-// host (connection and sandbox) of a session.
-func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error)) *mcp.Server {
+// host of a session.
+func newMCPServer(description string, initialized func(context.Context, *mcp.InitializedRequest), resolve mcpResolver) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "gatebridge", Version: versionString()}, &mcp.ServerOptions{InitializedHandler: initialized})
 	mcp.AddTool(server, &mcp.Tool{Name: "bash", Description: description}, onHost(resolve, (*mcpHost).bash))
 	mcp.AddTool(server, &mcp.Tool{Name: "bash_output", Description: "Read what a background process (bash with background: true) printed since the last read, and its exit status once it has exited."},
@@ -362,14 +476,15 @@ func newMCPServer(description string, initialized func(context.Context, *mcp.Ini
 
 // onHost is a tool handler that finds the session's host with resolve, then
 // calls f on it.
-func onHost[In, Out any](resolve func(context.Context, *mcp.ServerSession) (*mcpHost, error),
+func onHost[In, Out any](resolve mcpResolver,
 	f func(*mcpHost, context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		h, err := resolve(ctx, req.Session)
+		h, done, err := resolve(ctx, req.Session)
 		if err != nil {
 			var none Out
 			return nil, none, err
 		}
+		defer done()
 		return f(h, ctx, req, in)
 	}
 }
@@ -440,35 +555,28 @@ func (h *mcpHost) handle(m *rpc.Message) {
 			return
 		}
 		h.mu.Lock()
-		c := h.procs[p.ProcessID]
-		h.mu.Unlock()
-		if c == nil {
-			return
+		if c := h.procs[p.ProcessID]; c != nil {
+			h.keepLocked(c, p.Stream, p.Chunk)
+			c.reportLocked(p.Chunk)
 		}
-		c.write(p.Stream, p.Chunk)
-		c.report(p.Chunk)
+		h.mu.Unlock()
 	case rpc.MethodProcessExited:
 		var p rpc.ProcessExitedParams
 		if json.Unmarshal(m.Params, &p) != nil {
 			return
 		}
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		c := h.procs[p.ProcessID]
-		if c != nil && !c.bg {
-			delete(h.procs, p.ProcessID) // a background one stays for bash_output
-		}
-		h.mu.Unlock()
-		if c == nil {
-			return
-		}
-		if c.bg {
-			c.mu.Lock()
+		switch {
+		case c == nil:
+		case c.bg: // it stays for bash_output
 			c.exit = &p
 			c.changedLocked()
-			c.mu.Unlock()
-			return
+		default:
+			delete(h.procs, p.ProcessID)
+			c.exited <- p // buffered: one exit
 		}
-		c.exited <- p
 	}
 }
 
@@ -487,22 +595,30 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		c.progress = make(chan string, 256)
 		go sendProgress(ctx, req.Session, token, c.progress)
 	}
-	defer c.endProgress()
+	defer h.endProgress(c)
 	h.mu.Lock()
+	if in.Background {
+		if err := h.roomForBackgroundLocked(); err != nil {
+			h.mu.Unlock()
+			return nil, bashOutput{}, err
+		}
+		c.bg, c.changed = true, make(chan struct{})
+	}
 	h.n++
+	c.seq = h.n
 	id := fmt.Sprintf("bash-%d", h.n)
 	h.procs[id] = c
 	h.mu.Unlock()
-	if in.Background {
-		c.bg, c.changed = true, make(chan struct{})
-	}
 	start := rpc.ProcessStartParams{ProcessID: id, SandboxID: mcpSandboxID, Argv: []string{"bash", "-c", in.Command}, TimeoutMs: in.TimeoutMs, Stdin: in.Background}
 	if start.TimeoutMs == 0 {
 		start.TimeoutMs = h.set.Timeout.Milliseconds()
 	}
 	if err := h.client.Call(ctx, rpc.MethodProcessStart, start, nil); err != nil {
 		h.mu.Lock()
-		delete(h.procs, id)
+		if h.procs[id] == c {
+			h.bgBytes -= c.held()
+			delete(h.procs, id)
+		}
 		h.mu.Unlock()
 		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
 	}
@@ -526,8 +642,10 @@ func (h *mcpHost) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInp
 		cancel()
 		return nil, bashOutput{}, ctx.Err()
 	}
+	h.mu.Lock()
 	out := bashOutput{ExitCode: ex.ExitCode, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
 		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.ExactAnswer()}.withBytes()
+	h.mu.Unlock()
 	return toolResult(out, &ex), out, nil
 }
 
@@ -574,47 +692,70 @@ func toolResult(out bashOutput, ex *rpc.ProcessExitedParams) *mcp.CallToolResult
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, IsError: ex != nil && ex.ExitCode != 0}
 }
 
-// background returns the background process id names, or an error a
-// model can act on.
+// roomForBackgroundLocked makes room for one more background process:
+// at MaxBackground the oldest exited one is evicted; when every one kept
+// is running, the new one is refused.
+func (h *mcpHost) roomForBackgroundLocked() error {
+	h.evictLocked(func() bool { return h.backgroundCountLocked() >= h.set.MaxBackground }, "mcp.sessions.max_background", nil)
+	if n := h.backgroundCountLocked(); n >= h.set.MaxBackground {
+		return fmt.Errorf("cannot start another background process: %d are running, the most this server keeps (mcp.sessions.max_background): "+
+			"wait for one to exit (bash_output with wait_ms; each stops at its time limit), close the stdin of one that reads it (write_stdin close_stdin), or run this command without background", n)
+	}
+	return nil
+}
+
+// backgroundLocked returns the background process id names, or an error
+// a model can act on: one it had, evicted or gone with a closed sandbox,
+// is said so.
+func (h *mcpHost) backgroundLocked(id string) (*mcpCall, error) {
+	if c := h.procs[id]; c != nil && c.bg {
+		return c, nil
+	}
+	if key, ok := h.evicted[id]; ok {
+		return nil, fmt.Errorf("background process %s was evicted: it had exited, and its output and exit status were dropped unread to make room for newer ones (%s); read a process's exit with bash_output sooner", id, key)
+	}
+	if n, err := strconv.Atoi(strings.TrimPrefix(id, "bash-")); err == nil && strings.HasPrefix(id, "bash-") && n >= 1 && n <= h.first && h.gone != "" {
+		return nil, fmt.Errorf("background process %s is gone: %s", id, h.gone)
+	}
+	return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
+}
+
+// background is backgroundLocked with the lock taken.
 func (h *mcpHost) background(id string) (*mcpCall, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.procs[id]
-	if c == nil || !c.bg {
-		return nil, fmt.Errorf("no background process %q (bash with background: true returns the id; a process whose exit was read is gone)", id)
-	}
-	return c, nil
+	return h.backgroundLocked(id)
 }
 
 // bashOutput returns a background process's output since the last call,
 // and its exit once it has exited (then it is forgotten).
 func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bashOutputInput) (*mcp.CallToolResult, bashOutput, error) {
-	c, err := h.background(in.ProcessID)
-	if err != nil {
-		return nil, bashOutput{}, err
-	}
 	wait := time.Duration(min(max(in.WaitMs, 0), 60000)) * time.Millisecond
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		c.mu.Lock()
-		if c.exit != nil || c.stdout.Total() > 0 || c.stderr.Total() > 0 || wait == 0 {
-			out := bashOutput{ProcessID: in.ProcessID, Running: c.exit == nil, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
-				Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0}
-			c.stdout, c.stderr = sandbox.NewCapture(h.set.MaxOutput), sandbox.NewCapture(h.set.MaxOutput)
+		h.mu.Lock()
+		c, err := h.backgroundLocked(in.ProcessID)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, bashOutput{}, err
+		}
+		if c.exit != nil || c.stdout.Total() > 0 || c.stderr.Total() > 0 || c.unkept != [2]int64{} || wait == 0 {
+			out := bashOutput{ProcessID: in.ProcessID, Running: c.exit == nil, Stdout: string(c.stdout.Bytes()) + unkeptNote(c.unkept[0]),
+				Stderr: string(c.stderr.Bytes()) + unkeptNote(c.unkept[1]), Truncated: c.stdout.Dropped()+c.stderr.Dropped()+c.unkept[0]+c.unkept[1] > 0}
+			h.bgBytes -= c.held()
+			c.stdout, c.stderr, c.unkept = sandbox.NewCapture(h.set.MaxOutput), sandbox.NewCapture(h.set.MaxOutput), [2]int64{}
 			ex := c.exit
-			c.mu.Unlock()
 			if ex != nil {
 				out.ExitCode, out.TimedOut, out.Answer = ex.ExitCode, ex.TimedOut, ex.ExactAnswer()
-				h.mu.Lock()
 				delete(h.procs, in.ProcessID)
-				h.mu.Unlock()
 			}
+			h.mu.Unlock()
 			out = out.withBytes()
 			return toolResult(out, ex), out, nil
 		}
 		changed := c.changed
-		c.mu.Unlock()
+		h.mu.Unlock()
 		select {
 		case <-changed:
 		case <-deadline.C:
@@ -623,6 +764,14 @@ func (h *mcpHost) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bas
 			return nil, bashOutput{}, ctx.Err()
 		}
 	}
+}
+
+// unkeptNote says how many bytes of a stream were not kept ("" for none).
+func unkeptNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n[gatebridge: %d more bytes were dropped, not kept: this session's background output reached mcp.sessions.max_background_bytes; read it sooner with bash_output]\n", n)
 }
 
 // writeStdin writes to a background process's stdin.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,13 @@ import (
 // returns a client session of the SDK's own client.
 func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
 	t.Helper()
+	cs, _, ws := mcpSessionHost(t, set, onProgress)
+	return cs, ws
+}
+
+// testSettings fills set's workspace (a fresh one) and backend (local).
+func testSettings(t *testing.T, set mcpSettings) mcpSettings {
+	t.Helper()
 	if set.Workspace == "" {
 		set.Workspace = t.TempDir()
 		os.Chmod(set.Workspace, 0o777)
@@ -31,7 +39,13 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 	if set.Backend == "" {
 		set.Backend = sandbox.LocalName
 	}
-	opts := rpc.Options{
+	return set
+}
+
+// testRPCServer is the protocol server the MCP hosts of a test use: local
+// backend, the built-in gates, the options `gatebridge mcp` gives it.
+func testRPCServer() *rpc.Server {
+	return rpc.NewServer(mcpProtocolOptions(rpc.Options{
 		Backends: sandbox.NewRegistry(),
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			reg := gates.NewRegistry()
@@ -42,9 +56,16 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 			return reg, map[string]string{}, gates.RegisterBuiltins(reg, o)
 		},
 		Process: sandbox.Spec{KillGrace: 500 * time.Millisecond},
-	}
+	}))
+}
+
+// mcpSessionHost is mcpSession that also returns the host, to look at
+// what it holds.
+func mcpSessionHost(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *mcpHost, string) {
+	t.Helper()
+	set = testSettings(t, set)
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), set, nil)
+	h, err := newMCPHost(ctx, testRPCServer(), set, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -68,7 +89,7 @@ func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNoti
 		h.close()
 		cancel()
 	})
-	return cs, set.Workspace
+	return cs, h, set.Workspace
 }
 
 // bash calls the bash tool and decodes its structured result.
@@ -285,5 +306,200 @@ func TestMCPBackground(t *testing.T) {
 	}
 	if res, _ := call("bash_output", map[string]any{"process_id": id}); !res.IsError || !strings.Contains(text(res), "no background process") {
 		t.Fatalf("after the exit was read: %q", text(res))
+	}
+}
+
+// callTool calls a tool and decodes its structured result.
+func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, bashOutput) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	var out bashOutput
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+	}
+	return res, out
+}
+
+// startBackground starts command with background: true and returns its id.
+func startBackground(t *testing.T, cs *mcp.ClientSession, command string) string {
+	t.Helper()
+	res, out := callTool(t, cs, "bash", map[string]any{"command": command, "background": true})
+	if res.IsError || out.ProcessID == "" {
+		t.Fatalf("start %q: %q", command, text(res))
+	}
+	return out.ProcessID
+}
+
+// waitHost polls what h holds until ok says so (with h.mu held).
+func waitHost(t *testing.T, h *mcpHost, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.mu.Lock()
+		done := ok()
+		h.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// exitedLocked reports whether background process id is kept and exited.
+func (h *mcpHost) exitedLocked(id string) bool {
+	c := h.procs[id]
+	return c != nil && c.exit != nil
+}
+
+// keptLocked is how many background processes h keeps and the output
+// bytes their captures hold, counted from the captures themselves.
+func (h *mcpHost) keptLocked() (n int, held int64) {
+	for _, c := range h.procs {
+		if c.bg {
+			n++
+			held += c.held()
+		}
+	}
+	return n, held
+}
+
+// The review's attack: background processes whose exit nobody reads were
+// kept forever (996 MB RSS after 200). Now at most max_background are
+// kept: the oldest exited one is evicted, and a client asking for it is
+// told so, naming the key; when every one kept is running, a new one is
+// refused, until one exits.
+func TestMCPBackgroundCountBounded(t *testing.T) {
+	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxBackground: 3}, nil)
+	for i := 1; i <= 10; i++ {
+		id := startBackground(t, cs, fmt.Sprintf("echo %d", i))
+		waitHost(t, h, id+" to exit", func() bool { return h.exitedLocked(id) })
+		h.mu.Lock()
+		n, _ := h.keptLocked()
+		h.mu.Unlock()
+		if n > 3 {
+			t.Fatalf("after %d unread background processes, %d are kept (max_background 3)", i, n)
+		}
+	}
+	res, _ := callTool(t, cs, "bash_output", map[string]any{"process_id": "bash-1"})
+	if !res.IsError || !strings.Contains(text(res), "bash-1 was evicted") || !strings.Contains(text(res), "mcp.sessions.max_background)") {
+		t.Fatalf("asking for an evicted process: %q", text(res))
+	}
+	for _, id := range []string{"bash-10", "bash-9"} {
+		if res, out := callTool(t, cs, "bash_output", map[string]any{"process_id": id}); res.IsError || out.Running || out.Stdout != strings.TrimPrefix(id, "bash-")+"\n" {
+			t.Fatalf("%s, kept: %q %+v", id, text(res), out)
+		}
+	}
+	// Three running ones (bash-8, exited, is evicted for the third): a
+	// fourth is refused, clearly, until one of them exits.
+	var running []string
+	for range 3 {
+		running = append(running, startBackground(t, cs, "read x; echo got $x"))
+	}
+	res, _ = callTool(t, cs, "bash", map[string]any{"command": "true", "background": true})
+	if !res.IsError || !strings.Contains(text(res), "cannot start another background process: 3 are running") || !strings.Contains(text(res), "mcp.sessions.max_background") {
+		t.Fatalf("a 4th while 3 run: %q", text(res))
+	}
+	if res, _ := callTool(t, cs, "bash_output", map[string]any{"process_id": "bash-8"}); !strings.Contains(text(res), "bash-8 was evicted") {
+		t.Fatalf("bash-8: %q", text(res))
+	}
+	callTool(t, cs, "write_stdin", map[string]any{"process_id": running[0], "chars": "it\n", "close_stdin": true})
+	waitHost(t, h, running[0]+" to exit", func() bool { return h.exitedLocked(running[0]) })
+	startBackground(t, cs, "true")
+	if res, _ := callTool(t, cs, "bash_output", map[string]any{"process_id": running[0]}); !strings.Contains(text(res), running[0]+" was evicted") {
+		t.Fatalf("%s: %q", running[0], text(res))
+	}
+	// The foreground form is not bounded by it.
+	if res, out := bash(t, cs, map[string]any{"command": "echo fg"}); res.IsError || out.Stdout != "fg\n" {
+		t.Fatalf("foreground: %q", text(res))
+	}
+}
+
+// The bytes the background processes' output holds, in all, stay within
+// max_background_bytes: exited ones are evicted, oldest first, to make
+// room; while only running ones hold it, what does not fit is dropped and
+// bash_output says how much.
+func TestMCPBackgroundBytesBounded(t *testing.T) {
+	const maxOut, budget = 64 << 10, 256 << 10
+	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: maxOut, MaxBackgroundBytes: budget}, nil)
+	for i := 1; i <= 12; i++ {
+		id := startBackground(t, cs, `head -c 100000 /dev/zero | tr '\0' x; head -c 100000 /dev/zero | tr '\0' y >&2`)
+		waitHost(t, h, id+" to exit", func() bool { return h.exitedLocked(id) })
+		h.mu.Lock()
+		n, held := h.keptLocked()
+		counted := h.bgBytes
+		h.mu.Unlock()
+		if held > budget || counted != held {
+			t.Fatalf("after %d unread: %d kept hold %d bytes (counted %d), over max_background_bytes %d", i, n, held, counted, budget)
+		}
+	}
+	res, _ := callTool(t, cs, "bash_output", map[string]any{"process_id": "bash-1"})
+	if !res.IsError || !strings.Contains(text(res), "bash-1 was evicted") || !strings.Contains(text(res), "mcp.sessions.max_background_bytes") {
+		t.Fatalf("asking for an evicted process: %q", text(res))
+	}
+	if res, out := callTool(t, cs, "bash_output", map[string]any{"process_id": "bash-12"}); res.IsError || !strings.HasPrefix(out.Stdout, "xxx") || !out.Truncated {
+		t.Fatalf("the newest: %q", text(res)[:min(200, len(text(res)))])
+	}
+}
+
+func TestMCPBackgroundBytesRunningOnly(t *testing.T) {
+	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: 1000, MaxBackgroundBytes: 1500}, nil)
+	a := startBackground(t, cs, `head -c 1000 /dev/zero | tr '\0' a; read x`)
+	waitHost(t, h, "a's output", func() bool { return h.bgBytes == 1000 })
+	b := startBackground(t, cs, `head -c 1000 /dev/zero | tr '\0' b; read x`)
+	waitHost(t, h, "b's output", func() bool {
+		c := h.procs[b]
+		return c.stdout.Total()+c.unkept[0] == 1000
+	})
+	h.mu.Lock()
+	held := h.bgBytes
+	h.mu.Unlock()
+	if held != 1500 {
+		t.Fatalf("two running processes hold %d bytes, want the budget 1500", held)
+	}
+	res, out := callTool(t, cs, "bash_output", map[string]any{"process_id": b})
+	if !out.Running || !out.Truncated || !strings.HasPrefix(out.Stdout, strings.Repeat("b", 500)+"\n[gatebridge: 500 more bytes were dropped") || !strings.Contains(out.Stdout, "mcp.sessions.max_background_bytes") {
+		t.Fatalf("b: %q %+v", text(res), out)
+	}
+	h.mu.Lock()
+	held = h.bgBytes
+	h.mu.Unlock()
+	if held != 1000 {
+		t.Fatalf("after b was read: %d bytes held, want a's 1000", held)
+	}
+	if _, out := callTool(t, cs, "bash_output", map[string]any{"process_id": a}); out.Stdout != strings.Repeat("a", 1000) {
+		t.Fatalf("a: %d bytes", len(out.Stdout))
+	}
+}
+
+// The review's measure: 200 background calls whose output nobody reads
+// took 996 MB of RSS. Here 100 such calls of 400 KB each leave the heap
+// within a few MB of where it started: what the host keeps is bounded by
+// mcp.sessions.max_background_bytes, and the protocol layer under it keeps
+// almost nothing of each (it kept 64 exited processes' output, 1.5 MiB
+// each, which the MCP host never reads back).
+func TestMCPBackgroundHeapBounded(t *testing.T) {
+	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: 256 << 10, MaxBackgroundBytes: 512 << 10}, nil)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for range 100 {
+		id := startBackground(t, cs, `head -c 200000 /dev/zero | tr '\0' x; head -c 200000 /dev/zero | tr '\0' y >&2`)
+		waitHost(t, h, id+" to exit", func() bool { return h.exitedLocked(id) })
+	}
+	grown := int64(heap()) - int64(before)
+	t.Logf("heap grew by %.1f MB", float64(grown)/(1<<20))
+	if grown > 16<<20 {
+		t.Fatalf("100 unread background calls of 400 KB grew the heap by %.1f MB", float64(grown)/(1<<20))
 	}
 }

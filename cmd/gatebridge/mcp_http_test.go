@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// lockedBuffer is a strings.Builder safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// httpMCP is serveMCPHTTP running in this process on a free loopback port.
+type httpMCP struct {
+	url    string
+	err    error // what serveMCPHTTP returned, when it did before serving
+	stderr *lockedBuffer
+}
+
+var servingLine = regexp.MustCompile(`serving streamable HTTP on (http://\S+/)`)
+
+// startHTTPMCP runs serveMCPHTTP on 127.0.0.1:0 with tokenFile; it waits
+// until it serves or returns. It is stopped at cleanup.
+func startHTTPMCP(t *testing.T, tokenFile string) *httpMCP {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &httpMCP{stderr: &lockedBuffer{}}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- serveMCPHTTP(ctx, testRPCServer(), testSettings(t, mcpSettings{}), mcpHTTP{Addr: "127.0.0.1:0", TokenFile: tokenFile}, s.stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if s.url == "" {
+			return
+		}
+		select {
+		case <-errc:
+		case <-time.After(30 * time.Second):
+			t.Error("the server did not stop")
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case s.err = <-errc:
+			return s
+		default:
+		}
+		if m := servingLine.FindStringSubmatch(s.stderr.String()); m != nil {
+			s.url = m[1]
+			return s
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("neither served nor failed: %s", s.stderr.String())
+	return nil
+}
+
+// connectHTTP opens an MCP session over streamable HTTP sending auth as
+// the Authorization header ("": none).
+func connectHTTP(ctx context.Context, url, auth string) (*mcp.ClientSession, error) {
+	hc := &http.Client{Transport: authHeader(auth)}
+	return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+}
+
+type authHeader string
+
+func (a authHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", string(a))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// The review's attack: `mcp --http 127.0.0.1:PORT` without --token-file
+// served anyone on this machine, and uid 4242 ran commands through it as
+// the invoker (root: uid=0 with --sandbox local). Now it refuses to
+// start; with a token, a client without it, or with a wrong one, is
+// refused on loopback too.
+func TestMCPHTTPNeedsToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	s := startHTTPMCP(t, "")
+	if s.url != "" {
+		// It serves: be the other local user.
+		cs, err := connectHTTP(ctx, s.url, "")
+		if err != nil {
+			t.Fatalf("served on loopback without a token (a client could not connect: %v)", err)
+		}
+		defer cs.Close()
+		res, _ := bash(t, cs, map[string]any{"command": "id -u"})
+		t.Fatalf("served on loopback without a token: a client without one ran `id -u`: %q", text(res))
+	}
+	err := s.err
+	if err == nil || !strings.Contains(err.Error(), "mcp: --http needs --token-file: anyone who reaches 127.0.0.1:0 could run commands as you") ||
+		!strings.Contains(errorHint(err), "openssl rand -hex 32 > token; chmod 600 token") {
+		t.Fatalf("without --token-file: %v (hint %q)", err, errorHint(err))
+	}
+
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = startHTTPMCP(t, tokenFile)
+	if s.url == "" {
+		t.Fatalf("with a token file: %v %s", s.err, s.stderr.String())
+	}
+	for _, auth := range []string{"", "Bearer wrong-token", "Bearer s3cret-token-and-more", "s3cret-token", "Basic s3cret-token"} {
+		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("Authorization %q on loopback: %s", auth, resp.Status)
+		}
+		if cs, err := connectHTTP(ctx, s.url, auth); err == nil {
+			res, _ := bash(t, cs, map[string]any{"command": "id -u"})
+			cs.Close()
+			t.Fatalf("Authorization %q: a session, and `id -u` ran: %q", auth, text(res))
+		}
+	}
+	cs, err := connectHTTP(ctx, s.url, "Bearer s3cret-token")
+	if err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	defer cs.Close()
+	if res, out := bash(t, cs, map[string]any{"command": "echo over http"}); res.IsError || out.Stdout != "over http\n" {
+		t.Fatalf("with the token: %q", text(res))
+	}
+}
