@@ -154,6 +154,9 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		return nil, err
 	}
 	defer CleanupProtected(protected)
+	if err := PrepareProtected("bwrap", protected); err != nil {
+		return nil, err
+	}
 	// Limits: a cgroup the starting thread joins before it forks bwrap.
 	cg, cgErr := newLimitCgroup(spec.Limits)
 	if noCg := (*noCgroupError)(nil); cgErr != nil && !errors.As(cgErr, &noCg) {
@@ -329,6 +332,12 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 		if p != "" {
 			binds = append(binds, bind{filepath.Clean(p), rw})
 		}
+	}
+	// The parents of nested protected paths, each a mount point of its
+	// own so the command cannot rename it away (ProtectedParents). First,
+	// so that an equal path below wins.
+	for _, rel := range ProtectedParents(protected) {
+		add(filepath.Join(workspace, rel), true)
 	}
 	for _, p := range b.ReadOnly {
 		add(p, false)

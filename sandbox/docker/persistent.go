@@ -200,16 +200,26 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
 	var protected []sandbox.Protected
+	started := false
 	if ws != "" {
 		mounts = append(mounts, bind(ws, b.cfg.WorkspacePath, !opts.WorkspaceWritable))
 		protected, err = sandbox.ProtectedPaths("docker", &sandbox.Spec{Workspace: ws, WorkspaceWritable: opts.WorkspaceWritable, ProtectedPaths: opts.ProtectedPaths})
 		if err != nil {
 			return nil, err
 		}
+		// Until the sandbox runs, a failure removes what was made for it.
+		defer func() {
+			if !started {
+				sandbox.CleanupProtected(protected)
+			}
+		}()
+		if err := sandbox.PrepareProtected("docker", protected); err != nil {
+			return nil, err
+		}
 		// Missing ones keep their (empty, read-only) mount point for the
 		// sandbox's life; Sandbox.Stop of this Sandbox removes it, a stop
 		// by name from another process (`sandbox stop`) does not know it.
-		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
+		mounts = append(mounts, protectedMounts(protected, ws, b.cfg.WorkspacePath)...)
 	}
 	// The agent: req/ read-only inside (also through the sessions mount,
 	// which a read-only bind of .agent/ over it shadows), out/ writable
@@ -279,9 +289,9 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	if _, err := b.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		b.remove(ctx, created.ID)
-		sandbox.CleanupProtected(protected)
 		return nil, startError(err)
 	}
+	started = true
 	return &Sandbox{b: b, id: created.ID, name: opts.Name, image: b.cfg.Image, user: user,
 		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable,
 		protected: protected, agentDir: agentHost}, nil

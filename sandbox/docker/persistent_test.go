@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
@@ -437,4 +438,43 @@ func waitGone(ctx context.Context, b *Backend, id string, d time.Duration) bool 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestPersistentNestedProtectedPaths: the attack on nested protected paths
+// (sandboxtest.NestedProtectedAttack: rename a parent of a protected path,
+// make a new one where it was, write a hook) in a persistent sandbox
+// started with those protected paths, its commands run as execs. The
+// parents are mount points for the sandbox's life; the check comes after
+// Stop, which removes the mount point of the missing gen/hooks.
+func TestPersistentNestedProtectedPaths(t *testing.T) {
+	b, _ := newBackend(t, Config{})
+	ctx := context.Background()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script, check := sandboxtest.NestedProtectedAttack(t, ws)
+	name := fmt.Sprintf("test-nested-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	sb, err := b.Start(ctx, StartOptions{Name: name, SessionsRoot: root, Workspace: ws, WorkspaceWritable: true,
+		ProtectedPaths: sandboxtest.NestedProtectedPaths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
+	res, err := runIn(t, sb, ctx, script, withSpec(func(s *sandbox.Spec) { s.Workspace, s.WorkspaceWritable = ws, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
 }
