@@ -260,7 +260,7 @@ func mkdirAt(dirfd int, name string, perm fs.FileMode, exact bool, owner *Owner)
 		}
 		// Keeping the setgid bit a setgid parent gave it.
 		if exact {
-			if err := unix.Fchmod(fd, uint32(perm.Perm())|st.Mode&unix.S_ISGID); err != nil {
+			if err := unix.Fchmod(fd, uint32(perm.Perm())|uint32(st.Mode)&unix.S_ISGID); err != nil {
 				unix.Close(fd)
 				return -1, err
 			}
