@@ -173,6 +173,55 @@ touch newfile && echo wrote`
 	})
 }
 
+// TestSecNestedProtectedPaths: with sandbox.protected_paths [.git,
+// tools/hooks], the command renamed tools (the read-only mount of
+// tools/hooks went with it) and made a new tools/hooks with a hook that
+// host tools would run. The parents of nested protected paths are mount
+// points inside, which cannot be renamed; a missing parent (gen, of
+// gen/hooks) is made for the run as the workspace owner's, so writes in
+// it work, and the empty mount point is gone afterwards.
+func TestSecNestedProtectedPaths(t *testing.T) {
+	forEachIsolating(t, func(t *testing.T, backend string) {
+		ws := workspace(t)
+		must(t, os.MkdirAll(filepath.Join(ws, "tools", "hooks"), 0o755))
+		must(t, os.WriteFile(filepath.Join(ws, "tools", "hooks", "pre-commit"), []byte("orig\n"), 0o755))
+		owner := os.Geteuid()
+		if owner == 0 {
+			owner = 4321
+			must(t, exec.Command("chown", "-R", "4321:4321", ws).Run())
+		}
+		before, err := os.Lstat(filepath.Join(ws, "tools", "hooks"))
+		must(t, err)
+		cfg := "sandbox:\n  protected_paths: [.git, tools/hooks, gen/hooks]\n"
+		script := `mv tools tools2 2>/dev/null && echo MOVED
+mv gen gen2 2>/dev/null && echo MOVED-GEN
+mkdir -p tools/hooks gen/hooks 2>/dev/null
+echo evil > tools/hooks/pre-commit 2>/dev/null && echo HOOK
+echo evil > gen/hooks/pre-commit 2>/dev/null && echo GEN-HOOK
+echo ok > tools/new && echo ok > gen/new && echo wrote`
+		out := gb(t, backend, Run{Dir: ws, Config: cfg, Args: []string{"--writable-workspace"}, Command: []string{"sh", "-c", script}})
+		if out.Stdout != "wrote\n" {
+			t.Errorf("stdout %q (want only wrote), stderr %q", out.Stdout, out.Stderr)
+		}
+		if fi, err := os.Lstat(filepath.Join(ws, "tools", "hooks")); err != nil || !os.SameFile(fi, before) {
+			t.Errorf("tools/hooks is not the protected directory any more (%v)", err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "tools", "hooks", "pre-commit")); string(b) != "orig\n" {
+			t.Errorf("tools/hooks/pre-commit is %q", b)
+		}
+		for _, p := range []string{"tools2", "gen2", "gen/hooks"} {
+			if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+				t.Errorf("%s is in the workspace after the run", p)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(ws, "gen")); err != nil {
+			t.Error(err)
+		} else if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != owner {
+			t.Errorf("gen, made for the run, is owned by uid %d, want the workspace owner %d", uid, owner)
+		}
+	})
+}
+
 // TestSecTmpdirBounded: a 2 GiB write to TMPDIR went into host memory
 // (the session dir on /dev/shm). TMPDIR is the sandbox's own tmpfs of
 // sandbox.limits.tmp_size: writing past it is ENOSPC.

@@ -113,6 +113,9 @@ type Spec struct {
 	// ProtectedPaths are workspace-relative paths (default: .git) that stay
 	// read-only inside even when WorkspaceWritable is set, so the sandbox
 	// cannot plant what host tools (git hooks, .git/config) run later.
+	// The directories between the workspace and a nested one are mount
+	// points inside, so that they cannot be renamed away with the
+	// protected path in them ([ProtectedParents]).
 	ProtectedPaths []string
 	// UID and GID are the host identity the command runs as when
 	// gatebridge itself is root (the CLI picks the workspace owner, else

@@ -35,7 +35,11 @@ import (
 // session. The session is mounted at its host path: Root, bin/ and
 // responses/ read-only, calls/ and tmp/ read-write. Paths are resolved
 // (symlinks evaluated) on the host first, so inside paths equal the
-// canonical host paths, in the env as well.
+// canonical host paths, in the env as well. In a writable workspace the
+// protected paths ([Spec.ProtectedPaths]) are mounted read-only over it,
+// each directory between the workspace and one of them read-write onto
+// itself ([ProtectedParents]), both from descriptors gatebridge opened
+// without following links, where bwrap has --bind-fd.
 //
 // # Environment
 //
@@ -154,6 +158,9 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		return nil, err
 	}
 	defer CleanupProtected(protected)
+	if err := PrepareProtected("bwrap", protected); err != nil {
+		return nil, err
+	}
 	// Limits: a cgroup the starting thread joins before it forks bwrap.
 	cg, cgErr := newLimitCgroup(spec.Limits)
 	if noCg := (*noCgroupError)(nil); cgErr != nil && !errors.As(cgErr, &noCg) {
@@ -179,6 +186,39 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		leave = cg.leave
 	}
 
+	// The parents of nested protected paths and the protected paths that
+	// exist, opened here and handed to bwrap (fd 4, 5, …) to mount.
+	feat := probeBwrap(ctx, bin)
+	var pins map[string]int
+	var pinned []*os.File
+	if feat.bindFd && len(protected) > 0 {
+		var rels []string
+		var dirs []bool
+		for _, rel := range ProtectedParents(protected) {
+			rels, dirs = append(rels, rel), append(dirs, true)
+		}
+		for _, p := range protected {
+			if !p.Missing {
+				rels, dirs = append(rels, p.Rel), append(dirs, false)
+			}
+		}
+		if pinned, err = pinPaths(workspace, rels, dirs); err != nil {
+			return nil, &Error{Backend: "bwrap", Op: "protected paths", Err: err,
+				Hint: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
+		}
+		defer func() {
+			for _, f := range pinned {
+				f.Close()
+			}
+		}()
+		if len(pinned) > 0 {
+			pins = map[string]int{}
+		}
+		for i := range pinned {
+			pins[filepath.Join(workspace, rels[i])] = 4 + i
+		}
+	}
+
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, &Error{Backend: "bwrap", Op: "create status pipe", Err: err}
@@ -189,14 +229,17 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		defer close(done)
 		st.read(statusR)
 	}()
-	args := b.args(spec, inside, workspace, protected, probeBwrap(ctx, bin))
+	if h := bwrapTestHookBeforeStart; h != nil {
+		h(workspace)
+	}
+	args := b.args(spec, inside, workspace, protected, pins, feat)
 	res, err := runProcess(ctx, spec, &process{
 		backend: "bwrap",
 		path:    bin,
 		args:    args,
 		env:     env,
 		dir:     "/",
-		extra:   []*os.File{statusW}, // fd 3
+		extra:   append([]*os.File{statusW}, pinned...), // fd 3, then the pins
 		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
 		cred:    cred,
 		prepare: prepare,
@@ -269,7 +312,11 @@ func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
 // args builds bwrap's argv. Order matters: bwrap applies the operations in
 // order, so /tmp's tmpfs comes before binds that may live under it, and a
 // bind comes before the binds nested inside it.
-func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected, feat bwrapFeatures) []string {
+//
+// pins maps a host path (a protected path or a parent of one) to the
+// descriptor bwrap has it open as: that one is mounted with --bind-fd or
+// --ro-bind-fd rather than by path.
+func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected, pins map[string]int, feat bwrapFeatures) []string {
 	hostname := b.Hostname
 	if hostname == "" {
 		hostname = "gatebridge"
@@ -330,6 +377,12 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 			binds = append(binds, bind{filepath.Clean(p), rw})
 		}
 	}
+	// The parents of nested protected paths, each a mount point of its
+	// own so the command cannot rename it away (ProtectedParents). First,
+	// so that an equal path below wins.
+	for _, rel := range ProtectedParents(protected) {
+		add(filepath.Join(workspace, rel), true)
+	}
 	for _, p := range b.ReadOnly {
 		add(p, false)
 	}
@@ -341,12 +394,21 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 	// Parents before children; among equal paths the later (stricter
 	// session) entry wins.
 	sort.SliceStable(binds, func(i, j int) bool { return len(binds[i].path) < len(binds[j].path) })
-	for _, bd := range binds {
-		op := "--ro-bind"
-		if bd.rw {
-			op = "--bind"
+	bindArgs := func(src string, rw bool) []string {
+		fd, ok := pins[src]
+		switch {
+		case ok && rw:
+			return []string{"--bind-fd", strconv.Itoa(fd), src}
+		case ok:
+			return []string{"--ro-bind-fd", strconv.Itoa(fd), src}
+		case rw:
+			return []string{"--bind", src, src}
+		default:
+			return []string{"--ro-bind", src, src}
 		}
-		a = append(a, op, bd.path, bd.path)
+	}
+	for _, bd := range binds {
+		a = append(a, bindArgs(bd.path, bd.rw)...)
 	}
 	// Protected paths go read-only over the writable workspace; a missing
 	// one becomes an empty read-only tmpfs so it cannot be created.
@@ -355,7 +417,7 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 		if p.Missing {
 			a = append(a, "--perms", "0555", "--size", "4096", "--tmpfs", dst, "--remount-ro", dst)
 		} else {
-			a = append(a, "--ro-bind", dst, dst)
+			a = append(a, bindArgs(dst, false)...)
 		}
 	}
 	dir, _ := spec.WorkDir(workspace) // checked by Run
@@ -441,6 +503,7 @@ const NobodyUID = 65534
 // present.
 type bwrapFeatures struct {
 	disableUserns bool // --disable-userns (bubblewrap 0.8)
+	bindFd        bool // --bind-fd and --ro-bind-fd (bubblewrap 0.5)
 }
 
 var bwrapProbes struct {
@@ -461,7 +524,8 @@ func probeBwrap(ctx context.Context, bin string) bwrapFeatures {
 	if err != nil && len(out) == 0 {
 		return bwrapFeatures{} // not cached: try again next time
 	}
-	f := bwrapFeatures{disableUserns: bytes.Contains(out, []byte("--disable-userns"))}
+	f := bwrapFeatures{disableUserns: bytes.Contains(out, []byte("--disable-userns")),
+		bindFd: bytes.Contains(out, []byte("--ro-bind-fd"))}
 	if bwrapProbes.done == nil {
 		bwrapProbes.done = map[string]bwrapFeatures{}
 	}
@@ -480,6 +544,10 @@ type bwrapStatus struct {
 }
 
 func newBwrapStatus() *bwrapStatus { return &bwrapStatus{known: make(chan struct{})} }
+
+// bwrapTestHookBeforeStart, set by tests only, runs after the checks of
+// the protected paths and before bwrap starts (and mounts them).
+var bwrapTestHookBeforeStart func(workspace string)
 
 // bwrapStatusDelay holds up reading bwrap's status (tests: a loaded host).
 var bwrapStatusDelay atomic.Int64

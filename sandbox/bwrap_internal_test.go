@@ -65,18 +65,26 @@ func TestBwrapArgsOrder(t *testing.T) {
 	b := &Bwrap{Etc: []string{}}
 	args := b.args(&Spec{Command: []string{"sh"}},
 		SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
-		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true}}, bwrapFeatures{disableUserns: true})
+		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true},
+			{Rel: "t/u/hooks", Host: "/tmp/s/ws/t/u/hooks"}}, nil, bwrapFeatures{disableUserns: true})
 	joined := strings.Join(args, " ")
-	order := []string{"--tmpfs /tmp", "--tmpfs /dev/shm", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
-		"--bind /tmp/s/calls /tmp/s/calls", "--ro-bind /tmp/s/ws/.git /tmp/s/ws/.git",
-		"--tmpfs /tmp/s/ws/x --remount-ro /tmp/s/ws/x", "--remount-ro /dev --remount-ro / --chdir /tmp/s/ws", "-- sh"}
-	last := -1
-	for _, o := range order {
-		i := strings.Index(joined, o)
-		if i < 0 || i < last {
-			t.Fatalf("%q missing or out of order in\n%s", o, joined)
+	// The parents of the nested t/u/hooks are read-write mount points
+	// between the workspace and the protected path.
+	for _, order := range [][]string{
+		{"--tmpfs /tmp", "--tmpfs /dev/shm", "--ro-bind /tmp/s /tmp/s", "--ro-bind /tmp/s/ws /tmp/s/ws",
+			"--bind /tmp/s/calls /tmp/s/calls", "--ro-bind /tmp/s/ws/.git /tmp/s/ws/.git",
+			"--tmpfs /tmp/s/ws/x --remount-ro /tmp/s/ws/x", "--remount-ro /dev --remount-ro / --chdir /tmp/s/ws", "-- sh"},
+		{"--ro-bind /tmp/s/ws /tmp/s/ws", "--bind /tmp/s/ws/t /tmp/s/ws/t", "--bind /tmp/s/ws/t/u /tmp/s/ws/t/u",
+			"--ro-bind /tmp/s/ws/t/u/hooks /tmp/s/ws/t/u/hooks", "--remount-ro /dev"},
+	} {
+		last := -1
+		for _, o := range order {
+			i := strings.Index(joined, o)
+			if i < 0 || i < last {
+				t.Fatalf("%q missing or out of order in\n%s", o, joined)
+			}
+			last = i
 		}
-		last = i
 	}
 	for _, o := range []string{"--ro-bind /tmp/s/bin /tmp/s/bin", "--ro-bind /tmp/s/responses /tmp/s/responses",
 		"--cap-drop ALL", "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user --disable-userns"} {
@@ -87,6 +95,21 @@ func TestBwrapArgsOrder(t *testing.T) {
 	for _, o := range []string{"/sys", "/home", "/root", "/run", "/var", "--clearenv", "--setenv"} {
 		if strings.Contains(joined, " "+o) {
 			t.Errorf("%q in\n%s", o, joined)
+		}
+	}
+}
+
+// A pinned path (opened by gatebridge, handed to bwrap) is mounted from
+// its descriptor, read-write for a parent, read-only for a protected path.
+func TestBwrapArgsPinned(t *testing.T) {
+	b := &Bwrap{Etc: []string{}}
+	args := b.args(&Spec{Command: []string{"sh"}, WorkspaceWritable: true}, SessionDirs{}, "/w",
+		[]Protected{{Rel: "t/hooks", Host: "/w/t/hooks"}, {Rel: ".git", Host: "/w/.git"}},
+		map[string]int{"/w/t": 4, "/w/t/hooks": 5}, bwrapFeatures{bindFd: true})
+	joined := strings.Join(args, " ")
+	for _, o := range []string{"--bind /w /w --bind-fd 4 /w/t", "--ro-bind-fd 5 /w/t/hooks", "--ro-bind /w/.git /w/.git"} {
+		if !strings.Contains(joined, o) {
+			t.Errorf("%q missing in\n%s", o, joined)
 		}
 	}
 }

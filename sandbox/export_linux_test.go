@@ -16,6 +16,13 @@ func DelayBwrapStatus(d time.Duration) (undo func()) {
 	return func() { bwrapStatusDelay.Store(0) }
 }
 
+// BeforeBwrapStart runs f between the checks of a bwrap run's protected
+// paths and bwrap's start; the returned function undoes it.
+func BeforeBwrapStart(f func(workspace string)) (undo func()) {
+	bwrapTestHookBeforeStart = f
+	return func() { bwrapTestHookBeforeStart = nil }
+}
+
 // ReaperPID returns the running reaper's pid, or 0.
 func ReaperPID() int {
 	reaper.mu.Lock()

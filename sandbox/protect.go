@@ -6,7 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // Protected is a workspace path an isolating backend mounts read-only even
@@ -78,6 +82,102 @@ func protectedPath(workspace, rel string) (Protected, error) {
 	return pr, nil
 }
 
+// ProtectedParents returns the directories between the workspace and the
+// protected paths (workspace-relative, each once, parents first), less
+// those that are protected paths or lie under one (read-only already).
+//
+// An isolating backend binds each of them onto itself, read-write like the
+// workspace. A protected path below the top of the workspace is otherwise
+// a read-only mount inside a writable directory: the command could rename
+// that directory ("mv tools tools2"; the mount moves with it) and make a
+// new tools/hooks that host tools then read. A mount point cannot be
+// renamed or removed (EBUSY), and the command has no capability to
+// unmount it, so each parent stays where host tools look for it; what is
+// in it stays writable.
+func ProtectedParents(ps []Protected) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range ps {
+		for dir := filepath.Dir(p.Rel); dir != "." && dir != string(filepath.Separator); dir = filepath.Dir(dir) {
+			if !seen[dir] {
+				seen[dir] = true
+				out = append(out, dir)
+			}
+		}
+	}
+	out = slices.DeleteFunc(out, func(dir string) bool {
+		for _, p := range ps {
+			if dir == p.Rel || strings.HasPrefix(dir, p.Rel+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	})
+	sort.Slice(out, func(i, j int) bool {
+		di, dj := strings.Count(out[i], string(filepath.Separator)), strings.Count(out[j], string(filepath.Separator))
+		if di != dj {
+			return di < dj
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// PrepareProtected makes the missing parents of missing protected paths
+// (not the paths themselves: the backend makes those as mount points), so
+// that the backend can bind each parent onto itself ([ProtectedParents]).
+// Each is made like the directory it is made in: same permission bits
+// and, when gatebridge is root, same owner, so the command may write in it
+// what it could have written had it made it itself. The walk opens one
+// component at a time and follows no link. [CleanupProtected] removes them
+// again when they are empty.
+func PrepareProtected(backend string, ps []Protected) error {
+	for _, p := range ps {
+		if !p.Missing || p.created == "" || p.created == p.Host || p.workspace == "" {
+			continue
+		}
+		if err := makeParents(p); err != nil {
+			return &Error{Backend: backend, Op: "protected paths", Err: fmt.Errorf("make the parents of %s: %w", p.Host, err),
+				Hint: "check that the workspace is writable by gatebridge, or create the protected path's parent directories yourself"}
+		}
+	}
+	return nil
+}
+
+func makeParents(p Protected) error {
+	ws, err := hostilefs.OpenDir(p.workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	have, err := filepath.Rel(p.workspace, filepath.Dir(p.created)) // the deepest one there
+	if err != nil {
+		return err
+	}
+	want, err := filepath.Rel(filepath.Dir(p.created), filepath.Dir(p.Host))
+	if err != nil {
+		return err
+	}
+	base, err := ws.Walk(filepath.ToSlash(have), hostilefs.WalkOptions{})
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	info, err := base.Stat()
+	if err != nil {
+		return err
+	}
+	o := hostilefs.WalkOptions{Create: true, Perm: info.Mode.Perm(), ExactPerm: true}
+	if os.Geteuid() == 0 {
+		o.Owner = &hostilefs.Owner{UID: info.UID, GID: info.GID}
+	}
+	d, err := base.Walk(filepath.ToSlash(want), o)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
 // CleanupProtected removes the empty mount points a run left for missing
 // protected paths (and nothing else: a non-empty directory stays).
 func CleanupProtected(ps []Protected) {
@@ -94,12 +194,20 @@ func CleanupProtected(ps []Protected) {
 		// The run is over, so nothing swaps a component for a link between
 		// the check and the removal; a link the command left is not
 		// followed.
+		// A directory that is not there (the run failed before the
+		// backend made its mount point) is passed over: the parents
+		// PrepareProtected made go all the same.
+	up:
 		for dir := p.Host; ; dir = filepath.Dir(dir) {
-			if p.workspace != "" && linkBelow(p.workspace, dir) {
-				break
-			}
-			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || os.Remove(dir) != nil {
-				break
+			fi, err := os.Lstat(dir)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+			case err != nil || !fi.IsDir():
+				break up
+			case p.workspace != "" && linkBelow(p.workspace, dir):
+				break up
+			case os.Remove(dir) != nil:
+				break up
 			}
 			if dir == top || len(dir) <= len(top) {
 				break

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -80,5 +81,79 @@ func TestCleanupProtected(t *testing.T) {
 	CleanupProtected(ps[:1])
 	if _, err := os.Lstat(filepath.Join(outside, "c")); err != nil {
 		t.Errorf("removed through a link: %v", err)
+	}
+}
+
+// The parents a backend binds onto themselves: each directory between the
+// workspace and a protected path, once, parents first, except those that
+// are protected paths or lie under one.
+func TestProtectedParents(t *testing.T) {
+	ps := []Protected{{Rel: ".git"}, {Rel: "tools/hooks"}, {Rel: "a/b/c"}, {Rel: "a/b"}, {Rel: "x/y/z"}, {Rel: "x/y/w"}, {Rel: "p"}, {Rel: "p/q/r"}}
+	got := ProtectedParents(ps)
+	want := []string{"a", "tools", "x", "x/y"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := ProtectedParents([]Protected{{Rel: ".git"}}); len(got) != 0 {
+		t.Errorf("top-level only: got %q", got)
+	}
+}
+
+// PrepareProtected makes the missing parents of a missing protected path
+// like the directory they are made in (mode, and owner when root), not
+// the path itself, and follows no link the command may have put on the
+// way since the check.
+func TestPrepareProtected(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	root := os.Geteuid() == 0
+	if root {
+		if err := os.Chown(ws, 4321, 4322); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := ProtectedPaths("bwrap", &Spec{Workspace: ws, WorkspaceWritable: true, ProtectedPaths: []string{"gen/sub/hooks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareProtected("bwrap", ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"gen", "gen/sub"} {
+		fi, err := os.Lstat(filepath.Join(ws, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != os.ModeDir|0o770 {
+			t.Errorf("%s: mode %v, want drwxrwx---", d, fi.Mode())
+		}
+		if st := fi.Sys().(*syscall.Stat_t); root && (st.Uid != 4321 || st.Gid != 4322) {
+			t.Errorf("%s: owner %d:%d, want the workspace's 4321:4322", d, st.Uid, st.Gid)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "gen/sub/hooks")); err == nil {
+		t.Error("the protected path itself was made (the backend makes its mount point)")
+	}
+	CleanupProtected(ps)
+	if _, err := os.Lstat(filepath.Join(ws, "gen")); err == nil {
+		t.Error("gen left after cleanup")
+	}
+	// Since the check, the command made l2, a missing parent, a link to
+	// a host directory.
+	outside := t.TempDir()
+	ps, err = ProtectedPaths("bwrap", &Spec{Workspace: ws, WorkspaceWritable: true, ProtectedPaths: []string{"l2/sub/hooks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "l2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareProtected("bwrap", ps); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("through a link: %v, want a symbolic link refusal", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("made %v in the link's target", ents)
 	}
 }

@@ -74,9 +74,12 @@ type WalkOptions struct {
 	// component is opened or made. An error stops the walk and is
 	// returned as is.
 	Check func(rel string) error
-	// Create makes missing directories with mode Perm (less the umask).
-	Create bool
-	Perm   fs.FileMode
+	// Create makes missing directories with mode Perm: less the umask,
+	// unless ExactPerm (then only a directory the walk made, as for
+	// Owner, gets exactly Perm).
+	Create    bool
+	Perm      fs.FileMode
+	ExactPerm bool
 	// Owner, if set, is given to the directories the walk makes (only to
 	// a directory that, once opened, belongs to this process's uid and is
 	// empty: if the sandbox renames another directory over it between

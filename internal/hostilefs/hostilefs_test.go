@@ -214,3 +214,31 @@ func TestOwnerNotGivenToSwapped(t *testing.T) {
 		t.Errorf("the swapped-in directory (holding %s) was given to %d:%d", fi.Name(), s.Uid, s.Gid)
 	}
 }
+
+// TestExactPerm: directories a walk makes get exactly Perm whatever the
+// umask, keeping the setgid bit of a setgid parent; one already there
+// keeps its mode.
+func TestExactPerm(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	dir, d := openTmp(t)
+	must(t, os.Mkdir(filepath.Join(dir, "old"), 0o700))
+	sub, err := d.Walk("old/new/deeper", WalkOptions{Create: true, Perm: 0o775, ExactPerm: true})
+	must(t, err)
+	sub.Close()
+	must(t, os.Mkdir(filepath.Join(dir, "sgid"), 0o755))
+	must(t, os.Chmod(filepath.Join(dir, "sgid"), os.ModeSetgid|0o775))
+	sub, err = d.Walk("sgid/n", WalkOptions{Create: true, Perm: 0o770, ExactPerm: true})
+	must(t, err)
+	sub.Close()
+	for rel, want := range map[string]fs.FileMode{
+		"old": fs.ModeDir | 0o700, "old/new": fs.ModeDir | 0o775, "old/new/deeper": fs.ModeDir | 0o775,
+		"sgid/n": fs.ModeDir | fs.ModeSetgid | 0o770,
+	} {
+		fi, err := os.Lstat(filepath.Join(dir, rel))
+		must(t, err)
+		if fi.Mode() != want {
+			t.Errorf("%s: %v, want %v", rel, fi.Mode(), want)
+		}
+	}
+}

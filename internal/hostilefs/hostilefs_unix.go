@@ -106,7 +106,7 @@ func (d *Dir) Walk(rel string, o WalkOptions) (*Dir, error) {
 		}
 		fd, err := openDirAt(cur, name)
 		if errors.Is(err, unix.ENOENT) && o.Create {
-			fd, err = mkdirAt(cur, name, o.Perm, o.Owner)
+			fd, err = mkdirAt(cur, name, o.Perm, o.ExactPerm, o.Owner)
 		}
 		if err != nil {
 			closeCur()
@@ -221,8 +221,9 @@ func openDirAt(dirfd int, name string) (int, error) {
 
 // mkdirAt makes the directory name in dirfd and opens it (an EEXIST from
 // a concurrent mkdir just opens what is there). With owner set, a
-// directory this call made is given to it.
-func mkdirAt(dirfd int, name string, perm fs.FileMode, owner *Owner) (int, error) {
+// directory this call made is given to it; with exact, it gets perm
+// whatever the umask.
+func mkdirAt(dirfd int, name string, perm fs.FileMode, exact bool, owner *Owner) (int, error) {
 	_, err := ignoringEINTR(func() (int, error) { return 0, unix.Mkdirat(dirfd, name, uint32(perm.Perm())) })
 	made := err == nil
 	if err != nil && !errors.Is(err, unix.EEXIST) {
@@ -232,7 +233,7 @@ func mkdirAt(dirfd int, name string, perm fs.FileMode, owner *Owner) (int, error
 		testHookAfterMkdir(name)
 	}
 	fd, err := openDirAt(dirfd, name)
-	if err != nil || !made || owner == nil {
+	if err != nil || !made || (owner == nil && !exact) {
 		return fd, err
 	}
 	// Between mkdirat and openat the sandbox may have renamed another
@@ -251,9 +252,18 @@ func mkdirAt(dirfd int, name string, perm fs.FileMode, owner *Owner) (int, error
 		return -1, err
 	}
 	if int(st.Uid) == os.Geteuid() && empty {
-		if err := chownNew(fd, dirfd, *owner); err != nil {
-			unix.Close(fd)
-			return -1, err
+		if owner != nil {
+			if err := chownNew(fd, dirfd, *owner); err != nil {
+				unix.Close(fd)
+				return -1, err
+			}
+		}
+		// Keeping the setgid bit a setgid parent gave it.
+		if exact {
+			if err := unix.Fchmod(fd, uint32(perm.Perm())|uint32(st.Mode)&unix.S_ISGID); err != nil {
+				unix.Close(fd)
+				return -1, err
+			}
 		}
 	}
 	return fd, nil

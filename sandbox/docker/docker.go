@@ -398,10 +398,17 @@ func (b *Backend) makeLease(ctx context.Context, root string, gid int) (*os.File
 }
 
 // protectedMounts mounts each protected path read-only over the writable
-// workspace at wsInside: an existing one bound to itself, a missing one as
-// an empty read-only tmpfs so it cannot be created.
-func protectedMounts(ps []sandbox.Protected, wsInside string) []mount.Mount {
+// workspace ws at wsInside: an existing one bound to itself, a missing one
+// as an empty read-only tmpfs so it cannot be created. Before them, each
+// directory between the workspace and a nested protected path is bound
+// read-write onto itself: a mount point, which the command cannot rename
+// away with the protected path in it ([sandbox.ProtectedParents]). The
+// engine mounts parents before children whatever the order here.
+func protectedMounts(ps []sandbox.Protected, ws, wsInside string) []mount.Mount {
 	var out []mount.Mount
+	for _, rel := range sandbox.ProtectedParents(ps) {
+		out = append(out, bind(filepath.Join(ws, rel), path.Join(wsInside, filepath.ToSlash(rel)), false))
+	}
 	for _, p := range ps {
 		dst := path.Join(wsInside, filepath.ToSlash(p.Rel))
 		if p.Missing {
@@ -507,10 +514,13 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		return nil, err
 	}
 	defer sandbox.CleanupProtected(protected)
+	if err := sandbox.PrepareProtected("docker", protected); err != nil {
+		return nil, err
+	}
 	workdir := "/"
 	if spec.Workspace != "" {
 		mounts = append(mounts, bind(spec.Workspace, b.cfg.WorkspacePath, !spec.WorkspaceWritable))
-		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
+		mounts = append(mounts, protectedMounts(protected, spec.Workspace, b.cfg.WorkspacePath)...)
 		workdir = b.cfg.WorkspacePath
 	}
 	if workdir, err = spec.WorkDir(workdir); err != nil {

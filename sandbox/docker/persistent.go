@@ -200,16 +200,26 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
 	var protected []sandbox.Protected
+	started := false
 	if ws != "" {
 		mounts = append(mounts, bind(ws, b.cfg.WorkspacePath, !opts.WorkspaceWritable))
 		protected, err = sandbox.ProtectedPaths("docker", &sandbox.Spec{Workspace: ws, WorkspaceWritable: opts.WorkspaceWritable, ProtectedPaths: opts.ProtectedPaths})
 		if err != nil {
 			return nil, err
 		}
+		// Until the sandbox runs, a failure removes what was made for it.
+		defer func() {
+			if !started {
+				sandbox.CleanupProtected(protected)
+			}
+		}()
+		if err := sandbox.PrepareProtected("docker", protected); err != nil {
+			return nil, err
+		}
 		// Missing ones keep their (empty, read-only) mount point for the
 		// sandbox's life; Sandbox.Stop of this Sandbox removes it, a stop
 		// by name from another process (`sandbox stop`) does not know it.
-		mounts = append(mounts, protectedMounts(protected, b.cfg.WorkspacePath)...)
+		mounts = append(mounts, protectedMounts(protected, ws, b.cfg.WorkspacePath)...)
 	}
 	// The agent: req/ read-only inside (also through the sessions mount,
 	// which a read-only bind of .agent/ over it shadows), out/ writable
@@ -279,9 +289,9 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	}
 	if _, err := b.cli.ContainerStart(cctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		b.remove(ctx, created.ID)
-		sandbox.CleanupProtected(protected)
 		return nil, startError(err)
 	}
+	started = true
 	return &Sandbox{b: b, id: created.ID, name: opts.Name, image: b.cfg.Image, user: user,
 		sessionsRoot: root, sessionsPath: opts.SessionsPath, workspace: ws, wsWritable: opts.WorkspaceWritable,
 		protected: protected, agentDir: agentHost}, nil
@@ -471,14 +481,17 @@ func (s *Sandbox) inside(host string) (string, error) {
 }
 
 // execWrapper runs "$@" as the leader of a new session (so its whole
-// process group can be signalled), records that pgid in $1, waits, then
-// kills what the command left behind. setsid is resolved with the image
-// PATH before the session PATH ($2) is installed, so a wrapper in bin/
-// cannot shadow it. $3, when it is a FIFO, is the run's lease (see
-// makeLease): opened after the command started, so the command does not
-// inherit it, and watched in the background; EOF means gatebridge died,
-// and the command's process group is killed (the container lives on).
-const execWrapper = `p=$1 P=$2 l=$3; shift 3
+// process group can be signalled), waits, then kills what the command
+// left behind. Its $0 is gatebridge-exec-<token>, the run's random token,
+// by which execKill finds it. setsid is resolved with the image PATH
+// before the session PATH ($1) is installed, so a wrapper in bin/ cannot
+// shadow it. $2, when it is a FIFO, is the run's lease (see makeLease):
+// opened after the command started, so the command does not inherit it,
+// and watched in the background; EOF means gatebridge died, and the
+// command's process group is killed (the container lives on). The
+// command's pid stays in a shell variable: the wrapper writes no record
+// of it anywhere, since everything the command can write is a claim.
+const execWrapper = `P=$1 l=$2; shift 2
 exec 3<&0
 (
   s=$(command -v setsid) || { echo "gatebridge: setsid not found in the image" >&2; exit 127; }
@@ -493,20 +506,50 @@ if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
   w=$!
   exec 9<&-
 fi
-echo "$c" > "$p"
 wait "$c"; rc=$?
 kill -KILL -"$c" 2>/dev/null
 [ -n "$w" ] && kill -KILL "$w" 2>/dev/null
-rm -f "$p"
 exit "$rc"`
 
-// execKill signals the process group recorded in $1 with $2, waiting
-// briefly for the wrapper to record it.
-const execKill = `f=$1 sig=$2 i=0
-while [ ! -s "$f" ]; do i=$((i+1)); [ "$i" -gt 40 ] && exit 1; sleep 0.05; done
-read p < "$f"
-case $p in ''|*[!0-9]*) exit 1;; esac
-kill -"$sig" -"$p"`
+// execKill signals, with $2, the process groups of the run whose token is
+// $1, waiting briefly for the command to lead its group. It believes only
+// /proc: the run's wrapper is the process whose parent is outside the
+// container (ppid 0: an exec the engine started; the command cannot make
+// one) whose $0, the first gatebridge-exec- in its argv (the command's
+// own argv comes after it), is gatebridge-exec-<token>, and the groups to signal
+// are those led by a child of that wrapper, which only the command's own
+// processes are. (The first version read the command's pgid from a file
+// in the session's tmp/, which the command writes: it could turn the
+// host's signal on another command's group, or on every process of the
+// container with "1".)
+const execKill = `t=$1 sig=$2 i=0
+case $t in ''|*[!0-9a-f]*) exit 2;; esac
+pstat() {
+  st=; { read -r st </proc/"$1"/stat; } 2>/dev/null
+  set -- ${st##*") "}
+  pp=${2-} pg=${3-}
+}
+while :; do
+  w=
+  for d in /proc/[0-9]*; do
+    pstat "${d#/proc/}"
+    [ "$pp" = 0 ] || continue
+    a=; { a=$(cat "$d/cmdline"); } 2>/dev/null
+    case $a in *gatebridge-exec-*) ;; *) continue;; esac
+    case ${a#*gatebridge-exec-} in "$t"*) w=${d#/proc/}; break;; esac
+  done
+  n=0
+  if [ -n "$w" ]; then
+    for d in /proc/[0-9]*; do
+      p=${d#/proc/}
+      pstat "$p"
+      [ "$pp" = "$w" ] && [ "$pg" = "$p" ] || continue
+      kill -"$sig" -"$p" 2>/dev/null && n=$((n+1))
+    done
+  fi
+  [ "$n" -gt 0 ] && exit 0
+  i=$((i+1)); [ "$i" -gt 40 ] && exit 1; sleep 0.05
+done`
 
 // Run runs spec as an exec in the sandbox. spec.Session must live under
 // the sessions root; spec.Workspace, if set, under the started workspace.
@@ -568,7 +611,6 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		}
 	}
 	token := randToken()
-	pidfile := path.Join(in.Tmp, ".gatebridge-exec-"+token+".pid")
 	_, gid, _ := parseUser(s.user)
 	lease, err := s.b.makeLease(ctx, spec.Session.Root, gid)
 	if err != nil {
@@ -579,7 +621,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		defer func() { lease.Close(); os.Remove(lease.Name()) }()
 		leaseIn = path.Join(in.Root, filepath.Base(lease.Name()))
 	}
-	cmd := append([]string{"/bin/sh", "-c", execWrapper, "gatebridge-exec", pidfile, sessPath, leaseIn}, spec.Command...)
+	cmd := append([]string{"/bin/sh", "-c", execWrapper, "gatebridge-exec-" + token, sessPath, leaseIn}, spec.Command...)
 
 	start := time.Now()
 	bg := context.WithoutCancel(ctx)
@@ -604,7 +646,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		defer cancel()
 		k, err := s.b.cli.ExecCreate(kctx, s.id, client.ExecCreateOptions{
 			User: s.user, Env: []string{"PATH=" + DefaultPath}, WorkingDir: "/",
-			Cmd: []string{"/bin/sh", "-c", execKill, "gatebridge-kill", pidfile, sig},
+			Cmd: []string{"/bin/sh", "-c", execKill, "gatebridge-kill", token, sig},
 		})
 		if err == nil {
 			_, _ = s.b.cli.ExecStart(kctx, k.ID, client.ExecStartOptions{Detach: true})

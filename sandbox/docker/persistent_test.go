@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
@@ -436,5 +439,161 @@ func waitGone(ctx context.Context, b *Backend, id string, d time.Duration) bool 
 			return false
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestPersistentNestedProtectedPaths: the attack on nested protected paths
+// (sandboxtest.NestedProtectedAttack: rename a parent of a protected path,
+// make a new one where it was, write a hook) in a persistent sandbox
+// started with those protected paths, its commands run as execs. The
+// parents are mount points for the sandbox's life; the check comes after
+// Stop, which removes the mount point of the missing gen/hooks.
+func TestPersistentNestedProtectedPaths(t *testing.T) {
+	b, _ := newBackend(t, Config{})
+	ctx := context.Background()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Chmod(filepath.Dir(ws), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	script, check := sandboxtest.NestedProtectedAttack(t, ws)
+	name := fmt.Sprintf("test-nested-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	sb, err := b.Start(ctx, StartOptions{Name: name, SessionsRoot: root, Workspace: ws, WorkspaceWritable: true,
+		ProtectedPaths: sandboxtest.NestedProtectedPaths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
+	res, err := runIn(t, sb, ctx, script, withSpec(func(s *sandbox.Spec) { s.Workspace, s.WorkspaceWritable = ws, true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+}
+
+// seenWriter collects what a command streams and reports when its output
+// holds want.
+type seenWriter struct {
+	sandboxtest.Buffer
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func newSeenWriter(want string) *seenWriter {
+	return &seenWriter{want: want, seen: make(chan struct{})}
+}
+
+func (w *seenWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+// forgePgid is a command that does what any command in a persistent
+// sandbox can: it looks for the record of its own process group that the
+// first exec wrapper wrote in the session's tmp/ (the command writes it),
+// replaces it with $TARGET, says "ready" and sleeps, waiting for the
+// host's signal. Without a record it says so, and "ready", all the same.
+const forgePgid = `i=0
+while [ "$i" -lt 200 ]; do
+  for f in "$GATEBRIDGE_SESSION_DIR"/tmp/.gatebridge-exec-*.pid; do
+    [ -s "$f" ] || continue
+    read -r p <"$f" || continue
+    if [ "$p" = "$$" ]; then
+      printf '%s\n' "$TARGET" >"$f"
+      echo "planted $TARGET"; echo ready
+      exec sleep 30
+    fi
+  done
+  sleep 0.01; i=$((i+1))
+done
+echo "no record"; echo ready
+exec sleep 30`
+
+// TestPersistentExecForgedProcessGroup: without an agent (the exec API
+// fallback, as under Docker Desktop) the host signals a command by an exec
+// that ran "kill -SIG -<pgid>" with the pgid read from a file in the
+// session's tmp/, which the command writes. A command that replaced it
+// turned the host's SIGTERM on another command of the sandbox, or with
+// "1" on every process of the container (each got it under the first
+// version). The signal must reach the command itself and nothing else.
+func TestPersistentExecForgedProcessGroup(t *testing.T) {
+	b, _ := newBackend(t, Config{})
+	for _, tc := range []struct {
+		name   string
+		target func(victim string) string
+	}{
+		{"another command's group", func(v string) string { return v }},
+		{"every process", func(string) string { return "1" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := startSandbox(t, b, "", false)
+			ctx := context.Background()
+			spec := func(script string, out io.Writer) *sandbox.Spec {
+				sess, err := os.MkdirTemp(sb.SessionsRoot(), "s-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return &sandbox.Spec{Command: []string{"sh", "-c", script}, Session: newSession(t, sess),
+					Stdout: out, Timeout: 20 * time.Second, KillGrace: 500 * time.Millisecond}
+			}
+			// The victim: another command of the sandbox, leading its own
+			// process group (the wrapper's setsid), which it says.
+			vout := newSeenWriter("\n")
+			vspec := spec(`echo "$$"; exec sleep 30`, vout)
+			vctx, vcancel := context.WithCancel(ctx)
+			defer vcancel()
+			vdone := make(chan *sandbox.Result, 1)
+			go func() { r, _ := sb.Run(vctx, vspec); vdone <- r }()
+			select {
+			case <-vout.seen:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the victim did not start")
+			}
+			victim := strings.TrimSpace(vout.String())
+
+			aout := newSeenWriter("ready")
+			aspec := spec(forgePgid, aout)
+			aspec.Env = []string{"TARGET=" + tc.target(victim)}
+			aspec.Timeout = 8 * time.Second
+			sigs := make(chan syscall.Signal, 1)
+			aspec.Signals = sigs
+			adone := make(chan *sandbox.Result, 1)
+			go func() { r, _ := sb.Run(ctx, aspec); adone <- r }()
+			select {
+			case <-aout.seen:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the attacker did not start")
+			}
+			t.Logf("attacker: %q", aout.String())
+			sigs <- syscall.SIGTERM
+			var ares *sandbox.Result
+			select {
+			case ares = <-adone:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the attacker's run did not end")
+			}
+			select {
+			case r := <-vdone:
+				t.Fatalf("the victim (process group %s) got the signal meant for the attacker: %+v", victim, r)
+			case <-time.After(time.Second):
+			}
+			if ares == nil || ares.TimedOut || ares.ExitCode != 128+int(syscall.SIGTERM) {
+				t.Errorf("the attacker did not get the SIGTERM meant for it: %+v", ares)
+			}
+		})
 	}
 }

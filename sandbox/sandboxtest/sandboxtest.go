@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -237,6 +238,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"BackgroundHoldsStdout", s.background, false},
 		{"ReadOnlySession", s.readOnlySession, true},
 		{"ReadOnlyWorkspace", s.readOnlyWorkspace, true},
+		{"NestedProtectedPaths", s.nestedProtected, true},
 		{"NetworkLoopbackOnly", s.network, true},
 		{"HostFilesHidden", s.hostFiles, true},
 		{"NoCapabilities", s.capabilities, true},
@@ -769,6 +771,97 @@ exit 0`)
 	if len(bytes.TrimSpace(res.Stdout)) > 0 {
 		t.Errorf("workspace writable without WorkspaceWritable:\n%s", res.Stdout)
 	}
+}
+
+// nestedProtected performs [NestedProtectedAttack] with the spec's
+// protected paths.
+func (s *suite) nestedProtected(t *testing.T) {
+	f := NewFixture(t, s.opt)
+	script, check := NestedProtectedAttack(t, f.Workspace)
+	spec := f.Spec(script)
+	spec.WorkspaceWritable = true
+	spec.ProtectedPaths = NestedProtectedPaths
+	check(t, s.run(t, context.Background(), spec))
+}
+
+// NestedProtectedPaths are the protected paths [NestedProtectedAttack]
+// expects: two below existing parents (one and two levels down) and one
+// whose parent is missing.
+var NestedProtectedPaths = []string{"tools/hooks", "deep/er/hooks", "gen/hooks"}
+
+// NestedProtectedAttack prepares the workspace ws (tools/hooks and
+// deep/er/hooks, each holding pre-commit; gen missing) and returns the
+// attack script, to run in ws with ws writable and [NestedProtectedPaths]
+// protected, and the check of its result.
+//
+// The attack: a protected path below the top of the workspace is a
+// read-only mount inside a writable directory. The command renames a
+// parent (the mount moves with it), makes a new protected path where the
+// old one was and writes a hook into it, which host tools would then run.
+// It tries every parent, the workspace-level one and deeper ones, and the
+// protected paths themselves. The check wants every rename and write
+// refused, the protected directories untouched on the host, no hook
+// anywhere in the workspace, gen/hooks gone after the run, and writes in
+// the parents (gen made for the run included) still working.
+func NestedProtectedAttack(t *testing.T, ws string) (script string, check func(*testing.T, *sandbox.Result)) {
+	t.Helper()
+	protected := []string{"tools/hooks", "deep/er/hooks"}
+	for _, d := range []string{"tools", "tools/hooks", "deep", "deep/er", "deep/er/hooks"} {
+		mkdir(t, filepath.Join(ws, d), 0o777)
+	}
+	before := map[string]os.FileInfo{}
+	for _, d := range protected {
+		write(t, filepath.Join(ws, d, "pre-commit"), "orig\n", 0o666)
+		fi, err := os.Lstat(filepath.Join(ws, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[d] = fi
+	}
+	script = `for p in tools/hooks deep/er/hooks gen/hooks deep/er deep tools gen; do
+  mv "$p" "$p.moved" 2>/dev/null && echo "moved $p"
+done
+for p in tools/hooks deep/er/hooks gen/hooks; do
+  mkdir -p "$p" 2>/dev/null
+  echo evil > "$p/pre-commit" 2>/dev/null && echo "wrote $p/pre-commit"
+  echo evil > "$p/post-checkout" 2>/dev/null && echo "wrote $p/post-checkout"
+done
+echo ok > tools/new && echo ok > deep/new && echo ok > deep/er/new && echo ok > gen/new && echo writes-ok`
+	check = func(t *testing.T, res *sandbox.Result) {
+		t.Helper()
+		if string(res.Stdout) != "writes-ok\n" {
+			t.Errorf("stdout %q, want only writes-ok (stderr %q)", res.Stdout, res.Stderr)
+		}
+		for _, d := range protected {
+			fi, err := os.Lstat(filepath.Join(ws, d))
+			if err != nil || !os.SameFile(fi, before[d]) {
+				t.Errorf("%s on the host is no longer the protected directory: %v", d, err)
+				continue
+			}
+			ents, _ := os.ReadDir(filepath.Join(ws, d))
+			if len(ents) != 1 || ents[0].Name() != "pre-commit" {
+				t.Errorf("%s holds %v, want only pre-commit", d, ents)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, d, "pre-commit")); string(b) != "orig\n" {
+				t.Errorf("%s/pre-commit is %q", d, b)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "gen", "hooks")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("gen/hooks is there after the run (%v): host tools would read it", err)
+		}
+		filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if b, _ := os.ReadFile(p); strings.Contains(string(b), "evil") {
+					t.Errorf("the command planted %s", p)
+				}
+			}
+			if err == nil && strings.HasSuffix(p, ".moved") {
+				t.Errorf("the command renamed a parent of a protected path: %s", p)
+			}
+			return nil
+		})
+	}
+	return script, check
 }
 
 func (s *suite) network(t *testing.T) {
