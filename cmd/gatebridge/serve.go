@@ -39,7 +39,9 @@ runtime on another machine or in another container of a Kubernetes pod:
 each client connection is a connection of its own, with its own
 sandboxes, removed when it closes. The client's first line must be
 initialize with the token of --token-file in params.authToken; anything
-else is refused. --token-file is required, on loopback too.
+else is refused. --token-file is required, on loopback too. Connections
+without the token take no slot of --max-connections: a few wait at once,
+and the oldest idle one is closed to make room for a new one.
 
 --attach DIR serves a sandbox that gatebridge does not start: a container
 of the same pod sharing DIR and the workspace at the same paths, running
@@ -61,7 +63,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.StringVar(&sf.tokenFile, "token-file", "", "with --listen (required): clients send the token in this file in initialize's authToken")
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
-	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: connections open at once; one more is refused")
+	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: authenticated connections open at once; one more token holder is refused (connections still in their handshake do not count)")
 	f.StringVar(&sf.attach, "attach", "", "serve a pod's sandbox: commands go to 'gatebridge agent --dir DIR/agent' in a container sharing `DIR` (and the workspace) at the same paths; the only backend is then \"attached\"")
 	f.BoolVar(&sf.attachReadOnly, "attach-readonly-workspace", false, "with --attach: the sandbox mounts the workspace read-only (then only read-only sandboxes open; without it only writable ones: gatebridge cannot enforce either)")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
