@@ -184,10 +184,9 @@ func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn r
 	}
 	var tlsConfig *tls.Config
 	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		cert, err := loadKeyPair("serve", f.tlsCert, f.tlsKey)
 		if err != nil {
-			return nil, withHint(fmt.Errorf("serve: --tls-cert %s, --tls-key %s: %w", f.tlsCert, f.tlsKey, err),
-				"both must be PEM files: the certificate (chain) and its private key")
+			return nil, err
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
