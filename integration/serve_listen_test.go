@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -455,4 +456,26 @@ func TestServeListenIdleFlood(t *testing.T) {
 	if n := strings.Count(log, ": refused: closed to make room"); n == 0 || n > 20 {
 		t.Fatalf("%d eviction lines (want 1 to 20, the rest counted later); log:\n%s", n, log)
 	}
+}
+
+// TestServeListenRefusesWorkspaceHoldingToken: a sandbox opened on a
+// workspace that holds the server's token file, or on a directory above
+// it, is refused: the sandboxed command would read the token (and could
+// then connect to the server as a client). Before, it read it.
+func TestServeListenRefusesWorkspaceHoldingToken(t *testing.T) {
+	needBackend(t, "local")
+	s := startServeListenEnv(t, allowLocal, "127.0.0.1:0")
+	c, _ := s.client()
+	for i, ws := range []string{s.dir, filepath.Dir(s.dir)} {
+		id := fmt.Sprintf("sb%d", i)
+		if err := c.CallErr(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: id, Backend: "local", Workspace: ws}); err != nil {
+			if !strings.Contains(err.Message, "refusing workspace "+ws+": it holds "+filepath.Join(s.dir, "token")+" (--token-file)") {
+				t.Fatalf("workspace %s: %+v", ws, err)
+			}
+			continue
+		}
+		out := c.Run(id, "p", nil, "sh", "-c", "cat token */token 2>/dev/null")
+		t.Fatalf("workspace %s was opened; the sandbox read %q", ws, out.Stdout)
+	}
+	c.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "ok", Backend: "local", Workspace: workspace(t)}, nil)
 }

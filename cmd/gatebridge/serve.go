@@ -133,6 +133,19 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer closeAudit()
+	if f.listen != "" {
+		// A sandbox that could read the token (or the TLS key) could
+		// connect as a client: no workspace, gate root or shared
+		// directory may hold them.
+		places := reachableOf(a.cfg)
+		if f.attach != "" {
+			places = append(places, reachable{"--attach", f.attach})
+		}
+		err := guardSecrets(&opts, places, []secretFile{{"--token-file", f.tokenFile}, {"--tls-key", f.tlsKey}})
+		if err != nil {
+			return err
+		}
+	}
 	if f.attach != "" {
 		detach, err := attach(&opts, f.attach, f.attachReadOnly)
 		if err != nil {

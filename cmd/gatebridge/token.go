@@ -7,8 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
 // The files a network server (serve --listen, mcp --http) reads its
@@ -148,4 +153,86 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// A secretFile is a file a network server read a secret from: its token
+// file or TLS key. Flag names it ("--token-file").
+type secretFile struct{ Flag, Path string }
+
+// A reachable is a directory a sandbox can read (or a gate reads for it),
+// named by what made it so (a config key, a flag).
+type reachable struct{ What, Path string }
+
+// reachableOf lists the directories the config lets every sandbox read,
+// besides its workspace: the file gates' roots and the docker sessions
+// root (mounted whole into a persistent sandbox).
+func reachableOf(cfg *Config) []reachable {
+	var out []reachable
+	for _, r := range []reachable{
+		{"gates.root", cfg.Gates.Root},
+		{"gates.writable_root", cfg.Gates.WritableRoot},
+		{"sandbox.docker.sessions_root", cfg.Sandbox.Docker.SessionsRoot},
+	} {
+		if r.Path != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// guardSecrets keeps secrets out of the sandbox's reach: it returns an
+// error now when one of places holds one of them, and makes opts refuse
+// to open a sandbox whose workspace holds one (the sandboxed command
+// could read the token or key, and with it connect as a client). Paths
+// are compared with their links resolved; the secret files have one name
+// only (readSecretFile), so another hard link cannot hide them. Both
+// serve --listen and mcp --http call it with the files they read.
+func guardSecrets(opts *rpc.Options, places []reachable, secrets []secretFile) error {
+	resolved := make([]secretFile, 0, len(secrets))
+	for _, s := range secrets {
+		if s.Path != "" {
+			// The file itself is no link (readSecretFile): its directory may be.
+			resolved = append(resolved, secretFile{s.Flag, filepath.Join(resolvePath(filepath.Dir(s.Path)), filepath.Base(s.Path))})
+		}
+	}
+	holding := func(dir string) (secretFile, bool) {
+		dir = resolvePath(dir)
+		for _, s := range resolved {
+			if fspath.Within(s.Path, dir) {
+				return s, true
+			}
+		}
+		return secretFile{}, false
+	}
+	for _, p := range places {
+		if s, ok := holding(p.Path); ok {
+			return &configError{Key: p.What, Msg: fmt.Sprintf("%s holds %s (%s), which the sandbox could read", p.Path, s.Path, s.Flag), Hint: secretsOutsideHint}
+		}
+	}
+	if len(resolved) == 0 || opts.Gates == nil {
+		return nil
+	}
+	next := opts.Gates
+	opts.Gates = func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+		if s, ok := holding(workspace); ok {
+			return nil, nil, &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds %s (%s), which the sandboxed command could read", workspace, s.Path, s.Flag), Hint: secretsOutsideHint}
+		}
+		return next(workspace, inside, writable)
+	}
+	return nil
+}
+
+const secretsOutsideHint = "keep the token file and the TLS key outside every workspace and every directory the sandbox or its gates can read"
+
+// resolvePath is p made absolute, its links resolved as far as they
+// exist.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
 }
