@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
-	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
@@ -182,9 +181,9 @@ func reachableOf(cfg *Config) []reachable {
 
 // guardSecrets keeps secrets out of the sandbox's reach: it returns an
 // error now when one of places holds one of them, and makes opts refuse
-// to open a sandbox whose workspace holds one (the sandboxed command
-// could read the token or key, and with it connect as a client). Paths
-// are compared with their links resolved; the secret files have one name
+// sandbox/open on a workspace that holds one (the sandboxed command could
+// read the token or key, and with it connect as a client). Paths are
+// compared with their links resolved; the secret files have one name
 // only (readSecretFile), so another hard link cannot hide them. Both
 // serve --listen and mcp --http call it with the files they read.
 func guardSecrets(opts *rpc.Options, places []reachable, secrets []secretFile) error {
@@ -209,15 +208,20 @@ func guardSecrets(opts *rpc.Options, places []reachable, secrets []secretFile) e
 			return &configError{Key: p.What, Msg: fmt.Sprintf("%s holds %s (%s), which the sandbox could read", p.Path, s.Path, s.Flag), Hint: secretsOutsideHint}
 		}
 	}
-	if len(resolved) == 0 || opts.Gates == nil {
+	if len(resolved) == 0 {
 		return nil
 	}
-	next := opts.Gates
-	opts.Gates = func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+	next := opts.CheckWorkspace
+	opts.CheckWorkspace = func(workspace string, writable bool) error {
 		if s, ok := holding(workspace); ok {
-			return nil, nil, &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds %s (%s), which the sandboxed command could read", workspace, s.Path, s.Flag), Hint: secretsOutsideHint}
+			return &rpc.Error{Code: rpc.CodeInvalidParams,
+				Message: fmt.Sprintf("refusing workspace %s: it holds %s (%s), which the sandboxed command could read", workspace, s.Path, s.Flag),
+				Data:    map[string]string{"hint": secretsOutsideHint}}
 		}
-		return next(workspace, inside, writable)
+		if next != nil {
+			return next(workspace, writable)
+		}
+		return nil
 	}
 	return nil
 }

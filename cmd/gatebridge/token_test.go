@@ -8,13 +8,12 @@ import (
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
-	"github.com/gatebridge/gatebridge/gates"
 )
 
 // A sandbox opened on a workspace that holds the server's token file or
-// TLS key (in it, or below it, or reached through a link) is refused
-// before its gates exist: the sandboxed command could read the token and
-// connect as a client. Other workspaces open as before.
+// TLS key (in it, or below it, or reached through a link) is refused: the
+// sandboxed command could read the token and connect as a client. Other
+// workspaces open as before, and a check set before still runs.
 func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 	root := t.TempDir()
 	secrets := filepath.Join(root, "home", "secrets")
@@ -32,10 +31,10 @@ func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 	if err := os.Symlink(secrets, filepath.Join(root, "link")); err != nil {
 		t.Fatal(err)
 	}
-	opened := 0
-	opts := rpc.Options{Gates: func(string, string, bool) (*gates.Registry, map[string]string, error) {
-		opened++
-		return gates.NewRegistry(), nil, nil
+	var asked []string
+	opts := rpc.Options{CheckWorkspace: func(ws string, _ bool) error {
+		asked = append(asked, ws)
+		return nil
 	}}
 	err := guardSecrets(&opts, nil, []secretFile{
 		{"--token-file", filepath.Join(root, "link", "token")},
@@ -45,22 +44,21 @@ func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ws := range []string{secrets, filepath.Join(root, "home"), root} {
-		_, _, err := opts.Gates(ws, ws, false)
-		var ce *configError
-		if !errors.As(err, &ce) || !strings.Contains(ce.Msg, "refusing workspace "+ws+": it holds "+filepath.Join(secrets, "token")+" (--token-file)") || ce.Hint == "" {
+		err := opts.CheckWorkspace(ws, false)
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || re.Message != "refusing workspace "+ws+": it holds "+filepath.Join(secrets, "token")+" (--token-file), which the sandboxed command could read" {
 			t.Errorf("workspace %s: %v", ws, err)
+		} else if d, _ := re.Data.(map[string]string); d["hint"] == "" {
+			t.Errorf("workspace %s: no hint: %+v", ws, re)
 		}
-	}
-	if opened != 0 {
-		t.Fatalf("gates made for %d refused workspaces", opened)
 	}
 	for _, ws := range []string{other, filepath.Join(secrets, "sub"), secrets + "2"} {
-		if _, _, err := opts.Gates(ws, ws, false); err != nil {
+		if err := opts.CheckWorkspace(ws, false); err != nil {
 			t.Errorf("workspace %s: %v", ws, err)
 		}
 	}
-	if opened != 3 {
-		t.Fatalf("gates made for %d workspaces, want 3", opened)
+	if len(asked) != 3 {
+		t.Fatalf("the check set before was asked about %v, want the 3 workspaces that passed", asked)
 	}
 
 	// A directory every sandbox can read (a gate root) is refused at once.
