@@ -174,6 +174,11 @@ func TestServeListen(t *testing.T) {
 		if !running(markB, wsB) {
 			t.Fatal("b's sandbox went away with a")
 		}
+		// a's connection is logged as ended once its Serve has returned,
+		// which can be after its processes are gone.
+		if !sandboxtest.Poll(30*time.Second, func() bool { return strings.Contains(s.stderr.String(), ": disconnected") }) {
+			t.Fatalf("a's connection is not logged as ended:\n%s", s.stderr)
+		}
 		var list rpc.ProcessListResult
 		b.Call(rpc.MethodProcessList, struct{}{}, &list)
 
