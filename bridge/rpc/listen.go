@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -19,9 +21,11 @@ import (
 
 // Defaults of ListenOptions fields left zero.
 const (
-	DefaultMaxConns          = 16
-	DefaultHandshakeTimeout  = 10 * time.Second
-	DefaultMaxHandshakeBytes = 64 << 10
+	DefaultMaxConns            = 16
+	DefaultMaxPending          = 128
+	DefaultMaxPendingPerSource = 32
+	DefaultHandshakeTimeout    = 5 * time.Second
+	DefaultMaxHandshakeBytes   = 64 << 10
 )
 
 // closeTimeout bounds writing the one error line to a client that is
@@ -36,17 +40,28 @@ const refuseDrainBytes = 256 << 10
 type ListenOptions struct {
 	// Token is what initialize's authToken must be; it may not be empty.
 	Token string
-	// MaxConns caps the connections open at once, those still in their
-	// handshake included; one more is refused with -32003 and closed.
+	// MaxConns caps the authenticated connections open at once; a token
+	// holder past it is answered -32003 and closed. Connections still in
+	// their handshake do not count.
 	MaxConns int
+	// MaxPending caps the connections still in their handshake (accepted,
+	// not yet authenticated), and MaxPendingPerSource those of one source
+	// (see [ServeListener]). Past either cap a new connection is not
+	// refused: the oldest pending one is closed to make room.
+	MaxPending          int
+	MaxPendingPerSource int
 	// HandshakeTimeout is how long a client has, from the moment it is
 	// accepted, to send its first line (and, over TLS, to finish the TLS
 	// handshake). It is not reset by the bytes that arrive.
 	HandshakeTimeout time.Duration
 	// MaxHandshakeBytes caps the first line, newline included.
 	MaxHandshakeBytes int
-	// Logf receives a line per connection accepted, refused and ended,
-	// naming the remote address (never the token); nil discards them.
+	// Logf receives a line per connection authenticated and ended, and
+	// per connection refused, naming the remote address (never the
+	// token); nil discards them. Refusals are rate limited: at most 20
+	// lines a minute, then a line counting the rest; connections closed
+	// before sending a byte (probes, scans) are only counted, in a line
+	// of their own once a minute.
 	Logf func(format string, args ...any)
 }
 
@@ -68,24 +83,63 @@ type ServeFunc func(ctx context.Context, r io.Reader, w io.Writer) error
 // sent after it, is then passed to serve as the start of r, so initialize
 // is answered as usual.
 //
+// # Who may hold a slot
+//
+// Only authenticated connections count against MaxConns: a client without
+// the token cannot take a token holder's slot. Connections in their
+// handshake are bounded apart (MaxPending, MaxPendingPerSource, the
+// deadline), and a new one is never refused at the door: when a cap is
+// reached, a pending connection of the new one's source (of the source
+// with the most pending, when the whole pool is full) is closed instead,
+// with -32003. Which one, on Linux, the kernel tells: the oldest that has
+// sent nothing at all for 100 ms (idle); else the oldest with nothing
+// unread (a TLS handshake in progress, a line sent in pieces, or a
+// client that just connected); a connection whose line has come, unread
+// yet, is about to authenticate and goes last. (Elsewhere: the oldest.)
+//
+// So idle connections, however many and however often renewed, never
+// keep a token holder out: they are what is closed. To do it, an attacker
+// must open MaxPendingPerSource connections from the token holder's own
+// source between its connect and the arrival of its first line (a few
+// microseconds for a client that writes at once; a round trip for TLS),
+// every time. Refusing new connections when full would hand the door to
+// whoever fills it first; counting pending ones against MaxConns, the
+// token holders' slots.
+//
+// A source is the client's IP address (an IPv6 one by its /64), but every
+// connection from this host is one source, "local": a loopback address
+// (any of 127.0.0.0/8) or a connection to its own address. A sandbox
+// sharing the host's (or a pod's) network namespace, and any local user,
+// can pick among all of 127.0.0.0/8, so the address would tell nothing;
+// as one source they can only evict each other, never a client from
+// elsewhere.
+//
 // A client that closes its end ends only its own connection.
 func ServeListener(ctx context.Context, ln net.Listener, opts ListenOptions, serve ServeFunc) error {
 	if opts.Token == "" {
 		return errors.New("rpc: ServeListener needs a token")
 	}
 	setDefault(&opts.MaxConns, DefaultMaxConns)
+	setDefault(&opts.MaxPending, DefaultMaxPending)
+	setDefault(&opts.MaxPendingPerSource, min(DefaultMaxPendingPerSource, opts.MaxPending))
 	setDefault(&opts.HandshakeTimeout, DefaultHandshakeTimeout)
 	setDefault(&opts.MaxHandshakeBytes, DefaultMaxHandshakeBytes)
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
 	l := &listener{opts: opts, serve: serve, want: sha256.Sum256([]byte(opts.Token)),
-		slots: make(chan struct{}, opts.MaxConns), refusing: make(chan struct{}, opts.MaxConns)}
+		slots:    make(chan struct{}, opts.MaxConns),
+		refusing: make(chan struct{}, opts.MaxPending),
+		pending:  pendingPool{max: opts.MaxPending, perSource: opts.MaxPendingPerSource, bySource: map[string][]*pendingConn{}},
+		log:      logLimit{logf: opts.Logf, burst: logBurst, window: logWindow},
+	}
+	l.readers.New = func() any { return bufio.NewReaderSize(nil, opts.MaxHandshakeBytes) }
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel() // stops every connection
 		ln.Close()
 		l.conns.Wait()
+		l.log.stop()
 	}()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -104,17 +158,14 @@ func ServeListener(ctx context.Context, ln net.Listener, opts ListenOptions, ser
 			return fmt.Errorf("accept: %w", err)
 		}
 		backoff = 5 * time.Millisecond
-		select {
-		case l.slots <- struct{}{}:
-			l.conns.Add(1)
-			go func() {
-				defer l.conns.Done()
-				defer func() { <-l.slots }()
-				l.handle(ctx, nc)
-			}()
-		default:
-			l.refuseBusy(nc)
-		}
+		nc.SetDeadline(time.Now().Add(opts.HandshakeTimeout))
+		pc := &pendingConn{nc: nc, source: sourceOf(nc), at: time.Now()}
+		l.pending.add(pc)
+		l.conns.Add(1)
+		go func() {
+			defer l.conns.Done()
+			l.handle(ctx, pc)
+		}()
 	}
 }
 
@@ -132,47 +183,71 @@ type listener struct {
 	opts     ListenOptions
 	serve    ServeFunc
 	want     [sha256.Size]byte
-	slots    chan struct{} // one per open connection
-	refusing chan struct{} // one per connection being told the server is full
+	slots    chan struct{} // one per authenticated connection
+	refusing chan struct{} // one per connection being told why it is closed
+	pending  pendingPool
+	log      logLimit
+	readers  sync.Pool // *bufio.Reader of MaxHandshakeBytes, for handshakes
 	conns    sync.WaitGroup
 }
 
+// testHookHandshake, when set (by tests), runs on a connection's goroutine
+// before it reads the handshake.
+var testHookHandshake func()
+
 // handle authenticates one connection, then serves it.
-func (l *listener) handle(ctx context.Context, nc net.Conn) {
+func (l *listener) handle(ctx context.Context, pc *pendingConn) {
+	nc := pc.nc
 	addr := nc.RemoteAddr().String()
 	defer nc.Close()
-	// The handshake's deadline is absolute: a client that trickles bytes
-	// is cut off as surely as a silent one. A cancelled ctx ends it too.
-	nc.SetDeadline(time.Now().Add(l.opts.HandshakeTimeout))
+	// The handshake's deadline (set at the accept) is absolute: a client
+	// that trickles bytes is cut off as surely as a silent one. A
+	// cancelled ctx ends it too, and so does an eviction.
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	defer stop()
-	if tc, ok := nc.(*tls.Conn); ok {
-		if err := tc.HandshakeContext(ctx); err != nil {
-			if !errors.Is(err, io.EOF) { // else a probe: connected, sent nothing, closed
-				l.opts.Logf("gatebridge: serve: %s: refused: TLS handshake: %v", addr, err)
-			}
-			return
-		}
+	if testHookHandshake != nil {
+		testHookHandshake()
 	}
-	br := bufio.NewReaderSize(nc, l.opts.MaxHandshakeBytes)
-	first, id, err := l.handshake(br)
-	if errors.Is(err, errNothingSent) {
-		return // a probe (a TCP readiness check, a port scan): not worth a log line
-	}
+	first, id, err := l.authenticate(ctx, nc)
+	// Out of the pending pool, whatever happened: from here the
+	// connection is refused, or counts against MaxConns.
+	evicted := !l.pending.remove(pc)
 	if err != nil {
 		var ne net.Error
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = errors.New("the server is stopping")
-		} else if errors.As(err, &ne) && ne.Timeout() {
+		case evicted:
+			l.log.refused(addr, "closed to make room for a newer connection (at most %d wait to authenticate, %d per source; its source: %s)", l.opts.MaxPending, l.opts.MaxPendingPerSource, pc.source)
+			l.refuse(nc, nil, &Error{Code: CodeLimit,
+				Message: "too many connections waiting to authenticate: this one, among the oldest, was closed",
+				Data:    map[string]string{"hint": "send initialize, with the server's token in params.authToken, as soon as the connection is open"}})
+			return
+		case errors.Is(err, errNothingSent):
+			l.log.silentConn(addr) // a probe (a TCP readiness check, a port scan): counted only
+			return
+		case errors.As(err, &ne) && ne.Timeout():
 			err = fmt.Errorf("no initialize request within %v", l.opts.HandshakeTimeout)
 		}
-		l.opts.Logf("gatebridge: serve: %s: refused: %v", addr, err)
-		refuse(nc, id, &Error{Code: CodeUnauthorized, Message: "unauthorized: " + err.Error(),
+		l.log.refused(addr, "%v", err)
+		l.refuse(nc, id, &Error{Code: CodeUnauthorized, Message: "unauthorized: " + err.Error(),
 			Data: map[string]string{"hint": "send initialize, with the server's token in params.authToken, as the first line"}})
 		return
 	}
+	// An eviction racing with a handshake that succeeded changes nothing:
+	// the connection has left the pool either way.
 	nc.SetDeadline(time.Time{})
 	stop()
+	select {
+	case l.slots <- struct{}{}:
+		defer func() { <-l.slots }()
+	default:
+		l.log.refused(addr, "%d authenticated connections are open (the limit)", l.opts.MaxConns)
+		l.refuse(nc, id, &Error{Code: CodeLimit,
+			Message: fmt.Sprintf("too many connections: %d are open, the server's limit", l.opts.MaxConns),
+			Data:    map[string]string{"hint": "close a connection or try again later; the server's limit is serve --max-connections"}})
+		return
+	}
 	// From here the connection is the client's: a cancelled ctx stops
 	// reading (serve then stops and removes what the connection started
 	// and returns), and bounds the writing of what is left to say.
@@ -182,7 +257,7 @@ func (l *listener) handle(ctx context.Context, nc net.Conn) {
 	})
 	defer stop()
 	l.opts.Logf("gatebridge: serve: %s: connected", addr)
-	err = l.serve(ctx, io.MultiReader(bytes.NewReader(first), br), nc)
+	err = l.serve(ctx, io.MultiReader(bytes.NewReader(first), nc), nc)
 	switch {
 	case ctx.Err() != nil:
 		l.opts.Logf("gatebridge: serve: %s: closed: the server is stopping", addr)
@@ -193,12 +268,52 @@ func (l *listener) handle(ctx context.Context, nc net.Conn) {
 	}
 }
 
+// authenticate does the TLS handshake, if any, and reads and checks the
+// first line. It returns that line and what the client sent behind it,
+// to replay; or an error and the request id to answer.
+func (l *listener) authenticate(ctx context.Context, nc net.Conn) ([]byte, json.RawMessage, error) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		if err := tc.HandshakeContext(ctx); err != nil {
+			if errors.Is(err, io.EOF) { // connected, sent nothing, closed
+				return nil, nil, errNothingSent
+			}
+			return nil, nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+	}
+	// A connection takes a buffer of MaxHandshakeBytes only once its
+	// first bytes have come: idle connections hold a small one.
+	small := make([]byte, 512)
+	n, err := 0, error(nil)
+	for n == 0 && err == nil {
+		n, err = nc.Read(small)
+	}
+	if n == 0 {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, errNothingSent
+		}
+		return nil, nil, err
+	}
+	br := l.readers.Get().(*bufio.Reader)
+	br.Reset(io.MultiReader(bytes.NewReader(small[:n]), nc))
+	defer func() {
+		br.Reset(nil)
+		l.readers.Put(br)
+	}()
+	line, id, err := l.handshake(br)
+	if err != nil {
+		return nil, id, err
+	}
+	// The line and what came behind it, out of the pooled buffer.
+	rest, _ := br.Peek(br.Buffered())
+	return append(bytes.Clone(line), rest...), id, nil
+}
+
 // errNothingSent is the handshake's error for a client that closed the
 // connection without sending a byte.
 var errNothingSent = errors.New("closed before sending anything")
 
 // handshake reads the first line and checks it; it returns the line (with
-// its newline) to replay, or an error and the request id to answer.
+// its newline, in br's buffer), or an error and the request id to answer.
 func (l *listener) handshake(br *bufio.Reader) ([]byte, json.RawMessage, error) {
 	line, err := br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
@@ -238,30 +353,18 @@ func (l *listener) handshake(br *bufio.Reader) ([]byte, json.RawMessage, error) 
 	if subtle.ConstantTimeCompare(got[:], l.want[:]) != 1 {
 		return nil, id, errors.New("wrong authToken")
 	}
-	return bytes.Clone(line), id, nil
+	return line, id, nil
 }
 
-// refuseBusy tells a client over the connection cap so, and closes it, on
-// a goroutine of its own (a TLS handshake takes a round trip); when as
-// many are being refused already, it just closes it.
-func (l *listener) refuseBusy(nc net.Conn) {
+// refuse tells a client why it is closed, when fewer than MaxPending are
+// being told already; else the caller just closes it.
+func (l *listener) refuse(nc net.Conn, id json.RawMessage, e *Error) {
 	select {
 	case l.refusing <- struct{}{}:
-	default:
-		nc.Close()
-		return
-	}
-	addr := nc.RemoteAddr().String()
-	l.opts.Logf("gatebridge: serve: %s: refused: %d connections are open (the limit)", addr, l.opts.MaxConns)
-	l.conns.Add(1)
-	go func() {
-		defer l.conns.Done()
 		defer func() { <-l.refusing }()
-		defer nc.Close()
-		refuse(nc, nil, &Error{Code: CodeLimit,
-			Message: fmt.Sprintf("too many connections: %d are open, the server's limit", l.opts.MaxConns),
-			Data:    map[string]string{"hint": "close a connection or try again later; the server's limit is serve --max-connections"}})
-	}()
+		refuse(nc, id, e)
+	default:
+	}
 }
 
 // refuse writes one error response (id nil: null) and ends the sending
@@ -285,4 +388,220 @@ func refuse(nc net.Conn, id json.RawMessage, e *Error) {
 		cw.CloseWrite()
 	}
 	io.CopyN(io.Discard, nc, refuseDrainBytes)
+}
+
+// A pendingConn is a connection in its handshake.
+type pendingConn struct {
+	nc      net.Conn
+	source  string
+	seq     uint64    // order of arrival
+	at      time.Time // accepted
+	evicted bool      // closed to make room (under pendingPool.mu)
+}
+
+// pendingPool holds the connections in their handshake, by source, and
+// makes room for each new one (see [ServeListener]).
+type pendingPool struct {
+	mu        sync.Mutex
+	max       int
+	perSource int
+	bySource  map[string][]*pendingConn // oldest first
+	n         int
+	seq       uint64
+}
+
+// add adds c, first evicting a pending connection if a cap is reached:
+// one of c's source if that source is at its cap, else, if the pool is
+// full, one of the source with the most pending (the one whose oldest
+// came first, on a tie).
+func (p *pendingPool) add(c *pendingConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bySource[c.source]) >= p.perSource {
+		p.evict(c.source)
+	} else if p.n >= p.max {
+		var src string
+		for s, list := range p.bySource {
+			if cur := p.bySource[src]; src == "" || len(list) > len(cur) || len(list) == len(cur) && list[0].seq < cur[0].seq {
+				src = s
+			}
+		}
+		p.evict(src)
+	}
+	p.seq++
+	c.seq = p.seq
+	p.bySource[c.source] = append(p.bySource[c.source], c)
+	p.n++
+}
+
+// idleAfter is how long a connection may have sent nothing before it is
+// taken for idle: a client sends its first bytes (its line, or its TLS
+// ClientHello) with the ACK that completes the connection.
+var idleAfter = 100 * time.Millisecond
+
+// evict closes the handshake of a pending connection of source (its
+// goroutine sees the deadline, then that it was evicted): the oldest of
+// those idle (nothing sent for idleAfter); else the oldest of those with
+// nothing unread in the kernel; else the oldest. A client whose line has
+// come is about to authenticate; one that sent bytes, all read, is in its
+// TLS handshake or sends its line in pieces.
+func (p *pendingPool) evict(source string) {
+	list := p.bySource[source]
+	i, quiet := -1, -1
+	for j, c := range list {
+		received, unread, ok := progress(c.nc)
+		if !ok {
+			break
+		}
+		if !received && time.Since(c.at) >= idleAfter {
+			i = j
+			break
+		}
+		if unread == 0 && quiet < 0 {
+			quiet = j
+		}
+	}
+	if i < 0 {
+		i = max(quiet, 0)
+	}
+	c := list[i]
+	c.evicted = true
+	c.nc.SetDeadline(time.Now())
+	p.drop(source, i)
+}
+
+// remove takes c out of the pool; false if it was evicted.
+func (p *pendingPool) remove(c *pendingConn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.evicted {
+		return false
+	}
+	for i, o := range p.bySource[c.source] {
+		if o == c {
+			p.drop(c.source, i)
+			break
+		}
+	}
+	return true
+}
+
+func (p *pendingPool) drop(source string, i int) {
+	list := slices.Delete(p.bySource[source], i, i+1)
+	if len(list) == 0 {
+		delete(p.bySource, source)
+	} else {
+		p.bySource[source] = list
+	}
+	p.n--
+}
+
+// sourceOf names where a connection comes from, for the pending pool's
+// per-source cap: "local" for this host (a loopback address, or this
+// host's own address on both ends), else the remote IP address (an IPv6
+// address by its /64, which one host often holds whole).
+func sourceOf(nc net.Conn) string {
+	remote, ok := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return nc.RemoteAddr().String()
+	}
+	ip, _ := netip.AddrFromSlice(remote.IP)
+	ip = ip.Unmap()
+	if local, ok := nc.LocalAddr().(*net.TCPAddr); ok {
+		lip, _ := netip.AddrFromSlice(local.IP)
+		if lip.Unmap() == ip || lip.IsLoopback() {
+			return "local"
+		}
+	}
+	switch {
+	case ip.IsLoopback():
+		return "local"
+	case ip.Is6():
+		pfx, _ := ip.Prefix(64)
+		return pfx.String()
+	}
+	return ip.String()
+}
+
+// How refusals are logged: at most logBurst lines per logWindow, then a
+// line counting those not logged (and the connections closed before
+// sending anything) when the window ends.
+const logBurst = 20
+
+var logWindow = time.Minute
+
+// logLimit writes the refusals' log lines, rate limited.
+type logLimit struct {
+	logf   func(format string, args ...any)
+	burst  int
+	window time.Duration
+
+	mu      sync.Mutex
+	timer   *time.Timer // while a window is open
+	lines   int         // refusals logged in this window
+	dropped int         // refusals not logged in this window
+	silent  int         // connections closed before sending anything
+	last    string      // the address of the last of them
+	stopped bool
+}
+
+// refused logs that the connection from addr was refused, and why.
+func (g *logLimit) refused(addr, format string, args ...any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open()
+	if g.lines >= g.burst {
+		g.dropped++
+		return
+	}
+	g.lines++
+	g.logf("gatebridge: serve: %s: refused: "+format, append([]any{addr}, args...)...)
+}
+
+// silentConn counts a connection closed before sending anything.
+func (g *logLimit) silentConn(addr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open()
+	g.silent++
+	g.last = addr
+}
+
+// open starts a window if none is open (under mu).
+func (g *logLimit) open() {
+	if g.timer == nil && !g.stopped {
+		g.timer = time.AfterFunc(g.window, g.flush)
+	}
+}
+
+// flush ends the window: it logs what was counted.
+func (g *logLimit) flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	g.summary()
+}
+
+// summary logs what was counted in the window and closes it (under mu).
+func (g *logLimit) summary() {
+	if g.dropped > 0 {
+		g.logf("gatebridge: serve: %d more connections refused in the last %v, not logged (at most %d lines per %v)", g.dropped, g.window, g.burst, g.window)
+	}
+	if g.silent > 0 {
+		g.logf("gatebridge: serve: %d connections closed before sending anything in the last %v (the last from %s)", g.silent, g.window, g.last)
+	}
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.timer, g.lines, g.dropped, g.silent, g.last = nil, 0, 0, 0, ""
+}
+
+// stop logs what is counted; nothing is logged after it returns.
+func (g *logLimit) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.summary()
+	g.stopped = true
 }

@@ -95,6 +95,15 @@ func (c *conn) sandboxOpen(params json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, errorf(CodeInvalidParams, "invalid params: \"workspace\" %s: %v", p.Workspace, err)
 	}
+	if check := c.srv.opts.CheckWorkspace; check != nil {
+		if err := check(ws, p.WritableWorkspace); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return nil, e
+			}
+			return nil, errorf(CodeInvalidParams, "invalid params: \"workspace\" %s: %v", p.Workspace, err)
+		}
+	}
 	env, err := envList("env", p.Env)
 	if err != nil {
 		return nil, err

@@ -56,6 +56,11 @@ type Options struct {
 	// connection registers (built-in and configured ones) for a workspace
 	// the sandbox sees at inside, and names each one's kind. nil: none.
 	Gates func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error)
+	// CheckWorkspace, when set, may refuse a sandbox's workspace (absolute,
+	// its links resolved) at sandbox/open, before anything is started for
+	// it: an *Error it returns is the answer, any other error a -32602.
+	// (Gates is called for gate/list too, with no sandbox.)
+	CheckWorkspace func(workspace string, writable bool) error
 	// DefaultWorkspace is the workspace gate/list describes the gates for
 	// (before any sandbox is open); "" means the current directory.
 	DefaultWorkspace string

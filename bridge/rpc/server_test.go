@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+	"github.com/gatebridge/gatebridge/gates"
 )
 
 func TestBadInput(t *testing.T) {
@@ -467,4 +469,47 @@ func TestStartAnsweredFirst(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
+}
+
+// Options.CheckWorkspace refuses sandbox/open on the resolved workspace
+// (named through a link too) before anything is made for it: an *Error
+// is the answer as is, another error a -32602 naming the workspace.
+func TestCheckWorkspace(t *testing.T) {
+	opts := testOptions(t)
+	gatesMade := 0
+	next := opts.Gates
+	opts.Gates = func(ws, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+		gatesMade++
+		return next(ws, inside, writable)
+	}
+	refused := traversableTempDir(t)
+	link := filepath.Join(traversableTempDir(t), "link")
+	if err := os.Symlink(refused, link); err != nil {
+		t.Fatal(err)
+	}
+	opts.CheckWorkspace = func(ws string, writable bool) error {
+		switch {
+		case ws == refused:
+			return &Error{Code: CodeInvalidParams, Message: "refusing workspace " + ws, Data: map[string]string{"hint": "keep it out"}}
+		case writable:
+			return errors.New("no writable workspace here")
+		}
+		return nil
+	}
+	c := newClient(t, opts)
+	for _, ws := range []string{refused, link} {
+		e := c.CallErr(MethodSandboxOpen, SandboxOpenParams{SandboxID: "a", Backend: "local", Workspace: ws})
+		if e == nil || e.Code != CodeInvalidParams || e.Message != "refusing workspace "+refused {
+			t.Fatalf("workspace %s: %+v", ws, e)
+		}
+	}
+	other := traversableTempDir(t)
+	e := c.CallErr(MethodSandboxOpen, SandboxOpenParams{SandboxID: "a", Backend: "local", Workspace: other, WritableWorkspace: true})
+	if e == nil || e.Code != CodeInvalidParams || e.Message != `invalid params: "workspace" `+other+": no writable workspace here" {
+		t.Fatalf("%+v", e)
+	}
+	if gatesMade != 0 {
+		t.Fatalf("gates made %d times for refused workspaces", gatesMade)
+	}
+	c.Call(MethodSandboxOpen, SandboxOpenParams{SandboxID: "a", Backend: "local", Workspace: other}, nil)
 }

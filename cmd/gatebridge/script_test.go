@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,12 +29,23 @@ func TestMain(m *testing.M) {
 //
 //	code N PROG [ARG...]  run PROG and require exit code N (like exec)
 //	nosessions            fail if a session dir is left in $TMPDIR
+//
+// Extra conditions:
+//
+//	[root]  running as root (chown works)
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"code":       cmdCode,
 			"nosessions": cmdNoSessions,
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		RequireExplicitExec: false,
 		Setup: func(env *testscript.Env) error {

@@ -39,7 +39,9 @@ runtime on another machine or in another container of a Kubernetes pod:
 each client connection is a connection of its own, with its own
 sandboxes, removed when it closes. The client's first line must be
 initialize with the token of --token-file in params.authToken; anything
-else is refused. --token-file is required, on loopback too.
+else is refused. --token-file is required, on loopback too. Connections
+without the token take no slot of --max-connections: a few wait at once,
+and the oldest idle one is closed to make room for a new one.
 
 --attach DIR serves a sandbox that gatebridge does not start: a container
 of the same pod sharing DIR and the workspace at the same paths, running
@@ -61,7 +63,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.StringVar(&sf.tokenFile, "token-file", "", "with --listen (required): clients send the token in this file in initialize's authToken")
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
-	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: connections open at once; one more is refused")
+	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: authenticated connections open at once; one more token holder is refused (connections still in their handshake do not count)")
 	f.StringVar(&sf.attach, "attach", "", "serve a pod's sandbox: commands go to 'gatebridge agent --dir DIR/agent' in a container sharing `DIR` (and the workspace) at the same paths; the only backend is then \"attached\"")
 	f.BoolVar(&sf.attachReadOnly, "attach-readonly-workspace", false, "with --attach: the sandbox mounts the workspace read-only (then only read-only sandboxes open; without it only writable ones: gatebridge cannot enforce either)")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
@@ -131,6 +133,19 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer closeAudit()
+	if f.listen != "" {
+		// A sandbox that could read the token (or the TLS key) could
+		// connect as a client: no workspace, gate root or shared
+		// directory may hold them.
+		places := reachableOf(a.cfg)
+		if f.attach != "" {
+			places = append(places, reachable{"--attach", f.attach})
+		}
+		err := guardSecrets(&opts, places, []secretFile{{"--token-file", f.tokenFile}, {"--tls-key", f.tlsKey}})
+		if err != nil {
+			return err
+		}
+	}
 	if f.attach != "" {
 		detach, err := attach(&opts, f.attach, f.attachReadOnly, a.cfg.Sandbox.Attach)
 		if err != nil {
@@ -182,10 +197,9 @@ func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn r
 	}
 	var tlsConfig *tls.Config
 	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		cert, err := loadKeyPair("serve", f.tlsCert, f.tlsKey)
 		if err != nil {
-			return nil, withHint(fmt.Errorf("serve: --tls-cert %s, --tls-key %s: %w", f.tlsCert, f.tlsKey, err),
-				"both must be PEM files: the certificate (chain) and its private key")
+			return nil, err
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}

@@ -1,43 +1,41 @@
 package main
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 )
+
+// The files a network server (serve --listen, mcp --http) reads its
+// secrets from are refused unless they are what their owner made them:
+// regular files, not links, owned by this process's user (or root), that
+// no one else can change; the token and the TLS key no one else can read
+// either, under one name only. A file another user owns, or a link,
+// could have been planted; a file others can read has leaked.
 
 // loadToken reads the token of a network server (mcp --http, serve
 // --listen) from --token-file; errors name the command and carry a hint.
 func loadToken(command, path string) (string, error) {
 	tok, err := readTokenFile(path)
 	if err != nil {
-		return "", withHint(fmt.Errorf("%s: --token-file: %w", command, err), "a file only you can read (chmod 600) holding one line, the token")
+		return "", withHint(fmt.Errorf("%s: --token-file: %w", command, err), secretHint(err, "a file of yours only you can read (chmod 600) holding one line, the token"))
 	}
 	return tok, nil
 }
 
-// readTokenFile reads a token: a regular file no one else can read or
-// write, holding one non-empty line.
+// readTokenFile reads a token: a secret file (see readSecretFile) holding
+// one non-empty line.
 func readTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s is readable or writable by others (mode %v)", path, st.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	b, err := readSecretFile(path, modeToken, 4096)
 	if err != nil {
 		return "", err
 	}
@@ -46,6 +44,103 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("%s must hold one token (one line, no spaces)", path)
 	}
 	return tok, nil
+}
+
+// maxPEMBytes caps a TLS certificate chain or key file.
+const maxPEMBytes = 1 << 20
+
+// loadKeyPair reads a TLS certificate (a file no one else can change)
+// and its private key (a secret file: see readSecretFile).
+func loadKeyPair(command, certPath, keyPath string) (tls.Certificate, error) {
+	certPEM, err := readSecretFile(certPath, modePublic, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, withHint(fmt.Errorf("%s: --tls-cert: %w", command, err), secretHint(err, "a PEM file of yours (or root's) that only its owner can write"))
+	}
+	keyPEM, err := readSecretFile(keyPath, modeKey, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, withHint(fmt.Errorf("%s: --tls-key: %w", command, err), secretHint(err, "a PEM file of yours (or root's) that only its owner can write and others cannot read (chmod 600, or 640 for a group such as ssl-cert)"))
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, withHint(fmt.Errorf("%s: --tls-cert %s, --tls-key %s: %w", command, certPath, keyPath, err),
+			"both must be PEM files: the certificate (chain) and its private key")
+	}
+	return cert, nil
+}
+
+// secretFileError is a file refused by readSecretFile for what it is (its
+// type, owner, mode, links), with the hint that fixes it ("": the
+// caller's).
+type secretFileError struct{ msg, hint string }
+
+func (e *secretFileError) Error() string { return e.msg }
+
+// secretHint is the hint for err from readSecretFile: the one that
+// fixes the file, or def.
+func secretHint(err error, def string) string {
+	var se *secretFileError
+	if errors.As(err, &se) && se.hint != "" {
+		return se.hint
+	}
+	return def
+}
+
+// What of a secret file's mode its group and others may not have.
+const (
+	modeToken  os.FileMode = 0o077 // anything
+	modeKey    os.FileMode = 0o027 // write; others read (a group such as Debian's ssl-cert may read)
+	modePublic os.FileMode = 0o022 // write
+)
+
+// readSecretFile reads at most max bytes of path, opened without
+// following a link there (O_NOFOLLOW) or blocking on a FIFO, and checked
+// on the opened file (fstat): a regular file, owned by this process's
+// effective uid or by root, whose mode grants nothing of forbid. One that
+// others may not read (a token, a key) must have one name only: another
+// hard link (in a workspace, say) would reach it under a path no check
+// sees.
+func readSecretFile(path string, forbid os.FileMode, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &secretFileError{fmt.Sprintf("%s is a symbolic link (refused: it may point anywhere)", path),
+				"give the file itself, not a link to it (realpath " + path + ")"}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, fmt.Errorf("%s: cannot tell its owner", path)
+	}
+	me := os.Geteuid()
+	perm := fi.Mode().Perm()
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, &secretFileError{fmt.Sprintf("%s is not a regular file", path), ""}
+	case int(st.Uid) != me && st.Uid != 0:
+		return nil, &secretFileError{fmt.Sprintf("%s is owned by uid %d, not by this user (uid %d) or root: another user could have written it", path, st.Uid, me),
+			fmt.Sprintf("make it yours (chown %d %s), or write it again as this user", me, path)}
+	case perm&forbid&0o022 != 0:
+		return nil, &secretFileError{fmt.Sprintf("%s is writable by others (mode %v)", path, perm), ""}
+	case perm&forbid != 0:
+		return nil, &secretFileError{fmt.Sprintf("%s is readable by others (mode %v)", path, perm), ""}
+	case forbid&0o004 != 0 && st.Nlink != 1:
+		return nil, &secretFileError{fmt.Sprintf("%s has %d hard links: under another name (in a workspace, say) it could be read", path, st.Nlink),
+			"keep one name for it: copy it (cp) and remove the other links"}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, &secretFileError{fmt.Sprintf("%s is over %d bytes", path, max), ""}
+	}
+	return b, nil
 }
 
 // isLoopbackHost reports whether host (of host:port) can be reached only
@@ -57,4 +152,91 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// A secretFile is a file a network server read a secret from: its token
+// file or TLS key. Flag names it ("--token-file").
+type secretFile struct{ Flag, Path string }
+
+// A reachable is a directory a sandbox can read (or a gate reads for it),
+// named by what made it so (a config key, a flag).
+type reachable struct{ What, Path string }
+
+// reachableOf lists the directories the config lets every sandbox read,
+// besides its workspace: the file gates' roots and the docker sessions
+// root (mounted whole into a persistent sandbox).
+func reachableOf(cfg *Config) []reachable {
+	var out []reachable
+	for _, r := range []reachable{
+		{"gates.root", cfg.Gates.Root},
+		{"gates.writable_root", cfg.Gates.WritableRoot},
+		{"sandbox.docker.sessions_root", cfg.Sandbox.Docker.SessionsRoot},
+	} {
+		if r.Path != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// guardSecrets keeps secrets out of the sandbox's reach: it returns an
+// error now when one of places holds one of them, and makes opts refuse
+// sandbox/open on a workspace that holds one (the sandboxed command could
+// read the token or key, and with it connect as a client). Paths are
+// compared with their links resolved; the secret files have one name
+// only (readSecretFile), so another hard link cannot hide them. Both
+// serve --listen and mcp --http call it with the files they read.
+func guardSecrets(opts *rpc.Options, places []reachable, secrets []secretFile) error {
+	resolved := make([]secretFile, 0, len(secrets))
+	for _, s := range secrets {
+		if s.Path != "" {
+			// The file itself is no link (readSecretFile): its directory may be.
+			resolved = append(resolved, secretFile{s.Flag, filepath.Join(resolvePath(filepath.Dir(s.Path)), filepath.Base(s.Path))})
+		}
+	}
+	holding := func(dir string) (secretFile, bool) {
+		dir = resolvePath(dir)
+		for _, s := range resolved {
+			if fspath.Within(s.Path, dir) {
+				return s, true
+			}
+		}
+		return secretFile{}, false
+	}
+	for _, p := range places {
+		if s, ok := holding(p.Path); ok {
+			return &configError{Key: p.What, Msg: fmt.Sprintf("%s holds %s (%s), which the sandbox could read", p.Path, s.Path, s.Flag), Hint: secretsOutsideHint}
+		}
+	}
+	if len(resolved) == 0 {
+		return nil
+	}
+	next := opts.CheckWorkspace
+	opts.CheckWorkspace = func(workspace string, writable bool) error {
+		if s, ok := holding(workspace); ok {
+			return &rpc.Error{Code: rpc.CodeInvalidParams,
+				Message: fmt.Sprintf("refusing workspace %s: it holds %s (%s), which the sandboxed command could read", workspace, s.Path, s.Flag),
+				Data:    map[string]string{"hint": secretsOutsideHint}}
+		}
+		if next != nil {
+			return next(workspace, writable)
+		}
+		return nil
+	}
+	return nil
+}
+
+const secretsOutsideHint = "keep the token file and the TLS key outside every workspace and every directory the sandbox or its gates can read"
+
+// resolvePath is p made absolute, its links resolved as far as they
+// exist.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
 }
