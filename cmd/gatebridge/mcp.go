@@ -100,6 +100,14 @@ func (a *app) mcp(cmd *cobra.Command) error {
 		return err
 	}
 	defer closeAudit()
+	if addr != "" {
+		// A sandbox that could read the token could connect as a client:
+		// neither its workspace nor a directory its gates read may hold it.
+		places := append(reachableOf(cfg), reachable{"sandbox.workspace", workspace})
+		if err := guardSecrets(&opts, places, []secretFile{{"--token-file", tokenFile}}); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	set := mcpSettings{
