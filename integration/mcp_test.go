@@ -106,9 +106,15 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	// A token file others can read: refused.
 	must(t, os.Chmod(tokenFile, 0o644))
-	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
-	if out.Code == 0 || !strings.Contains(out.Stderr, "readable or writable by others") {
+	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--workspace", workspace(t), "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	if out.Code == 0 || !strings.Contains(out.Stderr, "readable by others") {
 		t.Fatalf("a 0644 token file: %+v", out)
+	}
+	// A workspace holding the token file: refused (the sandbox could read it).
+	must(t, os.Chmod(tokenFile, 0o600))
+	out = gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--workspace", dir, "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	if out.Code != 125 || !strings.Contains(out.Stderr, "which the sandbox could read") {
+		t.Fatalf("a workspace holding the token file: %+v", out)
 	}
 }
 
