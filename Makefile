@@ -58,10 +58,12 @@ test-deploy:
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The Python client (clients/python, standard library only) against the
-# built binary, with the system python3; then its example agent loop once.
+# built binary, with the system python3; then its example agent loop once;
+# and the scripts' own tests (scripts/benchcmp.py).
 test-clients: build
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 -m unittest discover -s clients/python -v
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py
+	python3 -m unittest discover -s scripts -p '*_test.py'
 
 # Go before 1.27 can fail a fuzz run with a bare "context deadline
 # exceeded" as -fuzztime ends on a loaded machine (golang/go#75804): no

@@ -26,7 +26,7 @@ func TestAutoRealBackends(t *testing.T) {
 		t.Fatalf("Auto = %v, %q, %v", b, why, err)
 	}
 	var se *sandbox.Error
-	if !errors.As(err, &se) || se.Backend != sandbox.BwrapName || se.Hint == "" {
+	if !errors.As(err, &se) || se.Backend != sandbox.BwrapName || se.Help == "" {
 		t.Errorf("bwrap's error (with its hint) is not wrapped: %v", err)
 	}
 	b, e, why, err := reg.Auto(context.Background(), s, true)

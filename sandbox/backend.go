@@ -60,7 +60,7 @@ type Backend interface {
 // this machine (for `--sandbox auto` and `gatebridge doctor`).
 type Checker interface {
 	// Check returns nil when the backend can run, else an [*Error] whose
-	// Hint says how to fix it.
+	// Help says how to fix it.
 	Check(ctx context.Context) error
 }
 
@@ -164,7 +164,7 @@ type Error struct {
 	Backend string
 	Op      string // what was being done, e.g. "start bwrap"
 	Err     error
-	Hint    string // how to fix it; may be empty
+	Help    string // how to fix it; may be empty ([Error.Hint])
 }
 
 func (e *Error) Error() string {
@@ -172,6 +172,9 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Hint says how to fix it ("" when Help is empty).
+func (e *Error) Hint() string { return e.Help }
 
 // ErrUnavailable is wrapped by errors saying a backend cannot run here.
 var ErrUnavailable = errors.New("backend unavailable")

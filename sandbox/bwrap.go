@@ -106,7 +106,7 @@ func (b *Bwrap) binary() (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return "", &Error{Backend: "bwrap", Op: "find bwrap", Err: fmt.Errorf("%w: %w", ErrUnavailable, err),
-			Hint: "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap)"}
+			Help: "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap)"}
 	}
 	return path, nil
 }
@@ -167,7 +167,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		// The host has the cgroups but they refused these limits: never
 		// run the command without the limits it was given.
 		return nil, &Error{Backend: "bwrap", Op: "set up limits", Err: cgErr,
-			Hint: "check sandbox.limits (cpus at least 0.01, memory at least a few MiB) and that /sys/fs/cgroup is writable"}
+			Help: "check sandbox.limits (cpus at least 0.01, memory at least a few MiB) and that /sys/fs/cgroup is writable"}
 	}
 	if cg != nil {
 		defer cg.remove()
@@ -204,7 +204,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		}
 		if pinned, err = pinPaths(workspace, rels, dirs); err != nil {
 			return nil, &Error{Backend: "bwrap", Op: "protected paths", Err: err,
-				Hint: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
+				Help: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
 		}
 		defer func() {
 			for _, f := range pinned {
@@ -279,7 +279,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		// bwrap failed before the command could run: mounts, namespaces.
 		msg := bwrapMessage(res.Stderr)
 		return nil, &Error{Backend: "bwrap", Op: "set up sandbox",
-			Err: fmt.Errorf("%w: %s", ErrUnavailable, msg), Hint: diagnose(msg, hostProbe{uid: os.Getuid()})}
+			Err: fmt.Errorf("%w: %s", ErrUnavailable, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
 	}
 	return res, nil
 }
@@ -449,7 +449,7 @@ func bwrapIdentity(spec *Spec) (*syscall.Credential, error) {
 	// of sh in a writable workspace.
 	if gid == 0 && !spec.AllowRoot {
 		return nil, &Error{Backend: "bwrap", Op: "identity", Err: fmt.Errorf("refusing to run the command as %d:0 (gid 0 is root's group)", uid),
-			Hint: "set sandbox.gid to a non-root gid, or sandbox.allow_root: true if you accept the danger"}
+			Help: "set sandbox.gid to a non-root gid, or sandbox.allow_root: true if you accept the danger"}
 	}
 	if err := GrantSession(spec.Session, uid, gid); err != nil {
 		return nil, &Error{Backend: "bwrap", Op: "prepare session", Err: err}
@@ -746,11 +746,11 @@ func (b *Bwrap) check(ctx context.Context, bin string) error {
 		return &Error{Backend: "bwrap", Op: "check", Err: ctx.Err()}
 	case res.TimedOut:
 		return &Error{Backend: "bwrap", Op: "check", Err: fmt.Errorf("%w: `bwrap … true` timed out", ErrUnavailable),
-			Hint: "bwrap hangs on this machine: run `bwrap --unshare-all --ro-bind / / true` to investigate"}
+			Help: "bwrap hangs on this machine: run `bwrap --unshare-all --ro-bind / / true` to investigate"}
 	case res.ExitCode != 0:
 		msg := bwrapMessage(res.Stderr)
 		return &Error{Backend: "bwrap", Op: "check",
-			Err: fmt.Errorf("%w: `bwrap … true` exited %d: %s", ErrUnavailable, res.ExitCode, msg), Hint: diagnose(msg, hostProbe{uid: os.Getuid()})}
+			Err: fmt.Errorf("%w: `bwrap … true` exited %d: %s", ErrUnavailable, res.ExitCode, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
 	}
 	return nil
 }

@@ -33,8 +33,8 @@ func requireBackend(t *testing.T, b sandbox.Backend) {
 	}
 	msg := err.Error()
 	var se *sandbox.Error
-	if errors.As(err, &se) && se.Hint != "" {
-		msg += "\nhint: " + se.Hint
+	if errors.As(err, &se) && se.Help != "" {
+		msg += "\nhint: " + se.Help
 	}
 	if slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), b.Name()) {
 		t.Fatalf("backend %s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %s", b.Name(), msg)
@@ -175,8 +175,8 @@ func TestBwrapSetupFailure(t *testing.T) {
 	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("Run = %+v, %v; want *sandbox.Error", res, err)
 	}
-	if !strings.Contains(se.Error(), "gatebridge-no-such-dir") || se.Hint == "" {
-		t.Errorf("error %q hint %q", se.Error(), se.Hint)
+	if !strings.Contains(se.Error(), "gatebridge-no-such-dir") || se.Help == "" {
+		t.Errorf("error %q hint %q", se.Error(), se.Help)
 	}
 	// A command that exits 1 by itself is not a setup failure.
 	b.ReadOnly = nil
@@ -190,7 +190,7 @@ func TestBwrapMissingBinary(t *testing.T) {
 	b := &sandbox.Bwrap{Path: "/nonexistent/bwrap"}
 	err := b.Check(context.Background())
 	var se *sandbox.Error
-	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Hint, "bubblewrap") {
+	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Help, "bubblewrap") {
 		t.Fatalf("Check = %v", err)
 	}
 	if _, err := b.Run(context.Background(), &sandbox.Spec{Command: []string{"true"}}); !errors.As(err, &se) {

@@ -142,8 +142,8 @@ func TestLimitsRefusedNotDropped(t *testing.T) {
 		t.Fatalf("ran with cpus=0.001: exit %d, stdout %q, info %v", res.ExitCode, res.Stdout, res.Info)
 	}
 	var se *Error
-	if !errors.As(err, &se) || !strings.Contains(se.Hint, "sandbox.limits") {
+	if !errors.As(err, &se) || !strings.Contains(se.Help, "sandbox.limits") {
 		t.Errorf("err %v, want a hint naming sandbox.limits", err)
 	}
-	t.Log(err, "; hint:", se.Hint)
+	t.Log(err, "; hint:", se.Help)
 }

@@ -13,7 +13,7 @@ var errUnsupported = fmt.Errorf("%w: not supported on %s", ErrUnavailable, runti
 
 func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	return nil, &Error{Backend: p.backend, Op: "run", Err: errUnsupported,
-		Hint: "gatebridge runs commands on Linux only; use the docker backend from a Linux host"}
+		Help: "gatebridge runs commands on Linux only; use the docker backend from a Linux host"}
 }
 
 func newGroupTree(*os.Process) procTree { return nil }

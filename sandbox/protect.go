@@ -42,12 +42,12 @@ func ProtectedPaths(backend string, spec *Spec) ([]Protected, error) {
 		rel := filepath.Clean(p)
 		if p == "" || filepath.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 			return nil, &Error{Backend: backend, Op: "protected paths", Err: fmt.Errorf("%q must be a relative path inside the workspace", p),
-				Hint: "fix sandbox.protected_paths (e.g. [.git])"}
+				Help: "fix sandbox.protected_paths (e.g. [.git])"}
 		}
 		pr, err := protectedPath(spec.Workspace, rel)
 		if err != nil {
 			return nil, &Error{Backend: backend, Op: "protected paths", Err: err,
-				Hint: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
+				Help: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
 		}
 		out = append(out, pr)
 	}
@@ -138,7 +138,7 @@ func PrepareProtected(backend string, ps []Protected) error {
 		}
 		if err := makeParents(p); err != nil {
 			return &Error{Backend: backend, Op: "protected paths", Err: fmt.Errorf("make the parents of %s: %w", p.Host, err),
-				Hint: "check that the workspace is writable by gatebridge, or create the protected path's parent directories yourself"}
+				Help: "check that the workspace is writable by gatebridge, or create the protected path's parent directories yourself"}
 		}
 	}
 	return nil

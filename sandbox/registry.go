@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // Names of the backends this package defines (package sandbox/docker
@@ -179,10 +181,7 @@ func (e BackendEntry) Findings(ctx context.Context, b Backend, newErr error, s S
 // ProblemFinding turns err into a problem line with its [*Error] hint.
 func ProblemFinding(check string, err error) Finding {
 	f := Finding{Check: check, Status: StatusProblem, Detail: err.Error()}
-	var se *Error
-	if errors.As(err, &se) {
-		f.Hint = se.Hint
-	}
+	f.Hint = hint.Of(err)
 	return f
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -215,9 +216,8 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 		case runErr != nil:
 			ex.ExitCode = 125
 			msg := "gatebridge: " + runErr.Error() + "\n"
-			var se *sandbox.Error
-			if errors.As(runErr, &se) && se.Hint != "" {
-				msg += "gatebridge: hint: " + se.Hint + "\n"
+			if h := hint.Of(runErr); h != "" {
+				msg += "gatebridge: hint: " + h + "\n"
 			}
 			pr.writer("stderr").Write([]byte(msg))
 		default:

@@ -28,6 +28,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -308,6 +309,9 @@ func (c *conn) reply(id json.RawMessage, result any, err error) {
 	c.send(&Message{ID: id, Result: r}, false)
 }
 
+// toError maps err to the error a client gets: an [*Error] as it is; a
+// backend's failure with its backend and its hint (read with [hint.Of]
+// only) in data.
 func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -316,8 +320,8 @@ func toError(err error) *Error {
 	var se *sandbox.Error
 	if errors.As(err, &se) {
 		data := map[string]string{"backend": se.Backend}
-		if se.Hint != "" {
-			data["hint"] = se.Hint
+		if h := hint.Of(err); h != "" {
+			data["hint"] = h
 		}
 		code := CodeInternalError
 		if errors.Is(err, sandbox.ErrUnavailable) {

@@ -77,6 +77,20 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// Hint is the "hint" of Data, a string in a map (as the server sends it,
+// or as a [Client] decodes it), or "": an Error is a hint carrier
+// (package internal/hint).
+func (e *Error) Hint() string {
+	switch d := e.Data.(type) {
+	case map[string]string:
+		return d["hint"]
+	case map[string]any:
+		h, _ := d["hint"].(string)
+		return h
+	}
+	return ""
+}
+
 // InitializeParams are the params of initialize.
 type InitializeParams struct {
 	ClientName      string `json:"clientName"`

@@ -112,7 +112,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared Atta
 			c, err := agent.Dial(context.Background(), agentDir, agent.DialOptions{Wait: attachWait})
 			if err != nil {
 				return nil, &sandbox.Error{Backend: agent.Name, Op: "attach", Err: err,
-					Hint: "start the sandbox container with `gatebridge agent --dir " + agentDir + "` (the same path inside)"}
+					Help: "start the sandbox container with `gatebridge agent --dir " + agentDir + "` (the same path inside)"}
 			}
 			conn = c
 		}

@@ -148,7 +148,7 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 		}
 		if fspath.Within(dir, d) {
 			return &configError{Key: "audit.path", Msg: fmt.Sprintf("%s is inside %s (%s), which the sandboxed command can write", cfg.Audit.Path, d, p.key),
-				Hint: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
+				Help: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
 		}
 	}
 	return nil

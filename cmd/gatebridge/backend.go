@@ -184,7 +184,7 @@ func chooseAuto(ctx context.Context, cfg *Config, backends *sandbox.Registry, s 
 func choosePersistent(ctx context.Context, cfg *Config, backends *sandbox.Registry) (*chosenBackend, error) {
 	if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
 		return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
-			Hint: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
+			Help: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
 	}
 	e, err := backends.Lookup(docker.Name)
 	if err != nil {

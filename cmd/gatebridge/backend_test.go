@@ -45,7 +45,7 @@ func TestBackendNamesFromRegistry(t *testing.T) {
 		cfg.Sandbox.Backend = name
 		err := cfg.Validate(reg)
 		ce, ok := err.(*configError)
-		if !ok || ce.Key != "sandbox.backend" || ce.Hint != "use auto, local, bwrap or docker" {
+		if !ok || ce.Key != "sandbox.backend" || ce.Help != "use auto, local, bwrap or docker" {
 			t.Errorf("%q: %v (%+v)", name, err, ce)
 		}
 	}
@@ -59,7 +59,7 @@ func TestBackendNamesFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Sandbox.Backend = docker.Name
-	if err := cfg.Validate(other); err == nil || !strings.Contains(err.(*configError).Hint, "use auto, local, bwrap or vm") {
+	if err := cfg.Validate(other); err == nil || !strings.Contains(err.(*configError).Help, "use auto, local, bwrap or vm") {
 		t.Errorf("docker without docker registered: %v", err)
 	}
 	cfg.Sandbox.Backend = "vm"

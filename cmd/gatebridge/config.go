@@ -265,8 +265,11 @@ var defaults = map[string]any{
 type configError struct {
 	Key  string
 	Msg  string
-	Hint string
+	Help string // how to fix it ([configError.Hint])
 }
+
+// Hint says how to fix it.
+func (e *configError) Hint() string { return e.Help }
 
 func (e *configError) Error() string {
 	if e.Key == "" {
@@ -314,7 +317,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, errors.Unwrap(err)),
-				Hint: "pass an existing file to --config, or drop the flag to use the defaults"}
+				Help: "pass an existing file to --config, or drop the flag to use the defaults"}
 		}
 		used = path
 	} else {
@@ -332,7 +335,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		}
 		real = r
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Hint: "the file must be YAML; see configs/gatebridge.yaml"}
+			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; see configs/gatebridge.yaml"}
 		}
 		if err := checkUnknownKeys(v.AllSettings(), ""); err != nil {
 			err.Msg += " (in " + used + ")"
@@ -398,19 +401,19 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 			full, pat := prefix+k, pattern+k
 			kind, ok := known[pat]
 			if !ok {
-				return &configError{Key: full, Msg: "unknown key", Hint: "see configs/gatebridge.yaml for every key"}
+				return &configError{Key: full, Msg: "unknown key", Help: "see configs/gatebridge.yaml for every key"}
 			}
 			if _, named := known[pat+".*"]; kind == reflect.Map && named {
 				sub, isMap := m[k].(map[string]any)
 				if !isMap {
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want sections by name", fmt.Sprint(m[k])),
-						Hint: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "see configs/gatebridge.yaml for the keys under " + full}
 				}
 				for _, name := range sortedMapKeys(sub) {
 					entry, isMap := sub[name].(map[string]any)
 					if !isMap {
 						return &configError{Key: full + "." + name, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(sub[name])),
-							Hint: "see configs/gatebridge.yaml for the keys under " + full}
+							Help: "see configs/gatebridge.yaml for the keys under " + full}
 					}
 					if err := walk(entry, full+"."+name+".", pat+".*."); err != nil {
 						return err
@@ -423,7 +426,7 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 				if !isMap {
 					// viper would take the defaults under it and ignore this value.
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(m[k])),
-						Hint: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "see configs/gatebridge.yaml for the keys under " + full}
 				}
 				if err := walk(sub, full+".", pat+"."); err != nil {
 					return err
@@ -513,17 +516,17 @@ func decodeError(err error, v *viper.Viper) error {
 					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
 				}
 				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]),
-					Hint: "see configs/gatebridge.yaml for the type and default of " + key}
+					Help: "see configs/gatebridge.yaml for the type and default of " + key}
 			}
 		}
 	}
-	return &configError{Msg: msg, Hint: "see configs/gatebridge.yaml"}
+	return &configError{Msg: msg, Help: "see configs/gatebridge.yaml"}
 }
 
 // Validate checks values the decoder cannot; sandbox.backend must be
 // "auto" or a name in backends.
 func (c *Config) Validate(backends *sandbox.Registry) error {
-	bad := func(key, msg, hint string) error { return &configError{Key: key, Msg: msg, Hint: hint} }
+	bad := func(key, msg, hint string) error { return &configError{Key: key, Msg: msg, Help: hint} }
 	if _, err := backends.Lookup(c.Sandbox.Backend); err != nil && c.Sandbox.Backend != autoBackend {
 		return bad("sandbox.backend", fmt.Sprintf("unknown backend %q", c.Sandbox.Backend), "use "+backendChoices(backends))
 	}
@@ -630,7 +633,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 // checkApproval checks an approval setting: never (or unset) or ask.
 func checkApproval(key, v string) error {
 	if v != "" && v != "never" && v != "ask" {
-		return &configError{Key: key, Msg: fmt.Sprintf("%q is not never or ask", v), Hint: "ask: `gatebridge serve` asks its client before each call"}
+		return &configError{Key: key, Msg: fmt.Sprintf("%q is not never or ask", v), Help: "ask: `gatebridge serve` asks its client before each call"}
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func readTrustedConfig(path string) (data []byte, real string, err error) {
 	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err),
-			Hint: "pass an existing file to --config"}
+			Help: "pass an existing file to --config"}
 	}
 	f := os.NewFile(uintptr(fd), real)
 	defer f.Close()
@@ -48,14 +48,14 @@ func readTrustedConfig(path string) (data []byte, real string, err error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, "", &configError{Msg: fmt.Sprintf("config file %s is not a regular file", path),
-			Hint: "pass a regular file to --config"}
+			Help: "pass a regular file to --config"}
 	}
 	if err := trustedOwner("config file "+path, st.Uid, me); err != nil {
 		return nil, "", err
 	}
 	if st.Mode&0o022 != 0 {
 		return nil, "", &configError{Msg: fmt.Sprintf("refusing config file %s: writable by group or others (mode %v), so another user could define host commands", path, os.FileMode(st.Mode&0o777)),
-			Hint: "chmod go-w " + real}
+			Help: "chmod go-w " + real}
 	}
 	data, err = io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
@@ -70,7 +70,7 @@ func readTrustedConfig(path string) (data []byte, real string, err error) {
 func trustedOwner(what string, uid, me uint32) error {
 	if uid != 0 && uid != me {
 		return &configError{Msg: fmt.Sprintf("refusing %s: owned by uid %d, not you (uid %d) or root, so that user could define host commands", what, uid, me),
-			Hint: "use a config file you own, in a directory only you can write"}
+			Help: "use a config file you own, in a directory only you can write"}
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func resolveTrusted(path string, me uint32) (string, error) {
 		}
 		if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
 			return &configError{Msg: fmt.Sprintf("refusing %s: writable by group or others (mode %v), so another user could replace the config", what, os.FileMode(st.Mode&0o777)),
-				Hint: "chmod go-w " + dir}
+				Help: "chmod go-w " + dir}
 		}
 		return nil
 	}
@@ -120,7 +120,7 @@ func resolveTrusted(path string, me uint32) (string, error) {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			return "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err),
-				Hint: "pass an existing file to --config"}
+				Help: "pass an existing file to --config"}
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			if err := trustedOwner(fmt.Sprintf("symlink %s (on the way to config file %s)", p, path), st.Uid, me); err != nil {
@@ -190,7 +190,7 @@ func checkConfigPlace(path, real string, cfg *Config) error {
 		dir, _ = filepath.Abs(dir)
 		if fspath.Within(real, dir) {
 			return &configError{Msg: fmt.Sprintf("refusing config file %s: it is inside %s (%s), which the sandboxed command can read or write", path, dir, d.key),
-				Hint: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
+				Help: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
 		}
 	}
 	return nil
@@ -205,7 +205,7 @@ func checkConfigPlaceSandbox(cfg *Config, chosen *chosenBackend) error {
 	}
 	refuse := func(dir, what string) error {
 		return &configError{Msg: fmt.Sprintf("refusing config file %s: it is inside %s (%s), which the sandboxed command can read or write", cfg.configFile, dir, what),
-			Hint: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
+			Help: "keep the config outside the workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml, and pass it with --config"}
 	}
 	if sb, ok := chosen.backend.(*docker.Sandbox); ok {
 		// The sandbox's workspace path is as given at start (symlinks

@@ -18,6 +18,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -152,7 +153,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (check
 
 // problem turns a backend error into a problem line with its hint.
 func problem(name string, err error) checkResult {
-	return checkResult{Check: name, Status: statusProblem, Detail: err.Error(), Hint: errorHint(err)}
+	return checkResult{Check: name, Status: statusProblem, Detail: err.Error(), Hint: hint.Of(err)}
 }
 
 // inotify limits: below warn, gatebridge still works but may lose events

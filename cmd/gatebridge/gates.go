@@ -112,11 +112,11 @@ func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*g
 		}
 		gs, err := k.New(settings)
 		if err != nil {
-			return &configError{Key: key, Msg: err.Error(), Hint: hint}
+			return &configError{Key: key, Msg: err.Error(), Help: hint}
 		}
 		for _, g := range gs {
 			if err := reg.Register(g); err != nil {
-				return &configError{Key: key + ".name", Msg: err.Error(), Hint: "pick another name"}
+				return &configError{Key: key + ".name", Msg: err.Error(), Help: "pick another name"}
 			}
 			kinds[g.Spec().Name] = kind
 		}
@@ -161,7 +161,7 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 		}
 		if err != nil {
 			return &configError{Key: key + ".command", Msg: err.Error(),
-				Hint: "install the MCP server where only root or you can write, outside the workspace, the writable root and the session directories"}
+				Help: "install the MCP server where only root or you can write, outside the workspace, the writable root and the session directories"}
 		}
 		// Start the program that was checked, not whatever PATH finds later.
 		command = append([]string{prog}, command[1:]...)
@@ -172,14 +172,14 @@ func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c M
 	var se *mcptools.SettingError
 	switch {
 	case errors.Is(err, mcptools.ErrNoSuchTool):
-		return &configError{Key: key + ".tools", Msg: err.Error(), Hint: "list only tools the server has (`gatebridge gates` without the list shows them)"}
+		return &configError{Key: key + ".tools", Msg: err.Error(), Help: "list only tools the server has (`gatebridge gates` without the list shows them)"}
 	case errors.As(err, &se) && se.Field == "max_tools":
 		return &configError{Key: key + ".max_tools", Msg: err.Error(),
-			Hint: fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)}
+			Help: fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)}
 	case errors.As(err, &se):
-		return &configError{Key: key + "." + se.Field, Msg: err.Error(), Hint: fmt.Sprintf("name fewer tools in %s.tools", key)}
+		return &configError{Key: key + "." + se.Field, Msg: err.Error(), Help: fmt.Sprintf("name fewer tools in %s.tools", key)}
 	case err != nil:
-		return &configError{Key: key, Msg: err.Error(), Hint: "check that the server starts (command) or answers (url)"}
+		return &configError{Key: key, Msg: err.Error(), Help: "check that the server starts (command) or answers (url)"}
 	}
 	registered := 0
 	for _, g := range gs {

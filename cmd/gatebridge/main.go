@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -42,7 +43,7 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// hintError is an error with a hint for the user.
+// hintError is an error with a hint for the user ([hint.Carrier]).
 type hintError struct {
 	err  error
 	hint string
@@ -50,6 +51,7 @@ type hintError struct {
 
 func (e *hintError) Error() string { return e.err.Error() }
 func (e *hintError) Unwrap() error { return e.err }
+func (e *hintError) Hint() string  { return e.hint }
 
 func withHint(err error, hint string) error { return &hintError{err, hint} }
 
@@ -98,8 +100,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var he *hintError
-	if !errors.As(err, &he) && strings.HasPrefix(err.Error(), "unknown command ") {
+	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") {
 		// cobra's own error, from outside the flag error func
 		err = withHint(err, "see 'gatebridge --help' for the commands")
 	}
@@ -107,25 +108,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return ExitInternal
 }
 
-// errorHint is the hint carried by err, if any.
-func errorHint(err error) string {
-	var he *hintError
-	var se *sandbox.Error
-	var ce *configError
-	switch {
-	case errors.As(err, &he) && he.hint != "":
-		return he.hint
-	case errors.As(err, &se) && se.Hint != "":
-		return se.Hint
-	case errors.As(err, &ce) && ce.Hint != "":
-		return ce.Hint
-	}
-	return ""
-}
-
+// printError prints err, and on its own line the hint it carries (read
+// with [hint.Of] only: every error type that has one implements Hint).
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "gatebridge: %v\n", err)
-	if h := errorHint(err); h != "" {
+	if h := hint.Of(err); h != "" {
 		fmt.Fprintf(w, "gatebridge: hint: %s\n", h)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -501,10 +502,8 @@ func onHost[In, Out any](resolve mcpResolver,
 func mcpOpenError(err error) error {
 	var e *rpc.Error
 	if errors.As(err, &e) {
-		if d, ok := e.Data.(map[string]any); ok {
-			if hint, ok := d["hint"].(string); ok && hint != "" {
-				return withHint(fmt.Errorf("mcp: open the sandbox: %s", e.Message), hint)
-			}
+		if h := hint.Of(e); h != "" {
+			return withHint(fmt.Errorf("mcp: open the sandbox: %s", e.Message), h)
 		}
 		return fmt.Errorf("mcp: open the sandbox: %s", e.Message)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // lockedBuffer is a strings.Builder safe for concurrent use.
@@ -119,8 +121,8 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 	}
 	err := s.err
 	if err == nil || !strings.Contains(err.Error(), "mcp: --http needs --token-file: anyone who reaches 127.0.0.1:0 could run commands as you") ||
-		!strings.Contains(errorHint(err), "openssl rand -hex 32 > token; chmod 600 token") {
-		t.Fatalf("without --token-file: %v (hint %q)", err, errorHint(err))
+		!strings.Contains(hint.Of(err), "openssl rand -hex 32 > token; chmod 600 token") {
+		t.Fatalf("without --token-file: %v (hint %q)", err, hint.Of(err))
 	}
 
 	tokenFile := filepath.Join(t.TempDir(), "token")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -78,7 +79,7 @@ func printJSONError(w io.Writer, err error) {
 	// decode both with one type), plus the error.
 	res := jsonResult{
 		Result: &bridge.Result{ExitCode: ExitInternal, Calls: []bridge.CallRecord{}},
-		Error:  &jsonError{Kind: errorKind(err), Message: err.Error(), Hint: errorHint(err)},
+		Error:  &jsonError{Kind: errorKind(err), Message: err.Error(), Hint: hint.Of(err)},
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -157,7 +158,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		}
 		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
-			return &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
+			return &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
 		}
 		defer f.Close()
 		audit = f
@@ -275,7 +276,7 @@ func resolveWorkspace(ws string) (string, error) {
 	st, err := os.Stat(abs)
 	if err != nil || !st.IsDir() {
 		return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not a directory", abs),
-			Hint: "pass an existing directory to --workspace"}
+			Help: "pass an existing directory to --workspace"}
 	}
 	return abs, nil
 }

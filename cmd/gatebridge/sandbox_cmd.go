@@ -130,7 +130,7 @@ func prepareSessionsRoot(root string) (_ string, created bool, _ error) {
 		return "", false, err
 	}
 	fail := func(err error, hint string) (string, bool, error) {
-		return abs, created, &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Hint: hint}
+		return abs, created, &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Help: hint}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fail(err, "pass a directory you can create with --sessions-root")
@@ -432,8 +432,8 @@ Running persistent sandboxes are kept: stop them by name.`,
 // hint does not say it yet.
 func imageHintCLI(err error) error {
 	var se *sandbox.Error
-	if !errors.As(err, &se) || !strings.Contains(se.Op, "image") || strings.Contains(se.Hint, "make test-image") {
+	if !errors.As(err, &se) || !strings.Contains(se.Op, "image") || strings.Contains(se.Help, "make test-image") {
 		return err
 	}
-	return withHint(err, se.Hint+"; `make test-image` builds "+docker.TestImage+" without a registry (then --image "+docker.TestImage+")")
+	return withHint(err, se.Help+"; `make test-image` builds "+docker.TestImage+" without a registry (then --image "+docker.TestImage+")")
 }

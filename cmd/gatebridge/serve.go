@@ -236,7 +236,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	if cfg.Audit.Path != "" {
 		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
-			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Hint: "the audit log must be a regular file you can write (not a symlink)"}
+			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
@@ -292,11 +292,11 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 	}
 	if inside(cfg.configFile) {
 		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),
-			Hint: "keep the config outside every workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"}
+			Help: "keep the config outside every workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"}
 	}
 	if writable && inside(filepath.Dir(cfg.Audit.Path)) && cfg.Audit.Path != "" {
 		return &configError{Key: "audit.path", Msg: fmt.Sprintf("refusing writable workspace %s: it holds the audit log %s, which the sandboxed command could rewrite", workspace, cfg.Audit.Path),
-			Hint: "put the audit log outside every workspace"}
+			Help: "put the audit log outside every workspace"}
 	}
 	return nil
 }

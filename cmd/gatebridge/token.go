@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/internal/fspath"
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // The files a network server (serve --listen, mcp --http) reads its
@@ -74,15 +76,12 @@ func loadKeyPair(command, certPath, keyPath string) (tls.Certificate, error) {
 type secretFileError struct{ msg, hint string }
 
 func (e *secretFileError) Error() string { return e.msg }
+func (e *secretFileError) Hint() string  { return e.hint }
 
 // secretHint is the hint for err from readSecretFile: the one that
 // fixes the file, or def.
 func secretHint(err error, def string) string {
-	var se *secretFileError
-	if errors.As(err, &se) && se.hint != "" {
-		return se.hint
-	}
-	return def
+	return cmp.Or(hint.Of(err), def)
 }
 
 // What of a secret file's mode its group and others may not have.
@@ -205,7 +204,7 @@ func guardSecrets(opts *rpc.Options, places []reachable, secrets []secretFile) e
 	}
 	for _, p := range places {
 		if s, ok := holding(p.Path); ok {
-			return &configError{Key: p.What, Msg: fmt.Sprintf("%s holds %s (%s), which the sandbox could read", p.Path, s.Path, s.Flag), Hint: secretsOutsideHint}
+			return &configError{Key: p.What, Msg: fmt.Sprintf("%s holds %s (%s), which the sandbox could read", p.Path, s.Path, s.Flag), Help: secretsOutsideHint}
 		}
 	}
 	if len(resolved) == 0 {

@@ -144,7 +144,7 @@ func (a *Attached) WorkspaceInside(host string) (string, bool) { return host, tr
 // Run runs spec through the agent.
 func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	fail := func(op string, err error, hint string) (*sandbox.Result, error) {
-		return nil, &sandbox.Error{Backend: Name, Op: op, Err: err, Hint: hint}
+		return nil, &sandbox.Error{Backend: Name, Op: op, Err: err, Help: hint}
 	}
 	if len(spec.Command) == 0 {
 		return fail("run", errors.New("empty command"), "")

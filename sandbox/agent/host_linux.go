@@ -476,7 +476,7 @@ type run struct {
 
 func (r *run) errorf(op string, err error) error {
 	return &sandbox.Error{Backend: "agent", Op: op, Err: fmt.Errorf("%s: %w", r.c.dir, err),
-		Hint: "is `gatebridge agent` still running in the sandbox? (`gatebridge agent --help`)"}
+		Help: "is `gatebridge agent` still running in the sandbox? (`gatebridge agent --help`)"}
 }
 
 // signal asks the agent to send sig to the command's process group.

@@ -352,7 +352,7 @@ func TestAttachedRefusesRoot(t *testing.T) {
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "runs as root") {
 		t.Fatalf("Run: %v, want a refusal", err)
 	}
-	if se.Hint == "" {
+	if se.Help == "" {
 		t.Error("no hint")
 	}
 }
@@ -442,7 +442,7 @@ func TestAttachedProtectedPaths(t *testing.T) {
 			res, err := run(&agent.Attached{Conn: c, Root: "/", ReadOnlyPaths: tc.readOnly}, tc.workspace, []string{".git"}, true, attack)
 			var se *sandbox.Error
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), "workspace "+tc.workspace+": protected path .git is not declared read-only") ||
-				!strings.Contains(se.Hint, "sandbox.attach.read_only_paths") {
+				!strings.Contains(se.Help, "sandbox.attach.read_only_paths") {
 				t.Fatalf("Run: %v %+v; want a refusal naming .git and the key", err, res)
 			}
 			if b, _ := os.ReadFile(filepath.Join(tc.workspace, ".git", "config")); string(b) != clean {

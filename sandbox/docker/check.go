@@ -26,8 +26,8 @@ func (b *Backend) Ping(ctx context.Context) error {
 		if !errors.Is(e, sandbox.ErrUnavailable) {
 			e.Err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 		}
-		if e.Hint == "" {
-			e.Hint = "is the docker engine running? set DOCKER_HOST to its socket (e.g. unix:///var/run/docker.sock)"
+		if e.Help == "" {
+			e.Help = "is the docker engine running? set DOCKER_HOST to its socket (e.g. unix:///var/run/docker.sock)"
 		}
 		return e
 	}
@@ -62,7 +62,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	if perr := b.pull(ctx); perr != nil {
 		return &sandbox.Error{Backend: "docker", Op: "pull image " + b.cfg.Image,
 			Err:  fmt.Errorf("%w: %w: image %s is not present and pulling it failed: %w", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image, perr),
-			Hint: imageHint(b.cfg.Image)}
+			Help: imageHint(b.cfg.Image)}
 	}
 	return nil
 }

@@ -209,7 +209,7 @@ func New(cfg Config) (*Backend, error) {
 		cli, err := client.New(client.FromEnv)
 		if err != nil {
 			return nil, &sandbox.Error{Backend: "docker", Op: "create client", Err: err,
-				Hint: "check DOCKER_HOST, DOCKER_CERT_PATH and DOCKER_TLS_VERIFY"}
+				Help: "check DOCKER_HOST, DOCKER_CERT_PATH and DOCKER_TLS_VERIFY"}
 		}
 		b.cli, b.ownsClient = cli, true
 	}
@@ -249,14 +249,14 @@ func (b *Backend) containerUser(specUID, specGID int, allowRoot bool) (user stri
 	}
 	if uid == 0 && !allowRoot {
 		return "", 0, 0, &sandbox.Error{Backend: "docker", Op: "user", Err: errors.New("refusing to run the command as uid 0 (root)"),
-			Hint: "set sandbox.docker.user to a non-root uid:gid, or sandbox.allow_root: true if you accept that a container escape is host root"}
+			Help: "set sandbox.docker.user to a non-root uid:gid, or sandbox.allow_root: true if you accept that a container escape is host root"}
 	}
 	// Group 0 is root's too: the command could leave a setgid-root file
 	// in a writable workspace (bind mounts cannot be nosuid). Running as
 	// gatebridge's own identity gives it nothing gatebridge lacks.
 	if gid == 0 && !allowRoot && (uid != os.Geteuid() || gid != os.Getegid()) {
 		return "", 0, 0, &sandbox.Error{Backend: "docker", Op: "user", Err: errors.New("refusing to run the command with gid 0 (root's group)"),
-			Hint: "set sandbox.docker.user (or sandbox.gid) to a non-root gid, or sandbox.allow_root: true"}
+			Help: "set sandbox.docker.user (or sandbox.gid) to a non-root gid, or sandbox.allow_root: true"}
 	}
 	return fmt.Sprintf("%d:%d", uid, gid), uid, gid, nil
 }
@@ -592,7 +592,7 @@ func (b *Backend) createError(err error) error {
 	if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
 		return &sandbox.Error{Backend: "docker", Op: "create container",
 			Err:  fmt.Errorf("%w: image %s not found locally: %w", ErrImageMissing, b.cfg.Image, err),
-			Hint: imageHint(b.cfg.Image)}
+			Help: imageHint(b.cfg.Image)}
 	}
 	return engineError("create container", err)
 }
@@ -612,10 +612,10 @@ func engineError(op string, err error) error {
 	switch {
 	case strings.Contains(msg, "permission denied"):
 		e.Err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
-		e.Hint = "no permission on the docker socket: add your user to the `docker` group (then log in again) or set DOCKER_HOST"
+		e.Help = "no permission on the docker socket: add your user to the `docker` group (then log in again) or set DOCKER_HOST"
 	case client.IsErrConnectionFailed(err) || strings.Contains(msg, "connect"):
 		e.Err = fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
-		e.Hint = "is the docker engine running? set DOCKER_HOST to its socket (e.g. unix:///var/run/docker.sock)"
+		e.Help = "is the docker engine running? set DOCKER_HOST to its socket (e.g. unix:///var/run/docker.sock)"
 	}
 	return e
 }
@@ -726,8 +726,8 @@ func notFound(spec *sandbox.Spec) *sandbox.Result {
 
 func startError(err error) error {
 	e := engineError("start container", err).(*sandbox.Error)
-	if e.Hint == "" && strings.Contains(err.Error(), "executable file not found") {
-		e.Hint = "the command is not in the image's PATH"
+	if e.Help == "" && strings.Contains(err.Error(), "executable file not found") {
+		e.Help = "the command is not in the image's PATH"
 	}
 	return e
 }

@@ -258,14 +258,14 @@ func TestMissingImage(t *testing.T) {
 	b, _ := newBackend(t, Config{Image: "gatebridge-missing:nope", PullProgress: new(strings.Builder)})
 	_, err := runErr(t, b, context.Background(), "true")
 	var se *sandbox.Error
-	if !errors.As(err, &se) || !strings.Contains(se.Error(), "gatebridge-missing:nope") || !strings.Contains(se.Hint, "docker load") {
+	if !errors.As(err, &se) || !strings.Contains(se.Error(), "gatebridge-missing:nope") || !strings.Contains(se.Help, "docker load") {
 		t.Fatalf("run: %#v", err)
 	}
 	err = b.Check(context.Background())
 	if !errors.As(err, &se) || !strings.Contains(se.Error(), "gatebridge-missing:nope") || !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("check: %v", err)
 	}
-	t.Logf("check: %v\nhint: %s", err, se.Hint)
+	t.Logf("check: %v\nhint: %s", err, se.Help)
 
 	b2, _ := newBackend(t, Config{})
 	if _, err := runErr(t, b2, context.Background(), "true"); err != nil {
@@ -289,7 +289,7 @@ func TestUnreachableEngine(t *testing.T) {
 	}
 	err = b.Check(context.Background())
 	var se *sandbox.Error
-	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Hint, "DOCKER_HOST") {
+	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Help, "DOCKER_HOST") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -335,7 +335,7 @@ func TestContainerUserRefusesRoot(t *testing.T) {
 		t.Fatalf("user 0:0 without AllowRoot: %v", err)
 	}
 	var se *sandbox.Error
-	if !errors.As(err, &se) || !strings.Contains(se.Hint, "sandbox.allow_root") {
+	if !errors.As(err, &se) || !strings.Contains(se.Help, "sandbox.allow_root") {
 		t.Errorf("hint does not name sandbox.allow_root: %#v", err)
 	}
 	if u, _, _, err := b.containerUser(0, 0, true); err != nil || u != "0:0" {

@@ -191,7 +191,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		if o.Name != opts.Name && o.SessionsRoot != "" && (fspath.Within(root, o.SessionsRoot) || fspath.Within(o.SessionsRoot, root)) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
 				Err:  fmt.Errorf("sessions root %s overlaps %s, the sessions root of sandbox %s", root, o.SessionsRoot, o.Name),
-				Hint: "give each sandbox its own --sessions-root (the default does)"}
+				Help: "give each sandbox its own --sessions-root (the default does)"}
 		}
 	}
 	user, _, _, err := b.containerUser(opts.UID, opts.GID, opts.AllowRoot)
@@ -283,7 +283,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		if cerrdefs.IsConflict(err) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
 				Err:  fmt.Errorf("persistent sandbox %s already exists: %w", opts.Name, err),
-				Hint: fmt.Sprintf("reuse it with --reuse %s, or remove it with `gatebridge sandbox stop %s`", opts.Name, opts.Name)}
+				Help: fmt.Sprintf("reuse it with --reuse %s, or remove it with `gatebridge sandbox stop %s`", opts.Name, opts.Name)}
 		}
 		return nil, b.createError(err)
 	}
@@ -306,7 +306,7 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("%w: %s", ErrNotFound, name),
-				Hint: fmt.Sprintf("start it with `gatebridge sandbox start %s`", name)}
+				Help: fmt.Sprintf("start it with `gatebridge sandbox start %s`", name)}
 		}
 		return nil, engineError("inspect "+name, err)
 	}
@@ -316,11 +316,11 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	}
 	if c.Config.Labels[LabelOwned] == "true" {
 		return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("sandbox %s belongs to the gatebridge process %s (a protocol connection)", name, c.Config.Labels[LabelPID]),
-			Hint: "run commands in it through that connection, or start your own with `gatebridge sandbox start`"}
+			Help: "run commands in it through that connection, or start your own with `gatebridge sandbox start`"}
 	}
 	if c.State == nil || !c.State.Running {
 		return nil, &sandbox.Error{Backend: "docker", Op: "open " + name, Err: fmt.Errorf("persistent sandbox %s is not running", name),
-			Hint: fmt.Sprintf("remove it with `gatebridge sandbox stop %s` and start it again", name)}
+			Help: fmt.Sprintf("remove it with `gatebridge sandbox stop %s` and start it again", name)}
 	}
 	l := c.Config.Labels
 	if w := l[LabelWake]; w == "poll" || w == "fifo" {
@@ -568,7 +568,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		p, err := s.inside(m.host)
 		if err != nil {
 			return nil, &sandbox.Error{Backend: "docker", Op: "map session", Err: err,
-				Hint: "create sessions under the sessions root given to `gatebridge sandbox start`"}
+				Help: "create sessions under the sessions root given to `gatebridge sandbox start`"}
 		}
 		*m.dst = p
 	}
@@ -584,7 +584,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		if !ok {
 			return nil, &sandbox.Error{Backend: "docker", Op: "map workspace",
 				Err:  fmt.Errorf("workspace %s is not under the sandbox's workspace %q", spec.Workspace, s.workspace),
-				Hint: "start the sandbox with that workspace"}
+				Help: "start the sandbox with that workspace"}
 		}
 		workdir = in
 	}
@@ -594,7 +594,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 	if spec.WorkspaceWritable && !s.wsWritable {
 		return nil, &sandbox.Error{Backend: "docker", Op: "map workspace", Err: errors.New("the sandbox's workspace is read-only"),
-			Hint: "start the sandbox with --writable-workspace"}
+			Help: "start the sandbox with --writable-workspace"}
 	}
 	if err := s.prepareSession(spec.Session); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
@@ -711,7 +711,7 @@ func (s *Sandbox) execExit(ctx context.Context, id string) (int, error) {
 func (s *Sandbox) execError(op string, err error) error {
 	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "is not running") {
 		return &sandbox.Error{Backend: "docker", Op: op, Err: fmt.Errorf("persistent sandbox %s: %w", s.name, err),
-			Hint: fmt.Sprintf("start it with `gatebridge sandbox start %s` (remove a stopped one with `gatebridge sandbox stop %s`)", s.name, s.name)}
+			Help: fmt.Sprintf("start it with `gatebridge sandbox start %s` (remove a stopped one with `gatebridge sandbox stop %s`)", s.name, s.name)}
 	}
 	return engineError(op, err)
 }
@@ -798,7 +798,7 @@ func (s *Sandbox) runAgent(ctx context.Context, spec *sandbox.Spec, env []string
 		if err != nil {
 			s.agentMu.Unlock()
 			return nil, &sandbox.Error{Backend: "docker", Op: "run in " + s.name, Err: err,
-				Hint: fmt.Sprintf("see `docker logs %s%s`; remove it with `gatebridge sandbox stop %s` and start it again", ContainerPrefix, s.name, s.name)}
+				Help: fmt.Sprintf("see `docker logs %s%s`; remove it with `gatebridge sandbox stop %s` and start it again", ContainerPrefix, s.name, s.name)}
 		}
 		s.agent = c
 	}

@@ -53,7 +53,7 @@ func (b *Backend) available(ctx context.Context) error {
 	if !ok {
 		return &sandbox.Error{Backend: Name, Op: "find image",
 			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image),
-			Hint: imageHint(b.cfg.Image)}
+			Help: imageHint(b.cfg.Image)}
 	}
 	return nil
 }

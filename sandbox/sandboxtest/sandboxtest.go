@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -267,9 +268,8 @@ func (s *suite) run(t *testing.T, ctx context.Context, spec *sandbox.Spec) *sand
 	b := s.newBackend(t)
 	res, err := b.Run(ctx, spec)
 	if err != nil {
-		var se *sandbox.Error
-		if errors.As(err, &se) && se.Hint != "" {
-			t.Fatalf("%s: Run: %v\nhint: %s", b.Name(), err, se.Hint)
+		if h := hint.Of(err); h != "" {
+			t.Fatalf("%s: Run: %v\nhint: %s", b.Name(), err, h)
 		}
 		t.Fatalf("%s: Run: %v", b.Name(), err)
 	}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/sandbox"
+)
+
+// printError prints the hint of every carrier (read through hint.Of),
+// the outermost one when several are stacked, on its own line.
+func TestPrintErrorHints(t *testing.T) {
+	se := &sandbox.Error{Backend: "bwrap", Op: "start bwrap", Err: errors.New("no"), Help: "install bubblewrap"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"plain", errors.New("boom"), "gatebridge: boom\n"},
+		{"withHint", withHint(errors.New("boom"), "do this"), "gatebridge: boom\ngatebridge: hint: do this\n"},
+		{"usage", &usageError{withHint(errors.New("boom"), "see --help")}, "gatebridge: boom\ngatebridge: hint: see --help\n"},
+		{"config", &configError{Key: "a.b", Msg: "bad", Help: "fix a.b"}, "gatebridge: config: a.b: bad\ngatebridge: hint: fix a.b\n"},
+		{"sandbox", fmt.Errorf("run: %w", se), "gatebridge: run: bwrap: start bwrap: no\ngatebridge: hint: install bubblewrap\n"},
+		{"outer hint wins", withHint(se, "better"), "gatebridge: bwrap: start bwrap: no\ngatebridge: hint: better\n"},
+		{"empty outer", withHint(se, ""), "gatebridge: bwrap: start bwrap: no\ngatebridge: hint: install bubblewrap\n"},
+		{"secret file", fmt.Errorf("serve: --token-file: %w", &secretFileError{"t is a link", "give the file"}),
+			"gatebridge: serve: --token-file: t is a link\ngatebridge: hint: give the file\n"},
+		{"rpc", &rpc.Error{Code: 1, Message: "refused", Data: map[string]any{"hint": "ask"}}, "gatebridge: refused\ngatebridge: hint: ask\n"},
+	} {
+		var buf bytes.Buffer
+		printError(&buf, tc.err)
+		if buf.String() != tc.want {
+			t.Errorf("%s: printed %q, want %q", tc.name, buf.String(), tc.want)
+		}
+	}
+	// secretHint: the file's own hint, else the caller's.
+	if h := secretHint(&secretFileError{"m", ""}, "def"); h != "def" {
+		t.Errorf("secretHint without one = %q", h)
+	}
+	if h := secretHint(fmt.Errorf("w: %w", &secretFileError{"m", "own"}), "def"); h != "own" {
+		t.Errorf("secretHint = %q", h)
+	}
+	// mcp keeps a sandbox/open failure's hint.
+	var buf bytes.Buffer
+	printError(&buf, mcpOpenError(&rpc.Error{Code: 1, Message: "no sandbox", Data: map[string]any{"backend": "bwrap", "hint": "install it"}}))
+	if want := "gatebridge: mcp: open the sandbox: no sandbox\ngatebridge: hint: install it\n"; buf.String() != want {
+		t.Errorf("mcpOpenError printed %q, want %q", buf.String(), want)
+	}
+}
