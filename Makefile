@@ -59,11 +59,11 @@ test-deploy:
 
 # The Python client (clients/python, standard library only) against the
 # built binary, with the system python3; then its example agent loop once;
-# and the scripts' own tests (scripts/benchcmp.py).
+# and the scripts' own tests (internal/bench/benchcmp.py).
 test-clients: build
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 -m unittest discover -s clients/python -v
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py
-	python3 -m unittest discover -s scripts -p '*_test.py'
+	python3 -m unittest discover -s internal/bench -p '*_test.py'
 
 # Go before 1.27 can fail a fuzz run with a bare "context deadline
 # exceeded" as -fuzztime ends on a loaded machine (golang/go#75804): no

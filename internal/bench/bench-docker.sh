@@ -3,8 +3,8 @@
 # the CLI, side by side with the Docker CLI. See docs/docker.md and
 # docs/bwrap.md for results.
 #
-#   scripts/bench-docker.sh              # N=15 rounds, 200 gate calls
-#   N=30 CALLS=500 scripts/bench-docker.sh
+#   internal/bench/bench-docker.sh              # N=15 rounds, 200 gate calls
+#   N=30 CALLS=500 internal/bench/bench-docker.sh
 #
 # Per-command rows run each variant once per round, round-robin (so drift
 # hits all alike), after one warm-up, and report the median and the
@@ -14,7 +14,7 @@
 # Needs: docker engine with IMG present (make test-image), bwrap for the
 # bwrap rows (skipped when unusable), bash >= 5 ($EPOCHREALTIME).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 N=${N:-15}
 GN=${GN:-7}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare benchmark runs of two gatebridge builds, side by side.
 
-    python3 scripts/benchcmp.py [--base WORD] [--after WORD] FILE...
+    python3 internal/bench/benchcmp.py [--base WORD] [--after WORD] FILE...
 
 Each FILE is one run of one of:
 
