@@ -196,10 +196,16 @@ func (p *argPolicy) check(args []string) ([]string, error) {
 		name, val, hasVal := a, "", false
 		if strings.HasPrefix(a, "--") {
 			name, val, hasVal = strings.Cut(a, "=")
+		} else if r, ok := p.options[a[:2]]; ok && r.re != nil && len(a) > 2 {
+			// "-n5": a short option that takes a value, glued to it, as
+			// getopt reads it. Option names are exact, and a short one is
+			// two bytes, so no other option can be meant; the value is
+			// checked as for "-n 5" and passed on as "-n" "5".
+			name, val, hasVal = a[:2], a[2:], true
 		}
 		r, ok := p.options[name]
 		if !ok {
-			return nil, p.denied("options", "option %s is not allowed%s", quoteArg(name), p.optionsText())
+			return nil, p.denied("options", "option %s is not allowed%s%s", quoteArg(name), p.optionsText(), p.bundledHint(a))
 		}
 		if r.re == nil {
 			if hasVal {
@@ -216,7 +222,12 @@ func (p *argPolicy) check(args []string) ([]string, error) {
 			val = args[i]
 		}
 		if !r.re.MatchString(val) {
-			return nil, p.denied("options", "value %s of option %s does not match %s", quoteArg(val), name, r.Value)
+			hint := ""
+			if v, ok := strings.CutPrefix(val, "="); ok && !strings.HasPrefix(name, "--") && r.re.MatchString(v) {
+				// getopt reads "-n=5" as -n with the value "=5"
+				hint = fmt.Sprintf("; write %s %s", name, v)
+			}
+			return nil, p.denied("options", "value %s of option %s does not match %s%s", quoteArg(val), name, r.Value, hint)
 		}
 		if strings.HasPrefix(name, "--") {
 			opts = append(opts, name+"="+val)
@@ -266,6 +277,23 @@ func (p *argPolicy) checkPositionals(pos []string) error {
 		return p.denied("args", "too many arguments: %s is not allowed", quoteArg(pos[j]))
 	}
 	return nil
+}
+
+// bundledHint says how to write "-ab" when -a and -b are allowed flags
+// (short options are matched by exact name, never unbundled), or "".
+func (p *argPolicy) bundledHint(a string) string {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+		return ""
+	}
+	var parts []string
+	for _, c := range []byte(a[1:]) {
+		o := "-" + string(c)
+		if r, ok := p.options[o]; !ok || r.re != nil {
+			return ""
+		}
+		parts = append(parts, o)
+	}
+	return "; options are not bundled: write " + strings.Join(parts, " ")
 }
 
 func (p *argPolicy) legacyText() string {
