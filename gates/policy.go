@@ -296,6 +296,12 @@ func (p *argPolicy) bundledHint(a string) string {
 	return "; options are not bundled: write " + strings.Join(parts, " ")
 }
 
+// allows reports whether args alone pass the policy.
+func (p *argPolicy) allows(args ...string) bool {
+	_, err := p.check(args)
+	return err == nil
+}
+
 func (p *argPolicy) legacyText() string {
 	var alts []string
 	if len(p.allow) > 0 {
@@ -338,10 +344,10 @@ func (p *argPolicy) usage() (string, []Param) {
 		r := p.options[n]
 		if r.re != nil {
 			fmt.Fprintf(&b, " [%s VALUE]", n)
-			params = append(params, Param{Name: n, Description: "Option; its value must match " + r.Value + "."})
+			params = append(params, Param{Name: n, Flag: true, Description: "Option; its value must match " + r.Value + "."})
 		} else {
 			fmt.Fprintf(&b, " [%s]", n)
-			params = append(params, Param{Name: n, Description: "Flag."})
+			params = append(params, Param{Name: n, Flag: true, Type: "boolean", Description: "Flag."})
 		}
 	}
 	for _, r := range p.args {
