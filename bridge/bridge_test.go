@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,12 @@ func (shBackend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, 
 	cmd.Dir = spec.Workspace
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
+	if spec.Stdout != nil {
+		cmd.Stdout = io.MultiWriter(&so, spec.Stdout)
+	}
+	if spec.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&se, spec.Stderr)
+	}
 	if spec.Stdin != nil {
 		cmd.Stdin = spec.Stdin
 	}

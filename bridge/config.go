@@ -123,6 +123,12 @@ type Config struct {
 	Approve ApproveFunc
 	// Logf, when set, receives warnings (e.g. falling back to polling).
 	Logf func(format string, args ...any)
+	// SubmitLines takes a line "SUBMIT: ANSWER" of the command's stdout as
+	// the run's answer ([Result].Answer) when no gate recorded one (no
+	// submit call): the last such line, ANSWER without the spaces around
+	// it, at most Limits.MaxArgBytes long (a longer line is no answer).
+	// The line stays in the output; stderr is not read.
+	SubmitLines bool
 }
 
 // ErrNoGates is returned by [Open] when Config.Gates is nil.

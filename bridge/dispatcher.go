@@ -135,6 +135,34 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		return d.done(resp, rec)
 	}
 	spec := g.Spec()
+	lim := d.cfg.Limits.MaxOutputBytes
+	stdout, stderr := newCapWriter(lim, req.Stdout), newCapWriter(lim, req.Stderr)
+	// The conventions every gate shares (gates.WantsHelp, gates.ParamArgs)
+	// come before approval and policy: "--help" alone runs nothing, and
+	// what is approved and checked is the words a JSON object became.
+	if gates.WantsHelp(g, req.Args) {
+		gates.WriteHelp(stdout, g)
+		resp.Stdout = stdout.Bytes()
+		rec.Decision, rec.ExitCode = DecisionRan, gates.ExitOK
+		return d.done(resp, rec)
+	}
+	if args, ok, err := gates.ParamArgs(g, req.Args); err != nil {
+		rec.Decision, rec.ExitCode = DecisionRejected, gates.ExitCodeOf(0, err)
+		rec.Error = err.Error()
+		resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + strings.TrimPrefix(rec.Error, req.Gate+": ") + "\n")
+		return d.done(resp, rec)
+	} else if ok {
+		if len(args) > d.cfg.Limits.MaxArgs {
+			rec.Decision, rec.ExitCode = DecisionRejected, gates.ExitDenied
+			rec.Error = fmt.Sprintf("its JSON parameters make more than %d arguments (limit set by bridge.limits.max_args)", d.cfg.Limits.MaxArgs)
+			resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + rec.Error + "\n")
+			return d.done(resp, rec)
+		}
+		r := *req
+		r.Args = args
+		req = &r
+		rec.Args = capArgs(args)
+	}
 	if d.cfg.Approve != nil {
 		if err := d.cfg.Approve(ctx, spec, req); err != nil {
 			rec.Decision, rec.ExitCode = DecisionDenied, gates.ExitDenied
@@ -143,8 +171,6 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 			return d.done(resp, rec)
 		}
 	}
-	lim := d.cfg.Limits.MaxOutputBytes
-	stdout, stderr := newCapWriter(lim, req.Stdout), newCapWriter(lim, req.Stderr)
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = d.cfg.Limits.GateTimeout

@@ -21,7 +21,7 @@ type Result struct {
 	Canceled     bool              `json:"canceled,omitempty"`
 	Truncated    bool              `json:"truncated"`
 	DurationMS   int64             `json:"duration_ms"`
-	Answer       *string           `json:"answer"`
+	Answer       *string           `json:"answer"` // submit's (the last call), else with Config.SubmitLines the last stdout line "SUBMIT: ANSWER"
 	AnswerBase64 []byte            `json:"answer_base64,omitempty"`
 	Sandbox      string            `json:"sandbox"`
 	SandboxInfo  map[string]string `json:"sandbox_info,omitempty"`

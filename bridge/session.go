@@ -255,6 +255,13 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	}
 	spec.Session = s.layout
 	spec.Env = sandbox.MergeEnv(s.env(), spec.Env)
+	var lines *submitLines
+	if s.cfg.SubmitLines {
+		// Every byte of stdout, not the capture (which keeps only its
+		// head and tail): the answer line may come anywhere.
+		lines = newSubmitLines(spec.Stdout, int(s.cfg.Limits.MaxArgBytes))
+		spec.Stdout = lines
+	}
 	// Result.Calls is this run's: forget the records of earlier runs. Its
 	// gates get a fresh parent context, cancelled if the run times out.
 	s.d.resetRecords()
@@ -296,6 +303,8 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		CallsIgnored: s.srv.ignoredCalls(),
 	}
 	if a, ok := s.d.Result(gates.ResultAnswer); ok {
+		res.Answer, res.AnswerBase64 = &a, lossless.Bytes(a)
+	} else if a, ok := lines.answer(); ok {
 		res.Answer, res.AnswerBase64 = &a, lossless.Bytes(a)
 	}
 	if s.cfg.Keep {

@@ -18,6 +18,10 @@ import (
 //   - "-" and "" are positional; any other argument starting with "-" is an
 //     unknown option (a usage error naming it);
 //   - raw gates (submit, gb_echo) take every argument literally.
+//
+// "--help" or "-h" alone, and one JSON object of the gate's parameters,
+// are turned into a help request and into these words by the caller
+// (see [WantsHelp] and [ParamArgs]) before the gate parses anything.
 type argSpec struct {
 	gate    string
 	usage   string   // for error messages
@@ -25,6 +29,9 @@ type argSpec struct {
 	min     int      // fewest positional arguments
 	max     int      // most positional arguments; -1 for no limit
 	raw     bool
+	// ownsHelp: "--help" alone is an argument like any other (gb_echo),
+	// not a request for the usage (see [HelpOwner]).
+	ownsHelp bool
 }
 
 // parsedArgs is the result of [argSpec.parse].

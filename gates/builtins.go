@@ -140,6 +140,9 @@ var _ Gate = (*builtin)(nil)
 
 func (b *builtin) Spec() Spec { return b.spec }
 
+// OwnsHelp implements [HelpOwner]: gb_echo prints --help as it is.
+func (b *builtin) OwnsHelp(string) bool { return b.args.ownsHelp }
+
 func (b *builtin) Call(ctx context.Context, c *Call) (int, error) {
 	p, err := b.args.parse(c.Args)
 	if err != nil {
@@ -151,6 +154,7 @@ func (b *builtin) Call(ctx context.Context, c *Call) (int, error) {
 func newBuiltin(spec Spec, args argSpec, run func(context.Context, *Call, parsedArgs) (int, error)) *builtin {
 	args.gate = spec.Name
 	args.usage = spec.Usage
+	spec.DashDash = !args.raw
 	return &builtin{spec: spec, args: args, run: run}
 }
 
@@ -174,11 +178,12 @@ func newSubmit() Gate {
 		Summary: "Submit the final answer; prints nothing.",
 		Usage:   "submit [ANSWER...]",
 		Params: []Param{{
-			Name:        "ANSWER",
-			Description: "The answer; arguments are joined with single spaces. With no arguments, stdin is the answer, byte for byte.",
+			Name:        "answer",
+			Description: "The answer; arguments are joined with single spaces. With no arguments, stdin is the answer, byte for byte. A JSON object argument is an answer like any other.",
 			Variadic:    true,
 		}},
-		Stdin: StdinIfNoArgs,
+		Stdin:   StdinIfNoArgs,
+		RawArgs: true,
 	}, argSpec{raw: true, max: -1}, func(_ context.Context, c *Call, p parsedArgs) (int, error) {
 		answer := strings.Join(p.pos, " ")
 		if len(p.pos) == 0 {
@@ -197,12 +202,13 @@ func newEcho() Gate {
 		Summary: "Print the arguments joined with single spaces and a newline, or copy stdin when there are none; for testing the bridge.",
 		Usage:   "gb_echo [ARG...]",
 		Params: []Param{{
-			Name:        "ARG",
-			Description: "Printed byte for byte; options are not parsed.",
+			Name:        "arg",
+			Description: "Printed byte for byte; options (--help too) and JSON are not parsed.",
 			Variadic:    true,
 		}},
-		Stdin: StdinIfNoArgs,
-	}, argSpec{raw: true, max: -1}, func(_ context.Context, c *Call, p parsedArgs) (int, error) {
+		Stdin:   StdinIfNoArgs,
+		RawArgs: true,
+	}, argSpec{raw: true, max: -1, ownsHelp: true}, func(_ context.Context, c *Call, p parsedArgs) (int, error) {
 		var err error
 		if len(p.pos) == 0 {
 			_, err = stdout(c).Write(c.Stdin)

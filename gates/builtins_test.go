@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,13 +85,14 @@ func TestReadFile(t *testing.T) {
 	a := "one\ntwo needle\nthree\n"
 	runCases(t, gs["read_file"], []gateCase{
 		{name: "whole", args: []string{"a.txt"}, out: a},
-		{name: "offset", args: []string{"--offset", "1", "a.txt"}, out: "two needle\nthree\n"},
-		{name: "offset=limit=", args: []string{"--offset=1", "--limit=1", "a.txt"}, out: "two needle\n"},
+		{name: "offset", args: []string{"--offset", "2", "a.txt"}, out: "two needle\nthree\n"},
+		{name: "offset=limit=", args: []string{"--offset=2", "--limit=1", "a.txt"}, out: "two needle\n"},
+		{name: "offset 1 is the first line", args: []string{"--offset", "1", "a.txt"}, out: a},
 		{name: "option after path", args: []string{"a.txt", "--limit", "2"}, out: "one\ntwo needle\n"},
 		{name: "limit 0", args: []string{"--limit", "0", "a.txt"}, out: ""},
 		{name: "offset 0", args: []string{"--offset", "0", "a.txt"}, out: a},
 		{name: "offset past end", args: []string{"--offset", "99", "a.txt"}, out: ""},
-		{name: "no final newline", args: []string{"--offset", "1", "noeol.txt"}, out: "y"},
+		{name: "no final newline", args: []string{"--offset", "2", "noeol.txt"}, out: "y"},
 		{name: "dot segments", args: []string{"sub/../a.txt"}, out: a},
 		{name: "absolute inside", args: []string{filepath.Join(ws, "a.txt")}, out: a},
 		{name: "sandbox path", args: []string{"/workspace/a.txt"}, out: a},
@@ -117,13 +119,30 @@ func TestReadFile(t *testing.T) {
 	})
 }
 
+// The line number search prints, given to read_file --offset, shows that
+// line first: the numbers a model copies from one gate work in the other.
+func TestSearchLineFeedsReadFileOffset(t *testing.T) {
+	_, gs := fixture(t, Options{})
+	for _, pat := range []string{"needle", "three", "one"} {
+		r := callGate(t, gs["search"], nil, pat, "a.txt")
+		m := regexp.MustCompile(`^a\.txt:(\d+):(.*)\n`).FindStringSubmatch(r.out)
+		if r.code != 0 || m == nil {
+			t.Fatalf("search %s: exit %d, %q", pat, r.code, r.out)
+		}
+		got := callGate(t, gs["read_file"], nil, "--offset", m[1], "--limit", "1", "a.txt")
+		if got.code != 0 || got.out != m[2]+"\n" {
+			t.Errorf("search printed line %s %q; read_file --offset %s --limit 1 printed %q", m[1], m[2], m[1], got.out)
+		}
+	}
+}
+
 func TestReadFileLimits(t *testing.T) {
 	ws, gs := fixture(t, Options{MaxFileBytes: 10})
 	writeFile(t, filepath.Join(ws, "big.txt"), "line1\nline2\nline3\n")
 	writeFile(t, filepath.Join(ws, "long.txt"), strings.Repeat("x", 25)+"\n")
 	runCases(t, gs["read_file"], []gateCase{
 		{name: "whole too big", args: []string{"big.txt"}, code: ExitDenied, out: "", err: "over the 10-byte limit"},
-		{name: "ranged", args: []string{"--offset", "2", "big.txt"}, out: "line3\n"},
+		{name: "ranged", args: []string{"--offset", "3", "big.txt"}, out: "line3\n"},
 		{name: "ranged still bounded", args: []string{"--limit", "3", "big.txt"}, code: ExitDenied, out: "line1\nline", err: "stopped after 10 bytes"},
 		{name: "long line bounded", args: []string{"--limit", "1", "long.txt"}, code: ExitDenied, out: "xxxxxxxxxx", err: "stopped after 10 bytes"},
 		{name: "exactly at limit", args: []string{"noeol.txt"}, out: "x\ny"},
@@ -135,8 +154,8 @@ func TestReadFileLongLines(t *testing.T) {
 	long := strings.Repeat("ab", 100<<10) // longer than the read buffer
 	writeFile(t, filepath.Join(ws, "long.txt"), "first\n"+long+"\nlast\n")
 	runCases(t, gs["read_file"], []gateCase{
-		{name: "skip long line", args: []string{"--offset", "2", "long.txt"}, out: "last\n"},
-		{name: "print long line", args: []string{"--offset", "1", "--limit", "1", "long.txt"}, out: long + "\n"},
+		{name: "skip long line", args: []string{"--offset", "3", "long.txt"}, out: "last\n"},
+		{name: "print long line", args: []string{"--offset", "2", "--limit", "1", "long.txt"}, out: long + "\n"},
 	})
 }
 

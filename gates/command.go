@@ -240,6 +240,9 @@ func (g *commandGate) makeSpec(s CommandSpec) Spec {
 	if s.Stdin {
 		sp.Stdin = StdinAlways
 	}
+	// The args/options policy reads the caller's "--"; allow_args and
+	// allow_pattern take it as an argument like any other.
+	sp.DashDash = !g.policy.legacy
 	usage, params := g.policy.usage()
 	if len(params) > 0 {
 		sp.Usage += usage
@@ -249,6 +252,11 @@ func (g *commandGate) makeSpec(s CommandSpec) Spec {
 }
 
 func (g *commandGate) Spec() Spec { return g.spec }
+
+// OwnsHelp implements [HelpOwner]: a policy that allows "--help" (or
+// "-h") alone passes it to the command, whose own help it is; otherwise
+// it asks for the gate's usage.
+func (g *commandGate) OwnsHelp(arg string) bool { return g.policy.allows(arg) }
 
 // Call runs the command. Its exit status is the gate's; death by signal N
 // gives 128+N. When ctx ends the whole process group is killed and the

@@ -75,6 +75,7 @@ func TestCommandPolicy(t *testing.T) {
 	opts := mustCommand(t, show)
 	show.Name, show.EndOfOptions = "noeoo", EndOfOptionsNone
 	noEOO := mustCommand(t, show)
+	flags := mustCommand(t, CommandSpec{Name: "flags", Command: []string{"printf", "<%s>"}, Options: []OptionRule{{Name: "-a"}, {Name: "-b"}}})
 	for _, tc := range []struct {
 		g Gate
 		gateCase
@@ -106,7 +107,15 @@ func TestCommandPolicy(t *testing.T) {
 		{opts, gateCase{name: "unknown long option", args: []string{"--output=/root/.ssh/authorized_keys", "HEAD"}, code: ExitDenied, out: "",
 			err: `show: option "--output" is not allowed; allowed: --format, --oneline, -n (policy set by gates.commands[show].options)`}},
 		{opts, gateCase{name: "unknown short option", args: []string{"-c", "core.pager=sh", "HEAD"}, code: ExitDenied, out: "", err: `option "-c" is not allowed`}},
-		{opts, gateCase{name: "attached short value", args: []string{"-n5", "HEAD"}, code: ExitDenied, out: "", err: `option "-n5" is not allowed`}},
+		// "-n5" is "-n 5" as getopt reads it: split, the value checked the
+		// same way, passed on as two words.
+		{opts, gateCase{name: "attached short value", args: []string{"-n5", "HEAD"}, out: "<-n><5><--end-of-options><HEAD>"}},
+		{opts, gateCase{name: "attached short value checked", args: []string{"-n5;x", "HEAD"}, code: ExitDenied, out: "", err: `value "5;x" of option -n does not match [0-9]+ (policy`}},
+		{opts, gateCase{name: "attached value swallowing an option", args: []string{"-n--output=x", "HEAD"}, code: ExitDenied, out: "", err: `value "--output=x" of option -n does not match`}},
+		{opts, gateCase{name: "short option equals", args: []string{"-n=5", "HEAD"}, code: ExitDenied, out: "", err: `value "=5" of option -n does not match [0-9]+; write -n 5 (policy`}},
+		{opts, gateCase{name: "unknown glued short option", args: []string{"-c5", "HEAD"}, code: ExitDenied, out: "", err: `option "-c5" is not allowed`}},
+		{flags, gateCase{name: "bundled flags", args: []string{"-ab"}, code: ExitDenied, out: "", err: `option "-ab" is not allowed; allowed: -a, -b; options are not bundled: write -a -b (policy`}},
+		{flags, gateCase{name: "flags apart", args: []string{"-a", "-b"}, out: "<-a><-b>"}},
 		{opts, gateCase{name: "bad option value", args: []string{"--format", "%n[diff]", "HEAD"}, code: ExitDenied, out: "", err: `value "%n[diff]" of option --format does not match`}},
 		{opts, gateCase{name: "value swallowing an option", args: []string{"-n", "--output=x", "HEAD"}, code: ExitDenied, out: "", err: `value "--output=x" of option -n`}},
 		{opts, gateCase{name: "flag with value", args: []string{"--oneline=yes", "HEAD"}, code: ExitDenied, out: "", err: "option --oneline takes no value"}},

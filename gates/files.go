@@ -24,9 +24,9 @@ func newReadFile(ws *workspace, o Options) Gate {
 			"Files over %s must be read in ranges.", humanBytes(max)),
 		Usage: "read_file [--offset N] [--limit N] PATH",
 		Params: []Param{
-			{Name: "--offset N", Description: "Skip the first N lines (0-based: --offset 0 starts at line 1).", Flag: true},
-			{Name: "--limit N", Description: "Print at most N lines.", Flag: true},
-			{Name: "PATH", Description: "File; relative paths start at the current directory. A name as list_dir or search prints it, quoted or not, is taken as it is.", Required: true},
+			{Name: "offset", Description: "Start at line N, counted from 1 as search prints line numbers (0 is line 1 too).", Flag: true, Type: "integer"},
+			{Name: "limit", Description: "Print at most N lines.", Flag: true, Type: "integer"},
+			{Name: "path", Description: "File; relative paths start at the current directory. A name as list_dir or search prints it, quoted or not, is taken as it is.", Required: true},
 		},
 	}, argSpec{options: []string{"offset", "limit"}, min: 1, max: 1},
 		func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
@@ -42,10 +42,14 @@ type readFile struct {
 
 func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 	const name = "read_file"
+	// --offset N starts at line N, counted from 1 as search prints them,
+	// so a line number copied from search shows that line first; 0 is
+	// line 1 too (it was the first line when --offset counted from 0).
 	offset, err := p.count("offset", 0)
 	if err != nil {
 		return 0, err
 	}
+	offset = max(offset-1, 0)
 	limit, err := p.count("limit", -1)
 	if err != nil {
 		return 0, err
@@ -84,8 +88,9 @@ func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) 
 	return g.lines(ctx, out, f, path, offset, limit)
 }
 
-// lines prints lines [offset, offset+limit) of f (limit < 0: to the end),
-// reading in bounded chunks so a huge line or file never sits in memory.
+// lines prints lines [offset, offset+limit) of f, counted from 0 (limit <
+// 0: to the end), reading in bounded chunks so a huge line or file never
+// sits in memory.
 func (g *readFile) lines(ctx context.Context, out io.Writer, f io.Reader, path string, offset, limit int64) (int, error) {
 	const name = "read_file"
 	br := bufio.NewReaderSize(f, 64<<10)
@@ -130,7 +135,7 @@ func newListDir(ws *workspace, o Options) Gate {
 			`A name holding a newline or other control character, or starting with ", is printed Go-quoted ("a\nb"); the file gates take every line back as a path, as it is.`,
 		Usage: "list_dir [PATH]",
 		Params: []Param{
-			{Name: "PATH", Description: "Directory (default: the current directory)."},
+			{Name: "path", Description: "Directory (default: the current directory)."},
 		},
 	}, argSpec{min: 0, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		path := "."
@@ -204,7 +209,7 @@ func newWriteFile(ws *workspace, o Options) Gate {
 			"at most %s, never through a symlink. Prints nothing.", humanBytes(max)),
 		Usage: "write_file PATH < CONTENT",
 		Params: []Param{
-			{Name: "PATH", Description: "File in the writable workspace; relative paths start at the current directory.", Required: true},
+			{Name: "path", Description: "File in the writable workspace; relative paths start at the current directory.", Required: true},
 		},
 		Stdin: StdinAlways,
 	}, argSpec{min: 1, max: 1}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {

@@ -236,9 +236,65 @@ func FuzzCommandPolicy(f *testing.F) {
 		"-",
 		"--end-of-options\x00--output=x",
 		"-n\x00",
+		"-n5\x00HEAD",
+		"-n=5",
+		"-n-5",
+		"-n--output=x",
+		"-n5\x00--oneline",
 	} {
 		f.Add(seed)
 	}
+	p, check := fuzzGitLog(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		args := splitArgs(in)
+		tail, err := p.check(args)
+		check(t, args, tail, err)
+	})
+}
+
+// FuzzParamArgs: a JSON object argument becomes words the policy then
+// checks as if typed; whatever the object, the program gets only allowed
+// options with valid values and a valid positional after the marker, and
+// an argument that is not parameters comes back as it is.
+func FuzzParamArgs(f *testing.F) {
+	for _, seed := range []string{
+		`{"-n":5,"REV":"HEAD"}`, `{"--oneline":true}`, `{"--oneline":"--output=x"}`,
+		`{"REV":"--output=/tmp/x"}`, `{"-n":"5 --output=x"}`, `{"--max-count":[1,2]}`,
+		`{"REV":["a","b"]}`, `{"REV":null,"-n":1}`, `{"-n":"\u0000"}`, `{}`, `{`, `{"x":1}`,
+		`{"REV":"HEAD"} {"REV":"x"}`, "{\"REV\":\"\xff\"}", ` {"--stat":true} `,
+	} {
+		f.Add(seed)
+	}
+	p, check := fuzzGitLog(f)
+	g := &commandGate{spec: Spec{Name: "git_log", DashDash: true}, policy: p}
+	_, g.spec.Params = p.usage()
+	f.Fuzz(func(t *testing.T, in string) {
+		words, ok, err := ParamArgs(g, []string{in})
+		switch {
+		case err != nil:
+			if ExitCodeOf(0, err) != ExitUsage || !strings.HasPrefix(err.Error(), "git_log: JSON parameters: ") {
+				t.Fatalf("%q: %v", in, err)
+			}
+			return
+		case !ok:
+			if len(words) != 1 || words[0] != in {
+				t.Fatalf("%q: not parameters, yet changed to %q", in, words)
+			}
+			return
+		}
+		for _, w := range words {
+			if strings.IndexByte(w, 0) >= 0 {
+				t.Fatalf("%q: word %q holds NUL", in, w)
+			}
+		}
+		tail, err := p.check(words)
+		check(t, words, tail, err)
+	})
+}
+
+// fuzzGitLog is the git_log policy of the fuzz tests and a check that
+// what it lets through reaches the program in canonical form only.
+func fuzzGitLog(f *testing.F) (*argPolicy, func(t *testing.T, args, tail []string, err error)) {
 	spec := CommandSpec{Name: "git_log", Command: []string{"true"},
 		Options:      []OptionRule{{Name: "-n", Value: "[0-9]{1,4}"}, {Name: "--oneline"}, {Name: "--stat"}, {Name: "--max-count", Value: "[0-9]{1,4}"}},
 		Args:         []ArgRule{{Name: "REV", Pattern: "[A-Za-z0-9][A-Za-z0-9_./^~-]{0,99}", Optional: true}},
@@ -250,9 +306,8 @@ func FuzzCommandPolicy(f *testing.F) {
 	p := g.(*commandGate).policy
 	num := regexp.MustCompile(`^[0-9]{1,4}$`)
 	rev := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./^~-]{0,99}$`)
-	f.Fuzz(func(t *testing.T, in string) {
-		args := splitArgs(in)
-		tail, err := p.check(args)
+	return p, func(t *testing.T, args, tail []string, err error) {
+		t.Helper()
 		if err != nil {
 			if c := ExitCodeOf(0, err); c != ExitDenied && c != ExitUsage {
 				t.Fatalf("%q: exit %d for %v", args, c, err)
@@ -286,5 +341,5 @@ func FuzzCommandPolicy(f *testing.F) {
 				t.Fatalf("%q: %q reaches the program as an option (argv %q)", args, a, tail)
 			}
 		}
-	})
+	}
 }

@@ -30,6 +30,15 @@
 // FIFOs, devices and sockets are refused without blocking. See [Options]
 // for the path rules.
 //
+// # Conventions for every gate
+//
+// Before a gate runs, its caller (the bridge's dispatcher) applies two
+// conventions to the arguments, for every kind of gate: "--help" or "-h"
+// alone prints the usage ([WantsHelp], [WriteHelp]; a [HelpOwner] takes
+// it itself), and one JSON object whose keys are all names of the gate's
+// [Param]s becomes the words of its usage line ([ParamArgs]; not for
+// [Spec.RawArgs] gates). Approval and policy see those words.
+//
 // # Command gates
 //
 // [NewCommand] builds a gate that runs an allowlisted host command without
@@ -42,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
@@ -106,13 +116,35 @@ const (
 	StdinAlways = mailbox.StdinAlways
 )
 
-// Param documents one parameter of a gate, for humans and for models.
+// Param documents one parameter of a gate, for humans and for models. Its
+// Name is the key of the parameter in the gate's JSON Schema ([SchemaOf])
+// and in a JSON object argument ([ParamArgs]).
 type Param struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 	Required    bool   `json:"required"`
 	Variadic    bool   `json:"variadic,omitempty"`
-	Flag        bool   `json:"flag,omitempty"` // an option such as --limit N
+	// Flag marks an option such as --limit N: written "--NAME VALUE", or
+	// as Name itself when Name starts with "-" ("-n", "--max-count": a
+	// command gate's options). See [Param.Option].
+	Flag bool `json:"flag,omitempty"`
+	// Type is the JSON Schema type of the value: "" (a string),
+	// "integer", "number", "boolean", "array" or "object". A boolean flag
+	// is an option without a value, given when true.
+	Type string `json:"type,omitempty"`
+}
+
+// Option is how p is written on a command line: "--offset" for a flag
+// named offset, the name itself for one named "-n" or "--max-count", ""
+// for a positional parameter.
+func (p Param) Option() string {
+	switch {
+	case !p.Flag:
+		return ""
+	case strings.HasPrefix(p.Name, "-"):
+		return p.Name
+	}
+	return "--" + p.Name
 }
 
 // Spec describes a gate.
@@ -123,6 +155,14 @@ type Spec struct {
 	Params  []Param       `json:"params"`
 	Stdin   StdinMode     `json:"stdin"`
 	Timeout time.Duration `json:"-"` // 0: the session's default gate timeout
+	// RawArgs says the gate takes its arguments as they are: one JSON
+	// object argument is not turned into its parameters ([ParamArgs]).
+	// submit and gb_echo take it as data; an MCP tool reads it itself.
+	RawArgs bool `json:"-"`
+	// DashDash says the gate reads "--" as the end of its options (the
+	// built-in gates, command gates with args/options rules): [ParamArgs]
+	// then puts it before a positional value that starts with "-".
+	DashDash bool `json:"-"`
 }
 
 // Call is one invocation of a gate.

@@ -196,10 +196,16 @@ func (p *argPolicy) check(args []string) ([]string, error) {
 		name, val, hasVal := a, "", false
 		if strings.HasPrefix(a, "--") {
 			name, val, hasVal = strings.Cut(a, "=")
+		} else if r, ok := p.options[a[:2]]; ok && r.re != nil && len(a) > 2 {
+			// "-n5": a short option that takes a value, glued to it, as
+			// getopt reads it. Option names are exact, and a short one is
+			// two bytes, so no other option can be meant; the value is
+			// checked as for "-n 5" and passed on as "-n" "5".
+			name, val, hasVal = a[:2], a[2:], true
 		}
 		r, ok := p.options[name]
 		if !ok {
-			return nil, p.denied("options", "option %s is not allowed%s", quoteArg(name), p.optionsText())
+			return nil, p.denied("options", "option %s is not allowed%s%s", quoteArg(name), p.optionsText(), p.bundledHint(a))
 		}
 		if r.re == nil {
 			if hasVal {
@@ -216,7 +222,12 @@ func (p *argPolicy) check(args []string) ([]string, error) {
 			val = args[i]
 		}
 		if !r.re.MatchString(val) {
-			return nil, p.denied("options", "value %s of option %s does not match %s", quoteArg(val), name, r.Value)
+			hint := ""
+			if v, ok := strings.CutPrefix(val, "="); ok && !strings.HasPrefix(name, "--") && r.re.MatchString(v) {
+				// getopt reads "-n=5" as -n with the value "=5"
+				hint = fmt.Sprintf("; write %s %s", name, v)
+			}
+			return nil, p.denied("options", "value %s of option %s does not match %s%s", quoteArg(val), name, r.Value, hint)
 		}
 		if strings.HasPrefix(name, "--") {
 			opts = append(opts, name+"="+val)
@@ -268,6 +279,29 @@ func (p *argPolicy) checkPositionals(pos []string) error {
 	return nil
 }
 
+// bundledHint says how to write "-ab" when -a and -b are allowed flags
+// (short options are matched by exact name, never unbundled), or "".
+func (p *argPolicy) bundledHint(a string) string {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+		return ""
+	}
+	var parts []string
+	for _, c := range []byte(a[1:]) {
+		o := "-" + string(c)
+		if r, ok := p.options[o]; !ok || r.re != nil {
+			return ""
+		}
+		parts = append(parts, o)
+	}
+	return "; options are not bundled: write " + strings.Join(parts, " ")
+}
+
+// allows reports whether args alone pass the policy.
+func (p *argPolicy) allows(args ...string) bool {
+	_, err := p.check(args)
+	return err == nil
+}
+
 func (p *argPolicy) legacyText() string {
 	var alts []string
 	if len(p.allow) > 0 {
@@ -310,10 +344,10 @@ func (p *argPolicy) usage() (string, []Param) {
 		r := p.options[n]
 		if r.re != nil {
 			fmt.Fprintf(&b, " [%s VALUE]", n)
-			params = append(params, Param{Name: n, Description: "Option; its value must match " + r.Value + "."})
+			params = append(params, Param{Name: n, Flag: true, Description: "Option; its value must match " + r.Value + "."})
 		} else {
 			fmt.Fprintf(&b, " [%s]", n)
-			params = append(params, Param{Name: n, Description: "Flag."})
+			params = append(params, Param{Name: n, Flag: true, Type: "boolean", Description: "Flag."})
 		}
 	}
 	for _, r := range p.args {

@@ -9,9 +9,11 @@ import (
 )
 
 // ParamsOfSchema documents the properties of an object's JSON Schema as
-// params (sorted by name), for usage lines and --help: gates whose
-// parameters come as a schema (registered over the protocol, tools of MCP
-// servers).
+// params, for usage lines and --help: gates whose parameters come as a
+// schema (registered over the protocol, tools of MCP servers). Required
+// properties come first, then the others, each sorted by name: the order
+// in which [ParamArgs] passes them as positional words, so that an
+// optional one left out leaves no gap before a required one.
 func ParamsOfSchema(schema json.RawMessage) ([]Param, error) {
 	var s struct {
 		Type       any                        `json:"type"`
@@ -32,27 +34,57 @@ func ParamsOfSchema(schema json.RawMessage) ([]Param, error) {
 	for n := range s.Properties {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		if req[names[i]] != req[names[j]] {
+			return req[names[i]]
+		}
+		return names[i] < names[j]
+	})
 	out := make([]Param, 0, len(names))
 	for _, n := range names {
 		var prop struct {
 			Description string `json:"description"`
+			Type        any    `json:"type"`
 		}
 		json.Unmarshal(s.Properties[n], &prop)
-		out = append(out, Param{Name: n, Description: prop.Description, Required: req[n]})
+		out = append(out, Param{Name: n, Description: prop.Description, Required: req[n], Type: schemaType(prop.Type)})
 	}
 	return out, nil
 }
 
+// schemaType is the one JSON Schema type a param documents: t itself, the
+// first that is not "null" of a list (["integer", "null"]); "" for a
+// string or anything else.
+func schemaType(t any) string {
+	if ts, ok := t.([]any); ok {
+		t = nil
+		for _, x := range ts {
+			if x != "null" {
+				t = x
+				break
+			}
+		}
+	}
+	switch t {
+	case "integer", "number", "boolean", "array", "object":
+		return t.(string)
+	}
+	return ""
+}
+
 // UsageOf is a usage line for a gate with params: required ones in
-// capitals, optional ones in brackets.
+// capitals, optional ones in brackets, options as "--NAME VALUE" (a
+// boolean one as "--NAME").
 func UsageOf(name string, ps []Param) string {
 	var b strings.Builder
 	b.WriteString(name)
 	for _, p := range ps {
 		n := strings.ToUpper(p.Name)
-		if p.Flag {
-			n = "--" + p.Name
+		if o := p.Option(); o != "" {
+			n = o
+			if p.Type != "boolean" {
+				n += " VALUE"
+			}
 		}
 		if p.Variadic {
 			n += "..."
@@ -64,4 +96,36 @@ func UsageOf(name string, ps []Param) string {
 		}
 	}
 	return b.String()
+}
+
+// SchemaOf is the JSON Schema of g's parameters: its own when it has one
+// ([Schemer]), else made from its params: each a string unless its Type
+// says otherwise (a variadic one an array of strings), required ones
+// required. Its property names are the keys [ParamArgs] takes.
+func SchemaOf(g Gate) json.RawMessage {
+	if s, ok := g.(Schemer); ok && len(s.InputSchema()) > 0 {
+		return s.InputSchema()
+	}
+	props := map[string]any{}
+	required := []string{}
+	for _, p := range g.Spec().Params {
+		var prop map[string]any
+		switch {
+		case p.Variadic:
+			prop = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+		case p.Type != "":
+			prop = map[string]any{"type": p.Type}
+		default:
+			prop = map[string]any{"type": "string"}
+		}
+		if p.Description != "" {
+			prop["description"] = p.Description
+		}
+		props[p.Name] = prop
+		if p.Required {
+			required = append(required, p.Name)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
+	return b
 }

@@ -60,8 +60,8 @@ func newSearch(ws *workspace, o Options) Gate {
 			humanBytes(o.MaxSearchFileBytes), o.MaxSearchMatches),
 		Usage: "search PATTERN [PATH]",
 		Params: []Param{
-			{Name: "PATTERN", Description: `RE2 regular expression matched against each line, e.g. 'func \w+\('; prefix (?i) to ignore case.`, Required: true},
-			{Name: "PATH", Description: "File or directory to search (default: the current directory). Output paths are relative to the current directory, printed as list_dir prints names (the file gates take them back as they are)."},
+			{Name: "pattern", Description: `RE2 regular expression matched against each line, e.g. 'func \w+\('; prefix (?i) to ignore case.`, Required: true},
+			{Name: "path", Description: "File or directory to search (default: the current directory). Output paths are relative to the current directory, printed as list_dir prints names (the file gates take them back as they are); line numbers count from 1, as read_file --offset does."},
 		},
 	}, argSpec{min: 1, max: 2}, func(ctx context.Context, c *Call, p parsedArgs) (int, error) {
 		re, ninst, err := compilePattern(p.pos[0])

@@ -10,7 +10,9 @@
 // small answer is carried inside the exit file and printed with builtins;
 // a large or binary one is in .stdout/.stderr and printed with cat. The
 // script runs under every POSIX shell Debian packages (dash, bash, busybox
-// ash, mksh, yash, ksh93, zsh, posh) and costs two process starts per call
+// ash, mksh, yash, ksh93, zsh, posh), and under zsh in its native mode too
+// (`zsh "$(command -v gate)"`: the script switches it to sh emulation
+// first), and costs two process starts per call
 // (sh and mkdir; mkfifo only when the host has not made the FIFO yet). Call
 // ids come from the kernel's random uuid (unique across PID namespaces);
 // mkdir without -p claims the id atomically.
@@ -246,7 +248,10 @@ var templates = sync.OnceValue(func() scriptParts {
 // The script body. Variables are short and prefixed to stay out of the way;
 // everything except mkdir, mkfifo (and cat for stdin or big output) is a
 // builtin in every shell we support.
-const scriptHead = `c=${@CALLS_ENV@:-${0%/*}/../@CALLS@}
+const scriptHead = `# zsh run by name (zsh "$(command -v gate)") is in its native mode, where
+# a glob that matches nothing is an error and words are not split: be sh.
+[ -z "${ZSH_VERSION-}" ] || emulate -R sh 2>/dev/null
+c=${@CALLS_ENV@:-${0%/*}/../@CALLS@}
 r=${@RESP_ENV@:-${0%/*}/../@RESPONSES@}
 gb_fail() { printf 'gatebridge: %s: %s\n' "$g" "$2" >&2; exit "$1"; }
 # Work from inside calls/ (the caller's directory is sent, not used): a

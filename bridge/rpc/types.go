@@ -297,7 +297,8 @@ type ProcessExitedParams struct {
 	Signal    string `json:"signal,omitempty"`
 	TimedOut  bool   `json:"timedOut"`
 	// Answer is what the command passed to submit (the last call), if it
-	// called it; AnswerBase64 holds its bytes when they are not UTF-8
+	// called it, else its last stdout line "SUBMIT: ANSWER" when the
+	// server takes such lines (bridge.Config.SubmitLines); AnswerBase64 holds its bytes when they are not UTF-8
 	// (docs/json.md).
 	Answer       *string `json:"answer,omitempty"`
 	AnswerBase64 []byte  `json:"answerBase64,omitempty"`

@@ -98,6 +98,7 @@ type BridgeConfig struct {
 	RescanInterval time.Duration `mapstructure:"rescan_interval"`
 	SessionDir     string        `mapstructure:"session_dir"`
 	KeepSession    bool          `mapstructure:"keep_session"`
+	SubmitLines    bool          `mapstructure:"submit_lines"`
 	Limits         LimitsConfig  `mapstructure:"limits"`
 }
 
@@ -233,6 +234,7 @@ var defaults = map[string]any{
 	"bridge.rescan_interval":              "1s",
 	"bridge.session_dir":                  "",
 	"bridge.keep_session":                 false,
+	"bridge.submit_lines":                 true,
 	"bridge.limits.max_calls":             bridge.DefaultLimits().MaxCalls,
 	"bridge.limits.max_concurrent":        bridge.DefaultLimits().MaxConcurrent,
 	"bridge.limits.max_args":              bridge.DefaultLimits().MaxArgs,

@@ -245,34 +245,6 @@ func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
 	return spec
 }
 
-// gateSchema is the JSON Schema of a gate's parameters: its own when it
-// has one (gates.Schemer), else made from its params: each a string (a
-// variadic one an array of strings), required ones required.
-func gateSchema(g gates.Gate) json.RawMessage {
-	if s, ok := g.(gates.Schemer); ok && len(s.InputSchema()) > 0 {
-		return s.InputSchema()
-	}
-	props := map[string]any{}
-	required := []string{}
-	for _, p := range g.Spec().Params {
-		var prop map[string]any
-		if p.Variadic {
-			prop = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
-		} else {
-			prop = map[string]any{"type": "string"}
-		}
-		if p.Description != "" {
-			prop["description"] = p.Description
-		}
-		props[p.Name] = prop
-		if p.Required {
-			required = append(required, p.Name)
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
-	return b
-}
-
 // writeToolSchemas prints every gate as a tool definition in the shape an
 // API takes: json-schema {name, description, schema}, openai
 // {type: function, function: {name, description, parameters}}, anthropic
@@ -288,7 +260,7 @@ func writeToolSchemas(w io.Writer, format string, reg *gates.Registry) error {
 		if spec.Usage != "" {
 			desc += " Usage: " + spec.Usage
 		}
-		schema := gateSchema(g)
+		schema := gates.SchemaOf(g)
 		switch format {
 		case "json-schema":
 			out = append(out, map[string]any{"name": spec.Name, "description": desc, "schema": schema})

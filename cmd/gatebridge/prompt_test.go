@@ -42,7 +42,10 @@ func TestGatesToolSchemas(t *testing.T) {
 			}
 		}
 		schema, _ := json.Marshal(readFile)
-		if !strings.Contains(string(schema), `"PATH"`) || !strings.Contains(string(schema), `"required":["PATH"]`) {
+		// The property names are the keys read_file takes as one JSON
+		// object argument (gates.ParamArgs), typed.
+		if !strings.Contains(string(schema), `"path":{`) || !strings.Contains(string(schema), `"required":["path"]`) ||
+			!strings.Contains(string(schema), `"offset":{"description":"Start at line N, counted from 1`) || !strings.Contains(string(schema), `"type":"integer"`) {
 			t.Fatalf("%s: read_file: %s", format, schema)
 		}
 	}

@@ -174,6 +174,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		Audit:          audit,
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
 		Approve:        refuseApprovalGates(cfg, reg),
+		SubmitLines:    cfg.Bridge.SubmitLines,
 	}
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot

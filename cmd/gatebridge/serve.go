@@ -265,6 +265,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			RescanInterval: cfg.Bridge.RescanInterval,
 			Audit:          audit,
 			Logf:           logf,
+			SubmitLines:    cfg.Bridge.SubmitLines,
 		},
 		Process: sandboxSpecTemplate(cfg),
 		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },

@@ -662,13 +662,19 @@ func newGate(c *client, tool *mcp.Tool, name string, timeout time.Duration) (*ga
 		usage = b.String()
 	}
 	return &gate{c: c, tool: tool.Name, desc: desc, schema: schema, props: props, timeout: timeout,
-		spec: gates.Spec{Name: name, Summary: summary, Usage: usage, Params: params, Stdin: gates.StdinIfNoArgs, Timeout: timeout}}, nil
+		// RawArgs: the gate reads a JSON object argument itself, typed by
+		// the tool's schema (arguments).
+		spec: gates.Spec{Name: name, Summary: summary, Usage: usage, Params: params, Stdin: gates.StdinIfNoArgs, Timeout: timeout, RawArgs: true}}, nil
 }
 
 // knownType are the JSON Schema types a key=value word converts to.
 var knownType = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true, "object": true, "array": true}
 
 func (g *gate) Spec() gates.Spec { return g.spec }
+
+// OwnsHelp implements gates.HelpOwner: --help prints the server's own
+// description of the tool and its typed parameters (help).
+func (g *gate) OwnsHelp(string) bool { return true }
 
 // NeedsApproval implements gates.Approver.
 func (g *gate) NeedsApproval() bool { return g.approval }
