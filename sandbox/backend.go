@@ -19,8 +19,9 @@
 // returns its exit status and captured output.
 //
 // Cancelling ctx stops the command the same way a timeout does (SIGTERM to
-// the whole process tree, SIGKILL after [Spec.KillGrace]) and Run still
-// returns a [Result] with Canceled set; Run returns a non-nil error only when
+// the whole process tree, SIGKILL after [Spec.KillGrace]; every backend
+// runs this sequence through a [Stopper]) and Run still returns a [Result]
+// with Canceled set; Run returns a non-nil error only when
 // the command could not be started or supervised (the backend is unusable,
 // the image is missing, …). Such errors are [*Error] values carrying a hint.
 //
@@ -126,8 +127,8 @@ type Spec struct {
 	// Signals, when set, delivers signals to the command while it runs:
 	// each one received is sent to every process of the command (its
 	// process group, every process of its sandbox), as a terminal's Ctrl-C
-	// reaches a foreground job. Run stops reading it when the command has
-	// exited.
+	// reaches a foreground job. Run reads it until the command has exited,
+	// during the kill grace too.
 	Signals <-chan syscall.Signal
 }
 

@@ -21,13 +21,9 @@ import (
 )
 
 // runProcess runs p under the supervision described in the package
-// contract: live streaming plus capture, timeout and cancellation (SIGTERM,
-// then SIGKILL after the grace), reaping of leftovers, exit-code mapping.
+// contract: live streaming plus capture, timeout and cancellation (the
+// [Stopper]), reaping of leftovers, exit-code mapping.
 func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
-	grace := spec.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
 	res := &Result{}
 	if ctx.Err() != nil {
 		// Do not start what would be killed at once.
@@ -163,40 +159,22 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	go copyOut(&copiers, errR, errCap, spec.Stderr, &draining)
 
 	tree := p.tree(cmd.Process)
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-wait:
-	for {
+	st := NewStopper(ctx, spec, tree.terminate, tree.kill)
+	defer st.Close()
+	for running := true; running; {
 		select {
 		case <-waited:
-			break wait
-		case <-timeout:
-			res.TimedOut = true
-			break wait
-		case <-ctx.Done():
-			res.Canceled = true
-			break wait
+			running = false
+		case <-st.C():
+			st.Step()
 		case sig := <-spec.Signals:
-			tree.signal(sig)
-		}
-	}
-	if res.TimedOut || res.Canceled {
-		tree.terminate()
-		select {
-		case <-waited:
-		case <-time.After(grace):
-			tree.kill()
-			<-waited
+			tree.signal(sig) // during the grace too
 		}
 	}
 	// The main process is gone; so must be everything it left behind.
 	if tree.alive() {
 		tree.terminate()
-		if !waitGone(tree, grace) {
+		if !waitGone(tree, killGrace(spec)) {
 			tree.kill()
 			waitGone(tree, reapLimit)
 		}
@@ -216,12 +194,7 @@ wait:
 	errR.Close()
 
 	res.ExitCode = exitCode(cmd.ProcessState)
-	switch {
-	case res.TimedOut:
-		res.ExitCode = ExitTimedOut
-	case res.Canceled:
-		res.ExitCode = ExitCanceled
-	}
+	st.Finish(res)
 	res.Stdout, res.StdoutDropped = outCap.Bytes(), outCap.Dropped()
 	res.Stderr, res.StderrDropped = errCap.Bytes(), errCap.Dropped()
 	res.Truncated = res.StdoutDropped > 0 || res.StderrDropped > 0

@@ -348,26 +348,9 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 
 	r.stdout = newStream(c, id+extStdout, spec.Stdout, spec.MaxOutput)
 	r.stderr = newStream(c, id+extStderr, spec.Stderr, spec.MaxOutput)
-	grace := spec.KillGrace
-	if grace <= 0 {
-		grace = sandbox.DefaultKillGrace
-	}
-	var timeout, graceC, hard <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	ctxDone := ctx.Done()
-	stopped, timedOut := false, false
-	stop := func(to bool) {
-		if stopped {
-			return
-		}
-		stopped, timedOut = true, to
-		r.signal(syscall.SIGTERM)
-		graceC = time.After(grace)
-	}
+	st := sandbox.NewStopper(ctx, spec, func() { r.signal(syscall.SIGTERM) }, func() { r.signal(syscall.SIGKILL) })
+	defer st.Close()
+	var hard <-chan time.Time
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	lastLive := time.Now()
@@ -379,13 +362,7 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 		if finished {
 			res := &sandbox.Result{ExitCode: code, Duration: time.Since(start),
 				Info: map[string]string{"agent": c.dir}}
-			if stopped {
-				res.TimedOut, res.Canceled = timedOut, !timedOut
-				res.ExitCode = sandbox.ExitCanceled
-				if timedOut {
-					res.ExitCode = sandbox.ExitTimedOut
-				}
-			}
+			st.Finish(res)
 			r.stdout.fill(&res.Stdout, &res.StdoutDropped)
 			r.stderr.fill(&res.Stderr, &res.StderrDropped)
 			res.Truncated = res.StdoutDropped > 0 || res.StderrDropped > 0
@@ -394,9 +371,9 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 			}
 			return res, nil
 		}
-		if r.over != "" && !stopped {
+		if r.over != "" {
 			// More output than the host reads: stop the command.
-			stop(false)
+			st.Stop()
 		}
 		if r.stdout.more || r.stderr.more {
 			poke(wake)
@@ -412,16 +389,11 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 			}
 		case <-c.done:
 			return nil, r.errorf("wait", errors.New("connection closed"))
-		case <-timeout:
-			timeout = nil
-			stop(true)
-		case <-ctxDone:
-			ctxDone = nil
-			stop(false)
-		case <-graceC:
-			graceC = nil
-			r.signal(syscall.SIGKILL)
-			hard = time.After(5 * time.Second)
+		case <-st.C():
+			st.Step()
+			if st.Killed() {
+				hard = time.After(5 * time.Second)
+			}
 		case <-hard:
 			return nil, r.errorf("wait", errors.New("the command did not end 5s after SIGKILL: the agent is not answering"))
 		case sig := <-spec.Signals:

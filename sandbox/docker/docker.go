@@ -652,8 +652,8 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 		defer cancel()
 		_, _ = b.cli.ContainerKill(kctx, id, client.ContainerKillOptions{Signal: sig})
 	}
-	st := newStopper(ctx, spec, func() { kill("TERM") }, func() { kill("KILL") })
-	defer st.stopTimers()
+	st := sandbox.NewStopper(ctx, spec, func() { kill("TERM") }, func() { kill("KILL") })
+	defer st.Close()
 
 	var code int
 	for done := false; !done; {
@@ -665,12 +665,8 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 			code, done = int(r.StatusCode), true
 		case err := <-wait.Error:
 			return nil, engineError("wait for container", err)
-		case <-st.TimeoutC:
-			st.OnTimeout()
-		case <-st.DoneC:
-			st.OnDone()
-		case <-st.GraceC:
-			st.OnGrace()
+		case <-st.C():
+			st.Step()
 		case sig := <-spec.Signals:
 			b.signalAll(ctx, id, sig)
 		}
@@ -682,7 +678,9 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 		att.Close()
 		<-copied
 	}
-	return out.result(code, st), nil
+	res := out.result(code)
+	st.Finish(res)
+	return res, nil
 }
 
 // signalAll sends sig to every process of container id (sandbox.Spec.Signals):
@@ -813,7 +811,7 @@ func (l liveWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *streams) result(code int, st *stopper) *sandbox.Result {
+func (s *streams) result(code int) *sandbox.Result {
 	s.tini.flush()
 	r := &sandbox.Result{
 		ExitCode:      code,
@@ -823,65 +821,7 @@ func (s *streams) result(code int, st *stopper) *sandbox.Result {
 		StderrDropped: s.errCap.Dropped(),
 	}
 	r.Truncated = r.StdoutDropped > 0 || r.StderrDropped > 0
-	if st.stopped {
-		r.TimedOut = st.timedOut
-		r.Canceled = !st.timedOut
-		r.ExitCode = sandbox.ExitCanceled
-		if r.TimedOut {
-			r.ExitCode = sandbox.ExitTimedOut
-		}
-	}
 	return r
-}
-
-// stopper turns a timeout or ctx cancellation into TERM, then KILL after
-// the grace period. Its owner selects on TimeoutC, DoneC and GraceC and
-// calls the matching method; it is used from one goroutine.
-type stopper struct {
-	term, kill func()
-	grace      time.Duration
-	timer      *time.Timer
-	graceT     *time.Timer
-	TimeoutC   <-chan time.Time
-	DoneC      <-chan struct{}
-	GraceC     <-chan time.Time
-	stopped    bool
-	timedOut   bool
-}
-
-func newStopper(ctx context.Context, spec *sandbox.Spec, term, kill func()) *stopper {
-	s := &stopper{grace: spec.KillGrace, term: term, kill: kill, DoneC: ctx.Done()}
-	if s.grace <= 0 {
-		s.grace = sandbox.DefaultKillGrace
-	}
-	if spec.Timeout > 0 {
-		s.timer = time.NewTimer(spec.Timeout)
-		s.TimeoutC = s.timer.C
-	}
-	return s
-}
-
-func (s *stopper) OnTimeout() { s.TimeoutC = nil; s.begin(true) }
-func (s *stopper) OnDone()    { s.DoneC = nil; s.begin(false) }
-func (s *stopper) OnGrace()   { s.GraceC = nil; s.kill() }
-
-func (s *stopper) begin(timedOut bool) {
-	if s.stopped {
-		return
-	}
-	s.stopped, s.timedOut = true, timedOut
-	s.term()
-	s.graceT = time.NewTimer(s.grace)
-	s.GraceC = s.graceT.C
-}
-
-func (s *stopper) stopTimers() {
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	if s.graceT != nil {
-		s.graceT.Stop()
-	}
 }
 
 // pump demultiplexes an attached connection into spec's streams and

@@ -652,20 +652,18 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 			_, _ = s.b.cli.ExecStart(kctx, k.ID, client.ExecStartOptions{Detach: true})
 		}
 	}
-	st := newStopper(ctx, spec, func() { signal("TERM") }, func() { signal("KILL") })
-	defer st.stopTimers()
+	st := sandbox.NewStopper(ctx, spec, func() { signal("TERM") }, func() { signal("KILL") })
+	defer st.Close()
 	var hard <-chan time.Time
 	for done := false; !done; {
 		select {
 		case <-copied:
 			done = true
-		case <-st.TimeoutC:
-			st.OnTimeout()
-		case <-st.DoneC:
-			st.OnDone()
-		case <-st.GraceC:
-			st.OnGrace()
-			hard = time.After(5 * time.Second)
+		case <-st.C():
+			st.Step()
+			if st.Killed() {
+				hard = time.After(5 * time.Second)
+			}
 		case sig := <-spec.Signals:
 			if name := strings.TrimPrefix(unix.SignalName(sig), "SIG"); name != "" {
 				go signal(name)
@@ -678,10 +676,11 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		}
 	}
 	code, err := s.execExit(bg, ex.ID)
-	if err != nil && !st.stopped {
+	if err != nil && !st.Stopped() {
 		return nil, err
 	}
-	res := out.result(code, st)
+	res := out.result(code)
+	st.Finish(res)
 	res.Duration = time.Since(start)
 	res.Info = map[string]string{"image": s.image, "container_id": s.id, "mode": "persistent", "sandbox": s.name}
 	return res, nil

@@ -234,6 +234,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opt Option
 		{"KillGrace", s.killGrace, false},
 		{"Cancel", s.cancel, false},
 		{"Signals", s.signals, false},
+		{"SignalsDuringGrace", s.signalsDuringGrace, false},
 		{"OutputCap", s.outputCap, false},
 		{"SlowLiveWriter", s.slowLiveWriter, false},
 		{"BackgroundHoldsStdout", s.background, false},
@@ -537,15 +538,21 @@ func (s *suite) workspaceWritable(t *testing.T) {
 // startedWriter closes started when "started" has been streamed.
 type startedWriter struct {
 	Buffer
+	word    string
 	once    sync.Once
 	started chan struct{}
 }
 
-func newStartedWriter() *startedWriter { return &startedWriter{started: make(chan struct{})} }
+func newStartedWriter() *startedWriter { return newWordWriter("started") }
+
+// newWordWriter returns a startedWriter whose started closes at word.
+func newWordWriter(word string) *startedWriter {
+	return &startedWriter{word: word, started: make(chan struct{})}
+}
 
 func (w *startedWriter) Write(p []byte) (int, error) {
 	n, err := w.Buffer.Write(p)
-	if strings.Contains(w.Buffer.String(), "started") {
+	if strings.Contains(w.Buffer.String(), w.word) {
 		w.once.Do(func() { close(w.started) })
 	}
 	return n, err
@@ -622,17 +629,7 @@ func (s *suite) signals(t *testing.T) {
 	f := NewFixture(t, s.opt)
 	m := Marker()
 	spec := f.Spec("trap 'echo trapped; exit 7' HUP; sleep " + m + " & echo started; wait")
-	w := newStartedWriter()
-	spec.Stdout = w
-	sigs := make(chan syscall.Signal, 1)
-	spec.Signals = sigs
-	go func() {
-		select {
-		case <-w.started:
-			sigs <- syscall.SIGHUP
-		case <-time.After(safety / 2):
-		}
-	}()
+	signalAt(spec, "started", syscall.SIGHUP)
 	res := s.run(t, context.Background(), spec)
 	wantExit(t, res, 7)
 	if !strings.Contains(string(res.Stdout), "trapped") {
@@ -646,19 +643,51 @@ func (s *suite) signals(t *testing.T) {
 	// exec: the signal reaches either the shell or sleep, never a child
 	// between fork and exec (which keeps running, as under any terminal).
 	spec = f.Spec("echo started; exec sleep " + m)
-	w = newStartedWriter()
+	signalAt(spec, "started", syscall.SIGTERM)
+	res = s.run(t, context.Background(), spec)
+	wantExit(t, res, 128+int(syscall.SIGTERM))
+	s.opt.NoLeftovers(t, m)
+}
+
+// signalAt sends sig through spec.Signals once the command has written
+// word to its stdout (or gives up after half the safety bound).
+func signalAt(spec *sandbox.Spec, word string, sig syscall.Signal) {
+	w := newWordWriter(word)
 	spec.Stdout = w
-	sigs = make(chan syscall.Signal, 1)
+	sigs := make(chan syscall.Signal, 1)
 	spec.Signals = sigs
 	go func() {
 		select {
 		case <-w.started:
-			sigs <- syscall.SIGTERM
+			sigs <- sig
 		case <-time.After(safety / 2):
 		}
 	}()
-	res = s.run(t, context.Background(), spec)
-	wantExit(t, res, 128+int(syscall.SIGTERM))
+}
+
+// signalsDuringGrace: a signal sent through Spec.Signals after the
+// timeout's SIGTERM, while the grace runs, still reaches the command: a
+// command that traps TERM ends at the HUP it gets then, not at the SIGKILL
+// a long grace later. The result is still the timeout's.
+func (s *suite) signalsDuringGrace(t *testing.T) {
+	const grace = 10 * time.Second
+	f := NewFixture(t, s.opt)
+	m := Marker()
+	spec := f.Spec("trap 'echo got-term' TERM; trap 'echo got-hup; exit 7' HUP; sleep " + m +
+		" & echo started; while :; do sleep 1; done")
+	spec.Timeout, spec.KillGrace = shortTimeout, grace
+	signalAt(spec, "got-term", syscall.SIGHUP)
+	res := s.run(t, context.Background(), spec)
+	wantExit(t, res, sandbox.ExitTimedOut)
+	if !res.TimedOut || res.Canceled {
+		t.Errorf("TimedOut %v Canceled %v", res.TimedOut, res.Canceled)
+	}
+	if !strings.Contains(string(res.Stdout), "got-hup") {
+		t.Errorf("stdout %q: the HUP sent during the grace did not reach the command", res.Stdout)
+	}
+	if res.Duration > shortTimeout+grace/2 {
+		t.Errorf("Duration %v: the command ran until SIGKILL", res.Duration)
+	}
 	s.opt.NoLeftovers(t, m)
 }
 
