@@ -106,8 +106,10 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	// A token file others can read: refused.
 	must(t, os.Chmod(tokenFile, 0o644))
-	out := gbRaw(t, dir, nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
-	if out.Code == 0 || !strings.Contains(out.Stderr, "readable or writable by others") {
+	// (From another directory: the default workspace, the current
+	// directory, may not hold the token file either.)
+	out := gbRaw(t, workspace(t), nil, nil, 0, "mcp", "--sandbox", "local", "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	if out.Code == 0 || !strings.Contains(out.Stderr, "is readable by others") {
 		t.Fatalf("a 0644 token file: %+v", out)
 	}
 }
