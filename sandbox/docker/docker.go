@@ -578,7 +578,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	id := created.ID
 	defer b.remove(ctx, id)
 
-	res, err := b.attachStartWait(ctx, id, spec)
+	res, err := b.attachStartWait(ctx, id, spec, unstage)
 	if err != nil {
 		return nil, err
 	}
@@ -644,8 +644,9 @@ func engineError(op string, err error) error {
 }
 
 // attachStartWait attaches, registers the wait, starts the container,
-// streams output and enforces timeout and cancellation.
-func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.Spec) (*sandbox.Result, error) {
+// streams output and enforces timeout and cancellation. started runs once
+// the engine has answered the start (the container has its mounts).
+func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.Spec, started func()) (*sandbox.Result, error) {
 	bg := context.WithoutCancel(ctx)
 	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{
 		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
@@ -661,6 +662,7 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 	sctx, cancel := cleanupCtx(ctx)
 	_, err = b.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
 	cancel()
+	started()
 	if err != nil {
 		if isNotFound(err) { // only without docker-init, which exits 127 itself
 			return notFound(spec), nil

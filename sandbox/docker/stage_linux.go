@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -22,12 +23,15 @@ import (
 // and the engine then mounts that directory (read-write, for a protected
 // path's parent). So each is opened here one component at a time without
 // following a link (sandbox.PinProtected) and bind-mounted, from its
-// descriptor, onto an empty entry of a private staging directory of
-// gatebridge's, which the engine is given instead: whatever the workspace
-// holds by then, the engine mounts the object opened. The staging
-// directory is a private mount of its own (nothing made in it propagates
-// to other mount namespaces), root's alone, and release unmounts and
-// removes it; the container keeps its mounts.
+// descriptor, onto an empty entry of a staging directory of gatebridge's
+// (/run/gatebridge-stage-*, 0700), which the engine is given instead:
+// whatever the workspace holds by then, the engine mounts the object
+// opened. release, called once the container has started (it keeps its
+// mounts), unmounts and removes them. (Where / is a shared mount, the
+// staged mounts propagate to the mount namespaces that receive from it,
+// behind the 0700 directory, and so does their unmount: a staging
+// directory made a private mount of its own would leave a copy of it in
+// each of those namespaces at every run.)
 //
 // This needs root (to mount) and an engine in this mount namespace (to
 // see the staged mounts). Elsewhere (not root; a rootless engine, Docker
@@ -53,34 +57,25 @@ func (b *Backend) stageProtected(ctx context.Context, ws string, ps []sandbox.Pr
 	fail := func(op string, err error) (map[string]string, func(), error) {
 		release()
 		return nil, func() {}, &sandbox.Error{Backend: "docker", Op: "protected paths", Err: fmt.Errorf("%s: %w", op, err),
-			Hint: "gatebridge mounts the protected paths' parents from what it opened, as root, through a staging directory in /run (or the temp dir)"}
+			Hint: "gatebridge, as root, has the engine mount the protected paths' parents from what it opened, through a staging directory in /run (or the temp dir)"}
 	}
-	parent := "/run"
-	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
-		parent = os.TempDir()
+	dir, err := os.MkdirTemp("/run", "gatebridge-stage-") // 0700
+	if err != nil {
+		dir, err = os.MkdirTemp("", "gatebridge-stage-")
 	}
-	dir, err := os.MkdirTemp(parent, "gatebridge-stage-") // 0700
 	if err != nil {
 		return fail("make the staging directory", err)
 	}
 	var points []string
-	dirMounted := false
+	var once sync.Once
 	release = func() {
-		for i := len(points) - 1; i >= 0; i-- {
-			unix.Unmount(points[i], unix.MNT_DETACH)
-			os.Remove(points[i])
-		}
-		if dirMounted {
-			unix.Unmount(dir, unix.MNT_DETACH)
-		}
-		os.Remove(dir)
-	}
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return fail("mount the staging directory", err)
-	}
-	dirMounted = true
-	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
-		return fail("make the staging directory private", err)
+		once.Do(func() {
+			for i := len(points) - 1; i >= 0; i-- {
+				unix.Unmount(points[i], unix.MNT_DETACH)
+				os.Remove(points[i])
+			}
+			os.Remove(dir)
+		})
 	}
 	staged = map[string]string{}
 	for i, f := range files {
