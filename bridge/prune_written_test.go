@@ -75,3 +75,48 @@ func TestOpenPruneBounded(t *testing.T) {
 		t.Errorf("removing the leftover once the writer stopped: %v", err)
 	}
 }
+
+// A long-running process (serve) pruned its session parent only at its
+// first Open: a session whose removal gave up (something still wrote
+// there) and the sessions of gatebridge processes that died meanwhile
+// stayed on the tmpfs for as long as it ran. Open now prunes the parent
+// again once prunePeriod has passed since the last prune, in the
+// background.
+func TestOpenPrunesAgain(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := Open(Config{Gates: testRegistry(t), Dir: dir})
+	mustOK(t, err)
+	defer s1.Close()
+	// A session left after the first prune, whose owner is gone (its lock
+	// file is free).
+	dead := filepath.Join(dir, mailbox.SessionPrefix+strings.Repeat("f", 32))
+	mustOK(t, os.MkdirAll(filepath.Join(dead, "calls", "x"), 0o700))
+	mustOK(t, os.WriteFile(dead+mailbox.LockSuffix, nil, 0o600))
+	// Within the period, no other prune.
+	s2, err := Open(Config{Gates: testRegistry(t), Dir: dir})
+	mustOK(t, err)
+	s2.Close()
+	if _, err := os.Stat(dead); err != nil {
+		t.Fatalf("pruned again at once: %v", err)
+	}
+	old := prunePeriod
+	prunePeriod = 0
+	defer func() { prunePeriod = old }()
+	s3, err := Open(Config{Gates: testRegistry(t), Dir: dir})
+	mustOK(t, err)
+	defer s3.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Lstat(dead); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there 10s after an Open past the prune period: the parent is pruned only once per process", dead)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range []*Session{s1, s3} {
+		if _, err := os.Stat(s.Dirs().Root); err != nil {
+			t.Errorf("a live session was pruned: %v", err)
+		}
+	}
+}

@@ -58,16 +58,7 @@ func Open(cfg Config) (*Session, error) {
 			return nil, err
 		}
 	}
-	if _, done := pruned.LoadOrStore(parent, true); !done {
-		// Quietly: the command's stderr is no place for it (`gatebridge
-		// prune` reports what it removes). Only a failure is worth a line.
-		// A start spends at most openPruneTime on it: a leftover that
-		// something still writes to is not worth more at every start;
-		// what is left waits for the next start or `gatebridge prune`.
-		if _, err := mailbox.PruneWithin(parent, openPruneTime); err != nil && cfg.Logf != nil {
-			cfg.Logf("gatebridge: cleaning up sessions of gatebridge processes that died: %v", err)
-		}
-	}
+	prune(parent, cfg.Logf)
 	layout, lease, err := mailbox.Create(parent)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
@@ -109,10 +100,56 @@ func Open(cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// pruned remembers the parents Open has pruned in this process.
-var pruned sync.Map
+// prune removes the dead sessions of parent (mailbox.PruneWithin): at the
+// first Open of parent in this process, before it goes on; then, in a
+// long-running process (serve), at an Open at least prunePeriod after the
+// last prune, in the background, one at a time. Sessions whose removal
+// at Close did not finish (something still wrote there) and those of
+// gatebridge processes that died meanwhile would otherwise stay until the
+// process ends.
+//
+// Quietly: the command's stderr is no place for it (`gatebridge prune`
+// reports what it removes). Only a failure is worth a line. A prune
+// spends at most openPruneTime: a leftover that something still writes to
+// is not worth more each time; what is left waits for the next prune.
+func prune(parent string, logf func(string, ...any)) {
+	v, seen := prunes.LoadOrStore(parent, &pruneState{})
+	st := v.(*pruneState)
+	st.mu.Lock()
+	if seen && (st.running || time.Since(st.last) < prunePeriod) {
+		st.mu.Unlock()
+		return
+	}
+	st.running = true
+	st.mu.Unlock()
+	run := func() {
+		if _, err := mailbox.PruneWithin(parent, openPruneTime); err != nil && logf != nil {
+			logf("gatebridge: cleaning up sessions of gatebridge processes that died: %v", err)
+		}
+		st.mu.Lock()
+		st.running, st.last = false, time.Now()
+		st.mu.Unlock()
+	}
+	if !seen {
+		run()
+		return
+	}
+	go run()
+}
 
-// openPruneTime bounds the prune of Open (see above).
+// prunes holds a *pruneState per parent Open has pruned in this process.
+var prunes sync.Map
+
+type pruneState struct {
+	mu      sync.Mutex
+	running bool
+	last    time.Time // when the last prune ended
+}
+
+// prunePeriod is how often, at most, Open prunes a parent again.
+var prunePeriod = time.Minute
+
+// openPruneTime bounds each prune of Open (see above).
 const openPruneTime = 2 * time.Second
 
 // writeWrappers makes bin/ hold exactly one wrapper per spec.
@@ -208,7 +245,13 @@ func (s *Session) logf(format string, args ...any) {
 // Close stops answering, cancels the gates still running and waits for
 // them (up to a second: a gate that ignores cancellation is reported and
 // left running), and removes the session directory unless Config.Keep.
-func (s *Session) Close() error {
+func (s *Session) Close() error { return s.CloseWithin(mailbox.RemoveMaxTime) }
+
+// CloseWithin is [Session.Close] spending at most d on the removal of the
+// session directory: what something still writes there (a persistent
+// sandbox's process) is left for the prune of a later [Open] in this
+// process (at most one a minute per parent) or of the next gatebridge.
+func (s *Session) CloseWithin(d time.Duration) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -227,7 +270,7 @@ func (s *Session) Close() error {
 	if !s.cfg.Keep {
 		// RemoveTree, not os.RemoveAll: the sandbox may have left
 		// directories it made unreadable (chmod 000).
-		if rerr := mailbox.RemoveTree(s.layout.Root); rerr != nil {
+		if rerr := mailbox.RemoveTreeWithin(s.layout.Root, d); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("bridge: remove session dir %s: %w", s.layout.Root, rerr))
 		}
 	}

@@ -302,12 +302,15 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 		return fmt.Errorf("%s: open workspace: %w", name, err)
 	}
 	defer root.Close()
+	st, err := root.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: stat workspace: %w", name, err)
+	}
+	if !ws.sameAs(st.Dev, st.Ino) {
+		return ws.replaced(name)
+	}
 	var owner *hostilefs.Owner
 	if os.Geteuid() == 0 {
-		st, err := root.Stat()
-		if err != nil {
-			return fmt.Errorf("%s: stat workspace: %w", name, err)
-		}
 		owner = &hostilefs.Owner{UID: st.UID, GID: st.GID}
 	}
 	check := func(sub string) error {

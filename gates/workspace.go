@@ -18,9 +18,18 @@ import (
 // through an [os.Root] opened per call, so "..", absolute symlinks and
 // symlinks leading outside the tree are refused by the kernel-level walk,
 // not by string checks alone.
+//
+// The root itself is opened by its path at each call, and whoever controls
+// a directory on that path (the user owning /home/alice, for a root
+// gatebridge working in /home/alice/proj as alice) can put a link to /etc
+// or another directory in its place at any moment: each call checks that
+// what it opened is the directory the gates were made on (same device and
+// inode), and refuses otherwise.
 type workspace struct {
-	dir     string   // absolute, cleaned host path
-	aliases []string // absolute prefixes that name dir (dir, its real path, the sandbox mount point)
+	field   string      // the option naming it ("root", "writable_root")
+	dir     string      // absolute, cleaned host path
+	aliases []string    // absolute prefixes that name dir (dir, its real path, the sandbox mount point)
+	id      fs.FileInfo // what dir was when the gates were made
 }
 
 // newWorkspace checks that dir is an existing directory. alias, if set, is
@@ -40,7 +49,7 @@ func newWorkspace(field, dir, alias string) (*workspace, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("gates: options: %s: %q is not a directory", field, abs)
 	}
-	w := &workspace{dir: abs, aliases: []string{abs}}
+	w := &workspace{field: field, dir: abs, aliases: []string{abs}, id: fi}
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		w.aliases = append(w.aliases, real)
 	}
@@ -64,7 +73,30 @@ func (w *workspace) open(gate, cwd, path string) (*os.Root, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: open workspace: %w", gate, err)
 	}
+	fi, err := r.Stat(".")
+	if err != nil {
+		r.Close()
+		return nil, "", fmt.Errorf("%s: open workspace: %w", gate, err)
+	}
+	if !os.SameFile(fi, w.id) {
+		r.Close()
+		return nil, "", w.replaced(gate)
+	}
 	return r, rel, nil
+}
+
+// replaced is the error of a call that found another directory (or a
+// link to one) at the workspace's path.
+func (w *workspace) replaced(gate string) error {
+	return Deniedf("%s: the workspace %s was replaced since the gates started (renamed, or a link or another directory put in its place): refused; the gates keep to the directory they were started on (%s)",
+		gate, quoteArg(w.dir), w.field)
+}
+
+// sameAs reports whether dev and ino (of a directory opened at w.dir) are
+// those of the directory the gates were made on.
+func (w *workspace) sameAs(dev, ino uint64) bool {
+	d, i, ok := fileID(w.id)
+	return ok && d == dev && i == ino
 }
 
 // rel turns a path given by the sandbox into a clean path relative to the

@@ -193,18 +193,8 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	var pinned []*os.File
 	if feat.bindFd && len(protected) > 0 {
 		var rels []string
-		var dirs []bool
-		for _, rel := range ProtectedParents(protected) {
-			rels, dirs = append(rels, rel), append(dirs, true)
-		}
-		for _, p := range protected {
-			if !p.Missing {
-				rels, dirs = append(rels, p.Rel), append(dirs, false)
-			}
-		}
-		if pinned, err = pinPaths(workspace, rels, dirs); err != nil {
-			return nil, &Error{Backend: "bwrap", Op: "protected paths", Err: err,
-				Help: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
+		if rels, pinned, err = PinProtected("bwrap", workspace, protected); err != nil {
+			return nil, err
 		}
 		defer func() {
 			for _, f := range pinned {

@@ -123,6 +123,34 @@ func ProtectedParents(ps []Protected) []string {
 	return out
 }
 
+// PinProtected opens what a backend mounts for the protected paths ps of
+// workspace: each of their parents ([ProtectedParents]) and each that
+// exists, walking one component at a time from the workspace without
+// following a link (see pinPaths; Linux only, elsewhere nothing). rels[i]
+// is the workspace-relative path files[i] holds; the caller closes them.
+// A backend that mounts these objects rather than the paths is safe from
+// another sandbox writing the same workspace, which could otherwise swap a
+// checked directory for a link to a host directory before the mount.
+func PinProtected(backend, workspace string, ps []Protected) (rels []string, files []*os.File, err error) {
+	var dirs []bool
+	for _, rel := range ProtectedParents(ps) {
+		rels, dirs = append(rels, rel), append(dirs, true)
+	}
+	for _, p := range ps {
+		if !p.Missing {
+			rels, dirs = append(rels, p.Rel), append(dirs, false)
+		}
+	}
+	if files, err = pinPaths(workspace, rels, dirs); err != nil {
+		return nil, nil, &Error{Backend: backend, Op: "protected paths", Err: err,
+			Help: "replace the link with the directory itself, or drop it from sandbox.protected_paths"}
+	}
+	if files == nil {
+		rels = nil
+	}
+	return rels, files, nil
+}
+
 // PrepareProtected makes the missing parents of missing protected paths
 // (not the paths themselves: the backend makes those as mount points), so
 // that the backend can bind each parent onto itself ([ProtectedParents]).

@@ -397,6 +397,9 @@ type pendingConn struct {
 	seq     uint64    // order of arrival
 	at      time.Time // accepted
 	evicted bool      // closed to make room (under pendingPool.mu)
+	// evict, if set, ends the connection when it is evicted; else its
+	// deadline is set to now, for its goroutine to tell it why.
+	evict func()
 }
 
 // pendingPool holds the connections in their handshake, by source, and
@@ -466,7 +469,11 @@ func (p *pendingPool) evict(source string) {
 	}
 	c := list[i]
 	c.evicted = true
-	c.nc.SetDeadline(time.Now())
+	if c.evict != nil {
+		c.evict()
+	} else {
+		c.nc.SetDeadline(time.Now())
+	}
 	p.drop(source, i)
 }
 
@@ -495,6 +502,38 @@ func (p *pendingPool) drop(source string, i int) {
 	}
 	p.n--
 }
+
+// PendingConns bounds the connections of a listener other than
+// [ServeListener]'s (mcp --http's HTTP server) that have not shown the
+// token yet, by the rules of ServeListener's pending pool: at most max at
+// once, perSource of one source (this host is one source), and when a cap
+// is reached the new connection is kept and an older pending one is closed
+// (the oldest idle one first). Its methods are safe for concurrent use.
+type PendingConns struct{ p pendingPool }
+
+// NewPendingConns returns a pool of at most max pending connections,
+// perSource of one source (0: DefaultMaxPending, DefaultMaxPendingPerSource).
+func NewPendingConns(max, perSource int) *PendingConns {
+	setDefault(&max, DefaultMaxPending)
+	setDefault(&perSource, min(DefaultMaxPendingPerSource, max))
+	return &PendingConns{p: pendingPool{max: max, perSource: perSource, bySource: map[string][]*pendingConn{}}}
+}
+
+// A Pending is a connection in a [PendingConns] pool.
+type Pending struct{ c *pendingConn }
+
+// Add adds nc, just accepted, to the pool, first closing an older pending
+// connection (with closeConn, which must end it at once) if a cap is
+// reached.
+func (pc *PendingConns) Add(nc net.Conn, closeConn func()) *Pending {
+	c := &pendingConn{nc: nc, source: sourceOf(nc), at: time.Now(), evict: closeConn}
+	pc.p.add(c)
+	return &Pending{c}
+}
+
+// Remove takes p out of the pool (it authenticated, or it is closed); it
+// reports false if p was evicted (closed to make room) before.
+func (pc *PendingConns) Remove(p *Pending) bool { return pc.p.remove(p.c) }
 
 // sourceOf names where a connection comes from, for the pending pool's
 // per-source cap: "local" for this host (a loopback address, or this

@@ -203,7 +203,7 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 		// reported before the session is removed.
 		defer func() {
 			var err error
-			housekeep(func() { err = sess.Close() })
+			housekeep(func() { err = sess.CloseWithin(housekeepRemoveTime) })
 			if err != nil {
 				o.Logf("gatebridge: serve: process %s: %v", pr.id, err)
 			}

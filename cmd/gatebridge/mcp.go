@@ -175,7 +175,17 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpH
 		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", hc.Addr)
 	}
 	logf("serving streamable HTTP on http://%s/", ln.Addr())
-	hs := &http.Server{Handler: bearer(token, handler), ReadHeaderTimeout: 10 * time.Second}
+	// Until a connection has shown the token it is bounded as serve
+	// --listen's are (a pool of pending connections, where a new one
+	// closes the oldest idle one), it has ReadHeaderTimeout to send its
+	// first request, and a 401 closes it: a local user cannot hold
+	// connections (the server's file descriptors) without the token.
+	hs := &http.Server{Handler: bearer(token, handler),
+		ReadHeaderTimeout: mcpHeaderTimeout, IdleTimeout: mcpIdleConnTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, authConnKey{}, c)
+		}}
+	ln = &authListener{Listener: ln, pending: rpc.NewPendingConns(0, 0)}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -188,17 +198,69 @@ func serveMCPHTTP(ctx context.Context, srv *rpc.Server, set mcpSettings, hc mcpH
 	return nil
 }
 
+// Timeouts of mcp --http's connections: to send a request's headers, and
+// to send the next request on a connection kept alive.
+const (
+	mcpHeaderTimeout   = 10 * time.Second
+	mcpIdleConnTimeout = 2 * time.Minute
+)
+
 // bearer lets through only requests with Authorization: Bearer token.
+// The first one takes its connection out of the pending pool
+// (authListener); any other gets a 401 and its connection is closed
+// without reading the body it announced (a client that never sends it
+// would hold the connection in the server's drain of it).
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.NewResponseController(w).SetReadDeadline(time.Now())
+			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN", http.StatusUnauthorized)
 			return
 		}
+		if c, ok := r.Context().Value(authConnKey{}).(*authConn); ok {
+			c.leavePool()
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authConnKey is the request context's key for its *authConn.
+type authConnKey struct{}
+
+// authListener puts each connection in a pool of pending connections
+// (rpc.PendingConns) until a request on it shows the token.
+type authListener struct {
+	net.Listener
+	pending *rpc.PendingConns
+}
+
+func (l *authListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	c := &authConn{Conn: nc, pool: l.pending}
+	c.p = l.pending.Add(nc, func() { nc.Close() })
+	return c, nil
+}
+
+// authConn is a connection of authListener.
+type authConn struct {
+	net.Conn
+	pool *rpc.PendingConns
+	p    *rpc.Pending
+	once sync.Once
+}
+
+// leavePool takes c out of the pending pool (authenticated, or closed).
+func (c *authConn) leavePool() { c.once.Do(func() { c.pool.Remove(c.p) }) }
+
+func (c *authConn) Close() error {
+	c.leavePool()
+	return c.Conn.Close()
 }
 
 // mcpProtocolOptions are the options of the protocol server under the

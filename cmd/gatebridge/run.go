@@ -128,6 +128,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWorkspacePath(workspace); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	sig := make(chan os.Signal, 1)

@@ -204,6 +204,9 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 			if err != nil {
 				return err
 			}
+			if err := checkWorkspacePath(workspace); err != nil {
+				return err
+			}
 			root := cfg.Sandbox.Docker.SessionsRoot
 			if root == "" {
 				if root, err = defaultSessionsRoot(args[0]); err != nil {

@@ -276,7 +276,9 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 
 // serveCheckWorkspace refuses a sandbox whose workspace holds the config
 // file, or, writable, the audit log: the sandboxed command could change
-// what the next gatebridge reads or erase the record of what it did.
+// what the next gatebridge reads or erase the record of what it did. As
+// root it refuses a workspace whose path another user controls too
+// (checkWorkspacePath).
 func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 	inside := func(p string) bool {
 		if p == "" {
@@ -290,6 +292,9 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 			abs = r
 		}
 		return fspath.Within(abs, workspace)
+	}
+	if err := checkWorkspacePath(workspace); err != nil {
+		return err
 	}
 	if inside(cfg.configFile) {
 		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),

@@ -35,11 +35,19 @@ const (
 // Prepare makes DIR's req/ (the host's, read-only to others) with its wake
 // FIFO, and out/ for the agent: owned by uid:gid when they are given
 // (>= 0, gatebridge is root), else writable by everyone (the agent's user
-// is not known yet; req/ still is the host's alone). An existing req/ or
-// out/ must be a directory, not a link.
+// is not known yet; req/ still is the host's alone). dir, and an existing
+// req/ or out/, must be a directory, not a link: a persistent sandbox's
+// agent directory lies in its sessions root, which an earlier sandbox may
+// have written, and a link there would have req/ and out/ made, and
+// mounted into the sandbox, wherever it points.
 func Prepare(dir string, uid, gid int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if fi, err := os.Lstat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symbolic link or file left there?)", dir)
 	}
 	for _, d := range []string{DirReq, DirOut} {
 		p := filepath.Join(dir, d)

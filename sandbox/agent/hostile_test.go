@@ -545,3 +545,37 @@ func TestProtectedWorkspaces(t *testing.T) {
 		}
 	}
 }
+
+// A persistent docker sandbox keeps its agent directory, .agent, in its
+// sessions root, which an earlier sandbox on the same root wrote when it
+// ran without the agent (gatebridge not root: the container is its uid
+// and may write the root). It left .agent a link to the invoker's home:
+// the next start prepared req/ and out/ there (chmod, mkfifo) and had the
+// engine mount them, and .agent itself read-only, by path: the home, with
+// its keys, readable in the sandbox. An agent directory that is a link
+// (or not a directory) is refused, and nothing is made through it.
+func TestPrepareRefusesLinkedDir(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	if err := os.MkdirAll(filepath.Join(home, "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, ".agent")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Prepare(link, -1, -1); err == nil {
+		t.Error("Prepare of a directory that is a symbolic link succeeded")
+	}
+	if _, err := os.Lstat(filepath.Join(home, agent.DirReq)); err == nil {
+		t.Errorf("Prepare made %s through the link", filepath.Join(home, agent.DirReq))
+	}
+	if fi, err := os.Stat(filepath.Join(home, "out")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the home's out/ was changed through the link: %v %v", fi.Mode(), err)
+	}
+	file := filepath.Join(root, "file")
+	os.WriteFile(file, nil, 0o600)
+	if err := agent.Prepare(file, -1, -1); err == nil {
+		t.Error("Prepare of a regular file succeeded")
+	}
+}

@@ -188,6 +188,9 @@ type Backend struct {
 
 	wakeOnce sync.Once
 	wakePoll bool
+
+	stageOnce sync.Once
+	stage     bool // protected paths are staged (stageProtected)
 }
 
 // New returns a Backend. It does not contact the engine; [Backend.Check]
@@ -404,10 +407,16 @@ func (b *Backend) makeLease(ctx context.Context, root string, gid int) (*os.File
 // read-write onto itself: a mount point, which the command cannot rename
 // away with the protected path in it ([sandbox.ProtectedParents]). The
 // engine mounts parents before children whatever the order here.
-func protectedMounts(ps []sandbox.Protected, ws, wsInside string) []mount.Mount {
+func protectedMounts(ps []sandbox.Protected, ws, wsInside string, staged map[string]string) []mount.Mount {
+	src := func(p string) string {
+		if s, ok := staged[p]; ok {
+			return s
+		}
+		return p
+	}
 	var out []mount.Mount
 	for _, rel := range sandbox.ProtectedParents(ps) {
-		out = append(out, bind(filepath.Join(ws, rel), path.Join(wsInside, filepath.ToSlash(rel)), false))
+		out = append(out, bind(src(filepath.Join(ws, rel)), path.Join(wsInside, filepath.ToSlash(rel)), false))
 	}
 	for _, p := range ps {
 		dst := path.Join(wsInside, filepath.ToSlash(p.Rel))
@@ -415,7 +424,7 @@ func protectedMounts(ps []sandbox.Protected, ws, wsInside string) []mount.Mount 
 			out = append(out, mount.Mount{Type: mount.TypeTmpfs, Target: dst, ReadOnly: true,
 				TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
 		} else {
-			out = append(out, bind(p.Host, dst, true))
+			out = append(out, bind(src(p.Host), dst, true))
 		}
 	}
 	return out
@@ -517,10 +526,15 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if err := sandbox.PrepareProtected("docker", protected); err != nil {
 		return nil, err
 	}
+	staged, unstage, err := b.stageProtected(ctx, spec.Workspace, protected)
+	if err != nil {
+		return nil, err
+	}
+	defer unstage()
 	workdir := "/"
 	if spec.Workspace != "" {
 		mounts = append(mounts, bind(spec.Workspace, b.cfg.WorkspacePath, !spec.WorkspaceWritable))
-		mounts = append(mounts, protectedMounts(protected, spec.Workspace, b.cfg.WorkspacePath)...)
+		mounts = append(mounts, protectedMounts(protected, spec.Workspace, b.cfg.WorkspacePath, staged)...)
 		workdir = b.cfg.WorkspacePath
 	}
 	if workdir, err = spec.WorkDir(workdir); err != nil {
@@ -549,6 +563,9 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = true, true, true
 	}
 
+	if testHookBeforeCreate != nil {
+		testHookBeforeCreate(spec.Workspace)
+	}
 	start := time.Now()
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
@@ -561,7 +578,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	id := created.ID
 	defer b.remove(ctx, id)
 
-	res, err := b.attachStartWait(ctx, id, spec)
+	res, err := b.attachStartWait(ctx, id, spec, unstage)
 	if err != nil {
 		return nil, err
 	}
@@ -569,6 +586,12 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	res.Info = map[string]string{"image": b.cfg.Image, "container_id": id}
 	return res, nil
 }
+
+// testHookBeforeCreate, set by tests only, runs between the checks of a
+// run's (or a persistent sandbox's) protected paths and the creation of
+// its container: where another sandbox writing the same workspace would
+// swap a checked directory for a link.
+var testHookBeforeCreate func(workspace string)
 
 // remove force-removes container id with a cleanup context of its own. A
 // container already gone, or already being removed (say by a concurrent
@@ -621,8 +644,9 @@ func engineError(op string, err error) error {
 }
 
 // attachStartWait attaches, registers the wait, starts the container,
-// streams output and enforces timeout and cancellation.
-func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.Spec) (*sandbox.Result, error) {
+// streams output and enforces timeout and cancellation. started runs once
+// the engine has answered the start (the container has its mounts).
+func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.Spec, started func()) (*sandbox.Result, error) {
 	bg := context.WithoutCancel(ctx)
 	att, err := b.cli.ContainerAttach(bg, id, client.ContainerAttachOptions{
 		Stream: true, Stdin: spec.Stdin != nil, Stdout: true, Stderr: true,
@@ -638,6 +662,7 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 	sctx, cancel := cleanupCtx(ctx)
 	_, err = b.cli.ContainerStart(sctx, id, client.ContainerStartOptions{})
 	cancel()
+	started()
 	if err != nil {
 		if isNotFound(err) { // only without docker-init, which exits 127 itself
 			return notFound(spec), nil

@@ -216,10 +216,15 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		if err := sandbox.PrepareProtected("docker", protected); err != nil {
 			return nil, err
 		}
+		staged, unstage, err := b.stageProtected(ctx, ws, protected)
+		if err != nil {
+			return nil, err
+		}
+		defer unstage() // once the container is started, it has its mounts
 		// Missing ones keep their (empty, read-only) mount point for the
 		// sandbox's life; Sandbox.Stop of this Sandbox removes it, a stop
 		// by name from another process (`sandbox stop`) does not know it.
-		mounts = append(mounts, protectedMounts(protected, ws, b.cfg.WorkspacePath)...)
+		mounts = append(mounts, protectedMounts(protected, ws, b.cfg.WorkspacePath, staged)...)
 	}
 	// The agent: req/ read-only inside (also through the sessions mount,
 	// which a read-only bind of .agent/ over it shadows), out/ writable
@@ -274,6 +279,9 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		Cmd:        opts.Sleeper[1:],
 		WorkingDir: workdir,
 		Labels:     labels,
+	}
+	if testHookBeforeCreate != nil {
+		testHookBeforeCreate(ws)
 	}
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
