@@ -463,17 +463,25 @@ func checkNetworkPolicy(policy *networkingv1.NetworkPolicy, podLabels map[string
 	} else if sel.Empty() || !sel.Matches(labels.Set(podLabels)) {
 		p.add("podSelector %v must select the pod (labels %v) and not every pod", sel, podLabels)
 	}
-	if !slices.Contains(policy.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) ||
-		!slices.Contains(policy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
-		p.add("policyTypes must hold Ingress and Egress (without Egress, egress is not restricted): %v", policy.Spec.PolicyTypes)
+	return append(p, checkPolicyRules(&policy.Spec)...)
+}
+
+// checkPolicyRules checks a NetworkPolicy's types and rules, whoever
+// selects the pods: all egress denied, ingress on 7800 from selected pods
+// only.
+func checkPolicyRules(spec *networkingv1.NetworkPolicySpec) problems {
+	var p problems
+	if !slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeIngress) ||
+		!slices.Contains(spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+		p.add("policyTypes must hold Ingress and Egress (without Egress, egress is not restricted): %v", spec.PolicyTypes)
 	}
-	if len(policy.Spec.Egress) > 0 {
-		p.add("egress must be empty (all denied): %d rules", len(policy.Spec.Egress))
+	if len(spec.Egress) > 0 {
+		p.add("egress must be empty (all denied): %d rules", len(spec.Egress))
 	}
-	if len(policy.Spec.Ingress) == 0 {
+	if len(spec.Ingress) == 0 {
 		p.add("no ingress rule: the runtime could not reach port %d", servePort)
 	}
-	for i, r := range policy.Spec.Ingress {
+	for i, r := range spec.Ingress {
 		if len(r.From) == 0 {
 			p.add("ingress %d: no from: it would admit every source", i)
 		}
@@ -494,6 +502,113 @@ func checkNetworkPolicy(policy *networkingv1.NetworkPolicy, podLabels map[string
 				p.add("ingress %d: ports must be TCP %d only", i, servePort)
 			}
 		}
+	}
+	return p
+}
+
+// The RuntimeClass the SandboxTemplate's pods run with, and gVisor's
+// mount hints (pod annotations, read by runsc: runsc/boot/mount_hints.go
+// in google/gvisor).
+const (
+	gvisorRuntimeClass = "gvisor"
+	gvisorMountHint    = "dev.gvisor.spec.mount." // + VOLUME.share|type|options
+)
+
+// checkSandboxTemplate checks what agent-sandbox's SandboxTemplate adds to
+// the pod (whose spec checkPodSpec checks): gVisor, the mailbox one
+// volume inside it, the NetworkPolicy that agent-sandbox's controller makes
+// for the template's pods, and what a SandboxClaim may change.
+func checkSandboxTemplate(t *agentSandboxTemplate) problems {
+	var p problems
+	spec := &t.Spec.PodTemplate.Spec
+
+	// gVisor: every container of the pod in one gVisor sandbox.
+	if rc := spec.RuntimeClassName; rc == nil || *rc != gvisorRuntimeClass {
+		p.add("runtimeClassName must be %s: the sandbox's commands must meet gVisor's kernel, not the node's", gvisorRuntimeClass)
+	}
+	// The mailbox, one tmpfs inside gVisor for the sidecar and the
+	// sandbox alike: without the hint gVisor mounts the volume in each
+	// container apart, and a FIFO (wake, stdin, the lease) or an inotify
+	// watch of one does not see the other's side.
+	ann := t.Spec.PodTemplate.Metadata.Annotations
+	if ann[gvisorMountHint+mailVolume+".share"] != "pod" || ann[gvisorMountHint+mailVolume+".type"] != "tmpfs" {
+		p.add("pod annotations: %s%s.share must be pod and .type tmpfs: the mailbox must be one volume inside gVisor for both containers", gvisorMountHint, mailVolume)
+	}
+	// A hint covers a volume's whole mounts only (the shim matches the
+	// node's path of the volume, not of a subPath): a subPath mount of a
+	// hinted volume would show the node's directory, and the whole mount
+	// gVisor's tmpfs. A protected path mounted so would not be what the
+	// sidecar sees.
+	for k := range ann {
+		rest, ok := strings.CutPrefix(k, gvisorMountHint)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ".")
+		for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+			for _, m := range c.VolumeMounts {
+				if m.Name == name && (m.SubPath != "" || m.SubPathExpr != "") {
+					p.add("pod annotation %s: volume %s has a subPath mount (container %s, %s), which the hint does not cover", k, name, c.Name, m.MountPath)
+				}
+			}
+		}
+	}
+
+	// The controller's NetworkPolicy for the template's pods.
+	switch t.Spec.NetworkPolicyManagement {
+	case "", "Managed":
+	default:
+		p.add("networkPolicyManagement %q: must be Managed, so that the controller enforces networkPolicy on every pod of the template", t.Spec.NetworkPolicyManagement)
+	}
+	if t.Spec.NetworkPolicy == nil {
+		p.add("networkPolicy must be set: without it the controller's default allows egress to the public Internet, and NetworkPolicies add up")
+	} else {
+		// As the controller makes it: both policy types, these rules.
+		np := networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     t.Spec.NetworkPolicy.Ingress,
+			Egress:      t.Spec.NetworkPolicy.Egress,
+		}
+		for _, s := range checkPolicyRules(&np) {
+			p.add("networkPolicy: %s", s)
+		}
+	}
+
+	// What a claim may change: nothing.
+	if v := t.Spec.EnvVarsInjectionPolicy; v != "" && v != "Disallowed" {
+		p.add("envVarsInjectionPolicy %q: must be Disallowed: a claim could set the sidecar's config or the sandbox's environment", v)
+	}
+	if v := t.Spec.VolumeClaimTemplatesPolicy; v != "" && v != "Disallowed" {
+		p.add("volumeClaimTemplatesPolicy %q: must be Disallowed: a claim could add volumes to the pod", v)
+	}
+	return p
+}
+
+// checkWarmPool checks the pool: it makes pods from the template, keeps
+// some ready, and replaces the unclaimed ones when the template changes.
+func checkWarmPool(pool *agentWarmPool, template *agentSandboxTemplate) problems {
+	var p problems
+	if got := pool.Spec.SandboxTemplateRef.Name; got != template.Name {
+		p.add("SandboxWarmPool %s: sandboxTemplateRef %q, want the template %q", pool.Name, got, template.Name)
+	}
+	if r := pool.Spec.Replicas; r == nil || *r < 1 {
+		p.add("SandboxWarmPool %s: replicas must be set and at least 1", pool.Name)
+	}
+	if u := pool.Spec.UpdateStrategy; u == nil || u.Type != "Recreate" {
+		p.add("SandboxWarmPool %s: updateStrategy.type must be Recreate: a changed template (a security fix) must replace the unclaimed pods at once", pool.Name)
+	}
+	return p
+}
+
+// checkClaim checks the example claim: it takes a pod from the pool as it
+// is.
+func checkClaim(claim *agentClaim, pool *agentWarmPool) problems {
+	var p problems
+	if got := claim.Spec.WarmPoolRef.Name; got != pool.Name {
+		p.add("SandboxClaim %s: warmPoolRef %q, want the pool %q", claim.Name, got, pool.Name)
+	}
+	if len(claim.Spec.Env) > 0 || len(claim.Spec.VolumeClaimTemplates) > 0 {
+		p.add("SandboxClaim %s: no env and no volumeClaimTemplates: the pod is the template's", claim.Name)
 	}
 	return p
 }

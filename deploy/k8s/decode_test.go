@@ -29,14 +29,19 @@ var kinds = map[string]func() any{
 	"v1/Secret":                          func() any { return new(corev1.Secret) },
 	"networking.k8s.io/v1/NetworkPolicy": func() any { return new(networkingv1.NetworkPolicy) },
 	"agents.x-k8s.io/v1beta1/Sandbox":    func() any { return new(agentSandbox) },
+	"extensions.agents.x-k8s.io/v1beta1/SandboxTemplate": func() any { return new(agentSandboxTemplate) },
+	"extensions.agents.x-k8s.io/v1beta1/SandboxWarmPool": func() any { return new(agentWarmPool) },
+	"extensions.agents.x-k8s.io/v1beta1/SandboxClaim":    func() any { return new(agentClaim) },
 }
 
 // agentSandbox mirrors the fields of kubernetes-sigs/agent-sandbox's
 // Sandbox (api/v1beta1/sandbox_types.go at v0.5.6), which is not imported
-// so that its controller-runtime dependencies stay out: the pod spec in it
-// is the core [corev1.PodSpec]. Its pod metadata holds only labels and
-// annotations, as there, which is stricter than
-// [corev1.PodTemplateSpec]: a field the CRD's schema lacks fails here too.
+// so that its controller-runtime dependencies stay out (and it needs a
+// newer Kubernetes): the pod spec in it is the core [corev1.PodSpec]. Its
+// pod metadata holds only labels and annotations, as there, which is
+// stricter than [corev1.PodTemplateSpec]. The mirrors give the checks
+// typed objects; what a manifest of agent-sandbox may hold is decided by
+// the CRD's schema (validateCRD), which decodeStrict checks first.
 type agentSandbox struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -50,6 +55,74 @@ type agentSandboxSpec struct {
 	ShutdownTime         *metav1.Time         `json:"shutdownTime,omitempty"`
 	ShutdownPolicy       *string              `json:"shutdownPolicy,omitempty"`
 	OperatingMode        string               `json:"operatingMode,omitempty"`
+}
+
+// agentSandboxTemplate mirrors agent-sandbox's SandboxTemplate
+// (extensions/api/v1beta1/sandboxtemplate_types.go at v0.5.6).
+type agentSandboxTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              agentTemplateSpec `json:"spec"`
+}
+
+type agentTemplateSpec struct {
+	PodTemplate                agentPodTemplate        `json:"podTemplate"`
+	VolumeClaimTemplates       []agentClaimTemplate    `json:"volumeClaimTemplates,omitempty"`
+	Service                    *bool                   `json:"service,omitempty"`
+	NetworkPolicy              *agentNetworkPolicySpec `json:"networkPolicy,omitempty"`
+	NetworkPolicyManagement    string                  `json:"networkPolicyManagement,omitempty"`
+	EnvVarsInjectionPolicy     string                  `json:"envVarsInjectionPolicy,omitempty"`
+	VolumeClaimTemplatesPolicy string                  `json:"volumeClaimTemplatesPolicy,omitempty"`
+}
+
+// agentNetworkPolicySpec is the template's network policy: the rules of
+// a NetworkPolicy, whose selector and policy types (both) the controller
+// sets.
+type agentNetworkPolicySpec struct {
+	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress,omitempty"`
+	Egress  []networkingv1.NetworkPolicyEgressRule  `json:"egress,omitempty"`
+}
+
+// agentWarmPool mirrors agent-sandbox's SandboxWarmPool
+// (extensions/api/v1beta1/sandboxwarmpool_types.go at v0.5.6), without
+// its status.
+type agentWarmPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Replicas           *int32 `json:"replicas,omitempty"`
+		SandboxTemplateRef struct {
+			Name string `json:"name"`
+		} `json:"sandboxTemplateRef"`
+		UpdateStrategy *struct {
+			Type string `json:"type,omitempty"`
+		} `json:"updateStrategy,omitempty"`
+	} `json:"spec"`
+}
+
+// agentClaim mirrors agent-sandbox's SandboxClaim
+// (extensions/api/v1beta1/sandboxclaim_types.go at v0.5.6), without its
+// status.
+type agentClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		WarmPoolRef struct {
+			Name string `json:"name"`
+		} `json:"warmPoolRef"`
+		Lifecycle *struct {
+			ShutdownTime            *metav1.Time `json:"shutdownTime,omitempty"`
+			TTLSecondsAfterFinished *int32       `json:"ttlSecondsAfterFinished,omitempty"`
+			ShutdownPolicy          string       `json:"shutdownPolicy,omitempty"`
+		} `json:"lifecycle,omitempty"`
+		AdditionalPodMetadata agentPodMetadata `json:"additionalPodMetadata,omitempty"`
+		Env                   []struct {
+			Name          string `json:"name"`
+			Value         string `json:"value"`
+			ContainerName string `json:"containerName,omitempty"`
+		} `json:"env,omitempty"`
+		VolumeClaimTemplates []agentClaimTemplate `json:"volumeClaimTemplates,omitempty"`
+	} `json:"spec"`
 }
 
 type agentPodTemplate struct {
@@ -92,6 +165,8 @@ type document struct {
 // It fails, as the API server's strict field validation does, on a field
 // the type does not have, on a field spelt in another case (encoding/json
 // would accept it), and on a key given twice; and on a kind not in kinds.
+// A document of agent-sandbox's (apiVersion *.agents.x-k8s.io) must first
+// pass its CRD's schema, closed to unknown fields (validateCRD).
 func decodeStrict(name string, data []byte) ([]document, error) {
 	var docs []document
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -121,6 +196,11 @@ func decodeStrict(name string, data []byte) ([]document, error) {
 			return nil, fmt.Errorf("%s: unknown kind %q (apiVersion %q): this test knows %s",
 				where, tm.Kind, tm.APIVersion, knownKinds())
 		}
+		if isCRDKind(tm.APIVersion) {
+			if err := validateCRD(tm.APIVersion, tm.Kind, j); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+		}
 		obj := newObj()
 		strictErrs, err := kjson.UnmarshalStrict(j, obj)
 		if err != nil {
@@ -143,6 +223,10 @@ type manifests struct {
 	secret  *corev1.Secret
 	policy  *networkingv1.NetworkPolicy
 	sandbox *agentSandbox
+	// agent-sandbox's extensions: the pool of sidecar pods.
+	template *agentSandboxTemplate
+	pool     *agentWarmPool
+	claim    *agentClaim
 }
 
 // manifestFiles lists the YAML files under dir.
@@ -165,7 +249,11 @@ func manifestFiles(dir string) ([]string, error) {
 
 // loadManifests decodes every manifest under dir; each kind must appear
 // once.
-func loadManifests(dir string) (*manifests, error) {
+func loadManifests(dir string) (*manifests, error) { return loadManifestsWith(dir, nil) }
+
+// loadManifestsWith is loadManifests with the contents of some files
+// (by path, as found under dir) replaced: a test changes a manifest.
+func loadManifestsWith(dir string, replace map[string]string) (*manifests, error) {
 	files, err := manifestFiles(dir)
 	if err != nil {
 		return nil, err
@@ -179,6 +267,9 @@ func loadManifests(dir string) (*manifests, error) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
+		}
+		if r, ok := replace[f]; ok {
+			data = []byte(r)
 		}
 		docs, err := decodeStrict(f, data)
 		if err != nil {
@@ -202,6 +293,12 @@ func loadManifests(dir string) (*manifests, error) {
 				m.policy = o
 			case *agentSandbox:
 				m.sandbox = o
+			case *agentSandboxTemplate:
+				m.template = o
+			case *agentWarmPool:
+				m.pool = o
+			case *agentClaim:
+				m.claim = o
 			}
 		}
 	}
@@ -214,6 +311,12 @@ func loadManifests(dir string) (*manifests, error) {
 		return nil, errors.New("no NetworkPolicy manifest")
 	case m.sandbox == nil:
 		return nil, errors.New("no agent-sandbox Sandbox manifest")
+	case m.template == nil:
+		return nil, errors.New("no agent-sandbox SandboxTemplate manifest")
+	case m.pool == nil:
+		return nil, errors.New("no agent-sandbox SandboxWarmPool manifest")
+	case m.claim == nil:
+		return nil, errors.New("no agent-sandbox SandboxClaim manifest")
 	}
 	return m, nil
 }

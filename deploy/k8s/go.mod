@@ -3,6 +3,7 @@ module github.com/gatebridge/gatebridge/deploy/k8s
 go 1.25.0
 
 require (
+	github.com/google/jsonschema-go v0.4.3
 	k8s.io/api v0.35.10
 	k8s.io/apimachinery v0.35.10
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730

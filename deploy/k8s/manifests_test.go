@@ -29,24 +29,34 @@ func report(t *testing.T, what string, p problems) {
 }
 
 // TestManifestsDecodeStrictly decodes every manifest here into its
-// Kubernetes type, refusing unknown fields and kinds.
+// Kubernetes type, refusing unknown fields and kinds, after checking
+// agent-sandbox's kinds against their CRDs' schemas.
 func TestManifestsDecodeStrictly(t *testing.T) {
 	m := load(t)
-	t.Logf("Pod %s, Secret %s, NetworkPolicy %s, Sandbox %s", m.pod.Name, m.secret.Name, m.policy.Name, m.sandbox.Name)
+	t.Logf("Pod %s, Secret %s, NetworkPolicy %s, Sandbox %s, SandboxTemplate %s, SandboxWarmPool %s, SandboxClaim %s",
+		m.pod.Name, m.secret.Name, m.policy.Name, m.sandbox.Name, m.template.Name, m.pool.Name, m.claim.Name)
+}
+
+// podSources are the pod specs of the sidecar topology in the manifests,
+// by the kind that holds them: every pod check runs on each.
+var podSources = []struct {
+	name string
+	spec func(m *manifests) *corev1.PodSpec
+}{
+	{"Pod", func(m *manifests) *corev1.PodSpec { return &m.pod.Spec }},
+	{"Sandbox", func(m *manifests) *corev1.PodSpec { return &m.sandbox.Spec.PodTemplate.Spec }},
+	{"SandboxTemplate", func(m *manifests) *corev1.PodSpec { return &m.template.Spec.PodTemplate.Spec }},
 }
 
 func TestPodSecurity(t *testing.T) {
 	m := load(t)
-	report(t, "pod.yaml", checkPodSpec(&m.pod.Spec, m.secret.Name))
+	for _, src := range podSources {
+		report(t, src.name, checkPodSpec(src.spec(m), m.secret.Name))
+	}
 }
 
-func TestSandboxSecurity(t *testing.T) {
-	m := load(t)
-	pt := m.sandbox.podTemplateSpec()
-	report(t, "sandbox.yaml", checkPodSpec(&pt.Spec, m.secret.Name))
-}
-
-// TestSandboxMatchesPod: the agent-sandbox Sandbox carries pod.yaml's pod.
+// TestSandboxMatchesPod: the agent-sandbox Sandbox carries pod.yaml's pod,
+// and so does the SandboxTemplate, under gVisor.
 func TestSandboxMatchesPod(t *testing.T) {
 	m := load(t)
 	pt := m.sandbox.podTemplateSpec()
@@ -59,12 +69,37 @@ func TestSandboxMatchesPod(t *testing.T) {
 	if !isTrue(m.sandbox.Spec.Service) {
 		t.Errorf("sandbox.yaml: spec.service must be true: the runtime reaches the pod through its headless Service")
 	}
+
+	tmpl := m.template.Spec.PodTemplate.Spec.DeepCopy()
+	tmpl.RuntimeClassName = m.pod.Spec.RuntimeClassName // checkSandboxTemplate checks it
+	if !equality.Semantic.DeepEqual(*tmpl, m.pod.Spec) {
+		t.Errorf("sandboxtemplate.yaml's spec.podTemplate.spec differs from pod.yaml's spec but for runtimeClassName (-template +pod):\n%s", diff.Diff(*tmpl, m.pod.Spec))
+	}
+	if l := m.template.Spec.PodTemplate.Metadata.Labels; !equality.Semantic.DeepEqual(l, m.pod.Labels) {
+		t.Errorf("sandboxtemplate.yaml's pod labels %v differ from pod.yaml's %v", l, m.pod.Labels)
+	}
+	// The template's NetworkPolicy (the controller's) has networkpolicy.yaml's rules.
+	if np := m.template.Spec.NetworkPolicy; np == nil ||
+		!equality.Semantic.DeepEqual(np.Ingress, m.policy.Spec.Ingress) || !equality.Semantic.DeepEqual(np.Egress, m.policy.Spec.Egress) {
+		t.Errorf("sandboxtemplate.yaml's networkPolicy differs from networkpolicy.yaml's ingress and egress rules")
+	}
 }
 
 func TestNetworkPolicy(t *testing.T) {
 	m := load(t)
 	report(t, "networkpolicy.yaml", checkNetworkPolicy(m.policy, m.pod.Labels))
 	report(t, "networkpolicy.yaml (the Sandbox's pod)", checkNetworkPolicy(m.policy, m.sandbox.Spec.PodTemplate.Metadata.Labels))
+	report(t, "networkpolicy.yaml (the SandboxTemplate's pods)", checkNetworkPolicy(m.policy, m.template.Spec.PodTemplate.Metadata.Labels))
+}
+
+// TestSandboxTemplate: gVisor, the mailbox in it, the controller's
+// NetworkPolicy, nothing a claim may change; the pool and the claim use
+// the template as it is.
+func TestSandboxTemplate(t *testing.T) {
+	m := load(t)
+	report(t, "sandboxtemplate.yaml", checkSandboxTemplate(m.template))
+	report(t, "sandboxwarmpool.yaml", checkWarmPool(m.pool, m.template))
+	report(t, "sandboxclaim.yaml", checkClaim(m.claim, m.pool))
 }
 
 func TestTokenSecret(t *testing.T) {
@@ -73,18 +108,26 @@ func TestTokenSecret(t *testing.T) {
 }
 
 // TestStrictDecodingRefuses: a manifest with a misspelt field, a field in
-// another case, a key given twice, or an unknown kind does not decode.
+// another case, a key given twice, a wrong type, or an unknown kind does
+// not decode.
 func TestStrictDecodingRefuses(t *testing.T) {
 	pod := readFile(t, "pod.yaml")
 	sandbox := readFile(t, "sandbox.yaml")
+	template := readFile(t, "sandboxtemplate.yaml")
+	pool := readFile(t, "sandboxwarmpool.yaml")
 	for _, tc := range []struct {
 		name, file, doc, want string
 	}{
 		{"misspelt field", "pod.yaml", replaceOnce(t, pod, "runAsNonRoot: true", "runAsNonRot: true"), `unknown field "spec.initContainers[0].securityContext.runAsNonRot"`},
 		{"field in another case", "pod.yaml", replaceOnce(t, pod, "readOnlyRootFilesystem: true", "ReadOnlyRootFilesystem: true"), `unknown field "spec.initContainers[0].securityContext.ReadOnlyRootFilesystem"`},
-		{"misspelt field in the Sandbox's pod", "sandbox.yaml", replaceOnce(t, sandbox, "allowPrivilegeEscalation: false", "allowPrivilegeEscalaton: false"), `unknown field "spec.podTemplate.spec.initContainers[0].securityContext.allowPrivilegeEscalaton"`},
-		{"pod metadata agent-sandbox has not", "sandbox.yaml", replaceOnce(t, sandbox, "  podTemplate:\n    metadata:\n", "  podTemplate:\n    metadata:\n      name: x\n"), `unknown field "spec.podTemplate.metadata.name"`},
-		{"misspelt Sandbox field", "sandbox.yaml", replaceOnce(t, sandbox, "  service: true\n", "  services: true\n"), `unknown field "spec.services"`},
+		// agent-sandbox's kinds: their CRD's schema refuses first.
+		{"misspelt field in the Sandbox's pod", "sandbox.yaml", replaceOnce(t, sandbox, "allowPrivilegeEscalation: false", "allowPrivilegeEscalaton: false"), `spec.podTemplate.spec.initContainers[].securityContext: unexpected additional properties ["allowPrivilegeEscalaton"]`},
+		{"pod metadata agent-sandbox has not", "sandbox.yaml", replaceOnce(t, sandbox, "  podTemplate:\n    metadata:\n", "  podTemplate:\n    metadata:\n      name: x\n"), `spec.podTemplate.metadata: unexpected additional properties ["name"]`},
+		{"misspelt Sandbox field", "sandbox.yaml", replaceOnce(t, sandbox, "  service: true\n", "  services: true\n"), `spec: unexpected additional properties ["services"]`},
+		{"misspelt field in the SandboxTemplate's pod", "sandboxtemplate.yaml", replaceOnce(t, template, "      runtimeClassName: gvisor\n", "      runtimeClass: gvisor\n"), `schema of extensions.agents.x-k8s.io/v1beta1/SandboxTemplate (extensions.agents.x-k8s.io_sandboxtemplates.yaml): spec.podTemplate.spec: unexpected additional properties ["runtimeClass"]`},
+		{"wrong type in the SandboxTemplate's pod", "sandboxtemplate.yaml", replaceOnce(t, template, "runAsUser: 65532", `runAsUser: "65532"`), `spec.podTemplate.spec.initContainers[].securityContext.runAsUser: type: 65532 has type "string", want "integer"`},
+		{"SandboxWarmPool replicas a string", "sandboxwarmpool.yaml", replaceOnce(t, pool, "replicas: 4", `replicas: "4"`), `spec.replicas: type: 4 has type "string", want "integer"`},
+		{"an old version of SandboxTemplate", "sandboxtemplate.yaml", replaceOnce(t, template, "extensions.agents.x-k8s.io/v1beta1", "extensions.agents.x-k8s.io/v1alpha1"), `unknown kind "SandboxTemplate" (apiVersion "extensions.agents.x-k8s.io/v1alpha1")`},
 		{"duplicate key", "secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\n  name: b\n", `"name" already set in map`},
 		{"unknown kind", "service.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n", `unknown kind "Service"`},
 		{"known kind, other version", "np.yaml", "apiVersion: extensions/v1beta1\nkind: NetworkPolicy\nmetadata:\n  name: a\n", `unknown kind "NetworkPolicy" (apiVersion "extensions/v1beta1")`},
@@ -105,7 +148,8 @@ func TestStrictDecodingRefuses(t *testing.T) {
 }
 
 // TestChecksCatch: each security check fails a pod that breaks it (the
-// checks are not vacuous).
+// checks are not vacuous), wherever the pod spec comes from: pod.yaml's
+// Pod, the Sandbox, the SandboxTemplate.
 func TestChecksCatch(t *testing.T) {
 	ptr := func(b bool) *bool { return &b }
 	c := func(s *corev1.PodSpec, name string) *corev1.Container {
@@ -204,15 +248,20 @@ func TestChecksCatch(t *testing.T) {
 			}
 		}, "--listen 0.0.0.0:7801: want port 7800"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := load(t)
-			spec := m.pod.Spec.DeepCopy()
-			tc.mutate(spec)
-			p := checkPodSpec(spec, m.secret.Name)
-			if !containsProblem(p, tc.want) {
-				t.Fatalf("no problem containing %q; got %q", tc.want, p)
-			}
-		})
+		for _, src := range podSources {
+			t.Run(src.name+"/"+tc.name, func(t *testing.T) {
+				m := load(t)
+				spec := src.spec(m)
+				if p := checkPodSpec(spec, m.secret.Name); len(p) > 0 {
+					t.Fatalf("the unchanged pod has problems: %q", p)
+				}
+				tc.mutate(spec)
+				p := checkPodSpec(spec, m.secret.Name)
+				if !containsProblem(p, tc.want) {
+					t.Fatalf("no problem containing %q; got %q", tc.want, p)
+				}
+			})
+		}
 	}
 }
 
@@ -298,8 +347,8 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 
 // TestProtectedPathsMounted: each of gatebridge's default protected paths
 // (configs/gatebridge.yaml) is a read-only subPath mount of the workspace
-// in the sandbox of pod.yaml and of sandbox.yaml, and the sidecar declares
-// it; checkPodSpec checks the details.
+// in the sandbox of every pod spec here, and the sidecar declares it;
+// checkPodSpec checks the details.
 func TestProtectedPathsMounted(t *testing.T) {
 	protected, err := defaultProtectedPaths()
 	if err != nil {
@@ -309,8 +358,8 @@ func TestProtectedPathsMounted(t *testing.T) {
 		t.Fatal("no default protected paths: the check would be vacuous")
 	}
 	m := load(t)
-	pt := m.sandbox.podTemplateSpec()
-	for what, spec := range map[string]*corev1.PodSpec{"pod.yaml": &m.pod.Spec, "sandbox.yaml": &pt.Spec} {
+	for _, src := range podSources {
+		what, spec := src.name, src.spec(m)
 		sb := findContainer(spec.Containers, sandboxName)
 		declared, _ := envList(findContainer(spec.Containers, sidecarName), envReadOnly)
 		for _, p := range protected {
