@@ -246,34 +246,11 @@ func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
 }
 
 // writeToolSchemas prints every gate as a tool definition in the shape an
-// API takes: json-schema {name, description, schema}, openai
-// {type: function, function: {name, description, parameters}}, anthropic
-// {name, description, input_schema}, mcp {name, description, inputSchema}.
+// API takes (gates.ToolDefs).
 func writeToolSchemas(w io.Writer, format string, reg *gates.Registry) error {
-	var out []any
-	for _, spec := range reg.Specs() {
-		g, err := reg.Lookup(spec.Name)
-		if err != nil {
-			continue
-		}
-		desc := spec.Summary
-		if spec.Usage != "" {
-			desc += " Usage: " + spec.Usage
-		}
-		schema := gates.SchemaOf(g)
-		switch format {
-		case "json-schema":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "schema": schema})
-		case "openai":
-			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": spec.Name, "description": desc, "parameters": schema}})
-		case "anthropic":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "input_schema": schema})
-		case "mcp":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "inputSchema": schema})
-		}
-	}
-	if out == nil {
-		out = []any{}
+	out, err := gates.ToolDefs(reg, format)
+	if err != nil {
+		return err
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
