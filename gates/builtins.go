@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -69,21 +70,11 @@ func (o *Options) setDefaults() error {
 		o.MaxSearchFileBytes < 0 || o.MaxDirEntries < 0 {
 		return fmt.Errorf("gates: options: limits must not be negative")
 	}
-	if o.MaxFileBytes == 0 {
-		o.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if o.MaxSearchMatches == 0 {
-		o.MaxSearchMatches = DefaultMaxSearchMatches
-	}
-	if o.MaxSearchFiles == 0 {
-		o.MaxSearchFiles = DefaultMaxSearchFiles
-	}
-	if o.MaxSearchFileBytes == 0 {
-		o.MaxSearchFileBytes = DefaultMaxSearchFileBytes
-	}
-	if o.MaxDirEntries == 0 {
-		o.MaxDirEntries = DefaultMaxDirEntries
-	}
+	o.MaxFileBytes = cmp.Or(o.MaxFileBytes, DefaultMaxFileBytes)
+	o.MaxSearchMatches = cmp.Or(o.MaxSearchMatches, DefaultMaxSearchMatches)
+	o.MaxSearchFiles = cmp.Or(o.MaxSearchFiles, DefaultMaxSearchFiles)
+	o.MaxSearchFileBytes = cmp.Or(o.MaxSearchFileBytes, DefaultMaxSearchFileBytes)
+	o.MaxDirEntries = cmp.Or(o.MaxDirEntries, DefaultMaxDirEntries)
 	return nil
 }
 

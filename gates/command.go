@@ -212,6 +212,17 @@ func untrustedPathDir(d string, untrusted []string) string {
 	if err != nil {
 		rd = filepath.Clean(d)
 	}
+	if ru := UntrustedDir(untrusted, rd, filepath.Clean(d)); ru != "" {
+		return "is inside " + ru + ", which the sandbox can write"
+	}
+	return ""
+}
+
+// UntrustedDir returns the directory of untrusted (with its symlinks
+// resolved) that holds one of paths, compared with it resolved and as
+// written, or "" when none does. paths must be clean and absolute; ""
+// entries of untrusted are skipped.
+func UntrustedDir(untrusted []string, paths ...string) string {
 	for _, u := range untrusted {
 		if u == "" {
 			continue
@@ -220,8 +231,10 @@ func untrustedPathDir(d string, untrusted []string) string {
 		if err != nil {
 			ru = filepath.Clean(u)
 		}
-		if fspath.Within(rd, ru) || fspath.Within(filepath.Clean(d), filepath.Clean(u)) {
-			return "is inside " + ru + ", which the sandbox can write"
+		for _, p := range paths {
+			if fspath.Within(p, ru) || fspath.Within(p, filepath.Clean(u)) {
+				return ru
+			}
 		}
 	}
 	return ""

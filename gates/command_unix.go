@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
-
-	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
 const commandsSupported = true
@@ -52,17 +50,8 @@ func TrustedCommand(path string, untrusted []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, u := range untrusted {
-		if u == "" {
-			continue
-		}
-		ru, err := filepath.EvalSymlinks(u)
-		if err != nil {
-			ru = filepath.Clean(u)
-		}
-		if fspath.Within(real, ru) {
-			return "", fmt.Errorf("%s resolves to %s, inside %s, which the sandbox can write; use a command installed outside it", path, real, ru)
-		}
+	if ru := UntrustedDir(untrusted, real); ru != "" {
+		return "", fmt.Errorf("%s resolves to %s, inside %s, which the sandbox can write; use a command installed outside it", path, real, ru)
 	}
 	me := uint32(os.Geteuid())
 	for p := real; ; p = filepath.Dir(p) {

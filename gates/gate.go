@@ -43,6 +43,15 @@
 //
 // [NewCommand] builds a gate that runs an allowlisted host command without
 // a shell, in its own process group, with capped output (see [CommandSpec]).
+//
+// # Kinds
+//
+// A configuration declares gates by [Kind]: builtin and command are this
+// package's; other packages register theirs (gates/mcptools: mcp). A
+// program holds the kinds it offers in a [KindRegistry] and builds each
+// configured source of gates with [Kind.Add], which applies the kind's
+// [ClashPolicy]. [Env] is what the gates need from the host: the
+// workspace, where the sandbox writes, and an [Isolator] for programs.
 package gates
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -128,4 +129,42 @@ func SchemaOf(g Gate) json.RawMessage {
 	}
 	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
 	return b
+}
+
+// ToolFormats are the formats [ToolDefs] knows.
+var ToolFormats = []string{"json-schema", "openai", "anthropic", "mcp"}
+
+// ToolDefs describes every gate in reg as a tool definition in the shape
+// an API takes, sorted by name: json-schema {name, description, schema},
+// openai {type: function, function: {name, description, parameters}},
+// anthropic {name, description, input_schema}, mcp {name, description,
+// inputSchema}. The description is the summary, then the usage line; the
+// schema is [SchemaOf]. The error names an unknown format.
+func ToolDefs(reg *Registry, format string) ([]any, error) {
+	if !slices.Contains(ToolFormats, format) {
+		return nil, fmt.Errorf("gates: unknown tool format %q (formats: %s)", format, strings.Join(ToolFormats, ", "))
+	}
+	out := []any{}
+	for _, spec := range reg.Specs() {
+		g, err := reg.Lookup(spec.Name)
+		if err != nil {
+			continue // unregistered meanwhile
+		}
+		desc := spec.Summary
+		if spec.Usage != "" {
+			desc += " Usage: " + spec.Usage
+		}
+		schema := SchemaOf(g)
+		switch format {
+		case "json-schema":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "schema": schema})
+		case "openai":
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": spec.Name, "description": desc, "parameters": schema}})
+		case "anthropic":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "input_schema": schema})
+		case "mcp":
+			out = append(out, map[string]any{"name": spec.Name, "description": desc, "inputSchema": schema})
+		}
+	}
+	return out, nil
 }

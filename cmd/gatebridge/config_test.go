@@ -119,7 +119,7 @@ func TestConfigPrecedence(t *testing.T) {
 	p := filepath.Join(dir, "gatebridge.yaml")
 	os.WriteFile(p, []byte("sandbox:\n  timeout: 5s\n  kill_grace: 3s\nbridge:\n  watch: poll\n"), 0o644)
 	t.Setenv("GATEBRIDGE_SANDBOX_KILL_GRACE", "4s")
-	cmd := newRunCmd(&app{backends: newBackends()})
+	cmd := newRunCmd(&app{backends: newBackends(), kinds: newKinds()})
 	cmd.Flags().Set("watch", "events")
 	cfg, _, err := loadConfig(p, cmd.Flags(), newBackends())
 	if err != nil {

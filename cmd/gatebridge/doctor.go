@@ -17,7 +17,6 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
-	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -47,7 +46,7 @@ backend (sandbox.backend) cannot run here, else 0.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			checks, ok := doctor(ctx, a.cfg, a.backends)
+			checks, ok := doctor(ctx, a.cfg, a.backends, a.kinds)
 			if err := printChecks(cmd.OutOrStdout(), checks, asJSON); err != nil {
 				return err
 			}
@@ -83,7 +82,7 @@ func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
 
 // doctor runs every check; ok is false when the configured backend cannot
 // run here.
-func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (checks []checkResult, ok bool) {
+func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry, kinds *gates.KindRegistry) (checks []checkResult, ok bool) {
 	add := func(c checkResult) { checks = append(checks, c) }
 	usable := map[string]bool{}
 
@@ -103,7 +102,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry) (check
 		checks = append(checks, found...)
 	}
 
-	add(gatesCheck(cfg))
+	add(gatesCheck(ctx, cfg, kinds))
 	checks = append(checks, inotifyChecks(readProc)...)
 
 	sessionDir := cfg.Bridge.SessionDir
@@ -340,14 +339,16 @@ func ignoredCwdConfig(cfg *Config) (checkResult, bool) {
 }
 
 // gatesCheck builds the configured gates (for the current workspace) and
-// counts them by kind.
-func gatesCheck(cfg *Config) checkResult {
+// counts them by kind, in the order kinds holds them. Package gates' own
+// kinds (builtin, command) are always listed; a kind registered on top
+// (mcp) only when the config declares a source of it.
+func gatesCheck(ctx context.Context, cfg *Config, kinds *gates.KindRegistry) checkResult {
 	ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
-	var kinds map[string]string
+	var kindOf map[string]string
 	var warnings []string
 	if err == nil {
 		var reg *gates.Registry
-		reg, kinds, err = buildRegistry(cfg, ws, ws, func(w string) { warnings = append(warnings, w) })
+		reg, kindOf, err = buildRegistry(ctx, kinds, cfg, ws, ws, func(w string) { warnings = append(warnings, w) })
 		if err == nil {
 			reg.Close()
 		}
@@ -355,14 +356,20 @@ func gatesCheck(cfg *Config) checkResult {
 	if err != nil {
 		return problem("gates", err)
 	}
-	var parts []string
-	kindList := gates.Kinds()
-	if len(cfg.MCP.Servers) > 0 {
-		kindList = append(kindList, gates.Kind{Name: mcptools.KindMCP})
+	configured := map[string]bool{}
+	for _, k := range gates.NewKindRegistry().Kinds() {
+		configured[k.Name] = true
 	}
-	for _, k := range kindList {
+	for _, src := range gateSources(cfg) {
+		configured[src.kind] = true
+	}
+	var parts []string
+	for _, k := range kinds.Kinds() {
+		if !configured[k.Name] {
+			continue
+		}
 		var names []string
-		for name, kind := range kinds {
+		for name, kind := range kindOf {
 			if kind == k.Name {
 				names = append(names, name)
 			}

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -18,7 +15,6 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
-	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -31,7 +27,7 @@ type gateDoc struct {
 	Usage   string        `json:"usage"`
 	Params  []gates.Param `json:"params"`
 	Stdin   string        `json:"stdin"`
-	Kind    string        `json:"kind"` // builtin, command (gates.Kinds)
+	Kind    string        `json:"kind"` // builtin, command, mcp (newKinds)
 }
 
 func newGatesCmd(a *app) *cobra.Command {
@@ -91,130 +87,104 @@ func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]st
 	if err != nil {
 		return nil, nil, "", err
 	}
-	reg, kinds, err := buildRegistry(a.cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
+	reg, kinds, err := buildRegistry(cmd.Context(), a.kinds, a.cfg, ws, ws, func(w string) { fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: warning: %s\n", w) })
 	return reg, kinds, ws, err
 }
 
-// buildRegistry makes the gates the config declares, kind by kind (see
-// gates.Kinds), then the tools of the configured MCP servers (started or
-// connected to now: their tool lists name the gates), and says which kind
-// each gate is (by name). inside is where the sandbox sees the workspace
-// (for absolute paths in gate arguments). warn, when set, hears about
-// tools that could not become gates. The caller closes the registry (it
-// stops the MCP servers).
-func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*gates.Registry, map[string]string, error) {
-	reg := gates.NewRegistry()
-	kinds := map[string]string{}
-	add := func(kind string, settings any, key, hint string) error {
-		k, err := gates.LookupKind(kind)
-		if err != nil {
-			return err
-		}
-		gs, err := k.New(settings)
-		if err != nil {
-			return &configError{Key: key, Msg: err.Error(), Help: hint}
-		}
-		for _, g := range gs {
-			if err := reg.Register(g); err != nil {
-				return &configError{Key: key + ".name", Msg: err.Error(), Help: "pick another name"}
-			}
-			kinds[g.Spec().Name] = kind
-		}
-		return nil
-	}
+// A gateSource is one source of gates the config declares: a kind, its
+// settings, the config key that names it in messages, and the hint for an
+// error that names none of its settings.
+type gateSource struct {
+	kind     string
+	key      string
+	hint     string
+	settings any
+}
+
+// gateSources are the sources of gates the config declares, in the order
+// they are built (a name an earlier gate took is a clash for a later one):
+// the built-in gates (gates.builtins), the command gates (gates.commands),
+// the tools of each MCP server (mcp.servers, by name).
+func gateSources(cfg *Config) []gateSource {
+	var srcs []gateSource
 	if cfg.Gates.Builtins {
-		if err := add(gates.KindBuiltin, builtinOptions(cfg, workspace, inside), "gates", "check gates.root and gates.writable_root"); err != nil {
-			return nil, nil, err
-		}
+		srcs = append(srcs, gateSource{gates.KindBuiltin, "gates", "check gates.root and gates.writable_root", builtinOptions(cfg)})
 	}
-	// Where the sandbox can write: a command gate's program must not be there.
+	for i, c := range cfg.Gates.Commands {
+		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
+			"see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml", commandSpec(c)})
+	}
+	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+		c := cfg.MCP.Servers[name]
+		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
+			Name: name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask"}})
+	}
+	return srcs
+}
+
+// buildRegistry makes the gates the config declares, source by source
+// (gateSources), each by its kind (kinds), and says which kind each gate
+// is (by name). MCP servers are started or connected to now: their tool
+// lists name the gates. inside is where the sandbox sees the workspace
+// (for absolute paths in gate arguments). warn, when set, hears about
+// gates left out (MCP tools refused or whose name is taken). The caller
+// closes the registry (it stops the MCP servers).
+func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, workspace, inside string, warn func(string)) (*gates.Registry, map[string]string, error) {
+	// Where the sandbox can write: no gate's program may come from there.
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
 		sessions = mailbox.DefaultDir()
 	}
-	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
-	for i, c := range cfg.Gates.Commands {
-		err := add(gates.KindCommand, commandSpec(c, untrusted), fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml")
+	env := gates.Env{Workspace: workspace, Inside: inside,
+		Untrusted: []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}}
+	reg := gates.NewRegistry()
+	kindOf := map[string]string{}
+	for _, src := range gateSources(cfg) {
+		k, err := kinds.Lookup(src.kind)
 		if err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
-		if err := addMCPServer(reg, kinds, name, cfg.MCP.Servers[name], untrusted, warn); err != nil {
 			reg.Close()
 			return nil, nil, err
 		}
-	}
-	return reg, kinds, nil
-}
-
-// addMCPServer registers the tools of MCP server name as gates. Its
-// program must not be where the sandbox can write (as a command gate's).
-func addMCPServer(reg *gates.Registry, kinds map[string]string, name string, c MCPServerConfig, untrusted []string, warn func(string)) error {
-	key := "mcp.servers." + name
-	command := c.Command
-	if len(command) > 0 {
-		prog, err := exec.LookPath(command[0])
-		if err == nil {
-			prog, err = gates.TrustedCommand(prog, untrusted)
+		env.Warn = func(w string) {
+			if warn != nil {
+				warn(src.key + ": " + w)
+			}
 		}
+		names, err := k.Add(ctx, reg, src.settings, env)
 		if err != nil {
-			return &configError{Key: key + ".command", Msg: err.Error(),
-				Help: "install the MCP server where only root or you can write, outside the workspace, the writable root and the session directories"}
+			reg.Close()
+			return nil, nil, sourceError(src, err)
 		}
-		// Start the program that was checked, not whatever PATH finds later.
-		command = append([]string{prog}, command[1:]...)
-	}
-	gs, refused, err := mcptools.Connect(context.Background(), mcptools.Server{Name: name, Command: command, Env: c.Env,
-		URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools, Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask",
-		CacheDir: mcpCacheDir(untrusted)})
-	var se *mcptools.SettingError
-	switch {
-	case errors.Is(err, mcptools.ErrNoSuchTool):
-		return &configError{Key: key + ".tools", Msg: err.Error(), Help: "list only tools the server has (`gatebridge gates` without the list shows them)"}
-	case errors.As(err, &se) && se.Field == "max_tools":
-		return &configError{Key: key + ".max_tools", Msg: err.Error(),
-			Help: fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)}
-	case errors.As(err, &se):
-		return &configError{Key: key + "." + se.Field, Msg: err.Error(), Help: fmt.Sprintf("name fewer tools in %s.tools", key)}
-	case err != nil:
-		return &configError{Key: key, Msg: err.Error(), Help: "check that the server starts (command) or answers (url)"}
-	}
-	registered := 0
-	for _, g := range gs {
-		if err := reg.Register(g); err != nil {
-			refused = append(refused, mcptools.Refused{Tool: g.Spec().Name, Err: err})
-			continue
-		}
-		kinds[g.Spec().Name] = mcptools.KindMCP
-		registered++
-	}
-	if registered == 0 && len(gs) > 0 {
-		// No gate of it in the registry, so the registry will not close
-		// the server: close it now.
-		if cl, ok := gs[0].(gates.Closer); ok {
-			cl.Close()
+		for _, n := range names {
+			kindOf[n] = src.kind
 		}
 	}
-	for _, r := range refused {
-		if warn != nil {
-			warn(fmt.Sprintf("%s: %s", key, r))
-		}
-	}
-	return nil
+	return reg, kindOf, nil
 }
 
-// builtinOptions are the built-in gates' settings.
-func builtinOptions(cfg *Config, workspace, inside string) gates.Options {
-	root, insideRoot := cfg.Gates.Root, inside
-	if root == "" {
-		root = workspace
-	} else {
-		insideRoot = ""
+// sourceError is a kind's error about src as a config error: its key
+// names the setting at fault (a gates.SettingError's field), with the
+// kind's hint, or src's.
+func sourceError(src gateSource, err error) error {
+	key, help := src.key, src.hint
+	var se *gates.SettingError
+	if errors.As(err, &se) {
+		if se.Field != "" {
+			key += "." + se.Field
+		}
+		if se.Help != nil {
+			help = se.Help(src.key)
+		}
 	}
-	o := gates.Options{
-		Root: root, SandboxRoot: insideRoot,
+	return &configError{Key: key, Msg: err.Error(), Help: help}
+}
+
+// builtinOptions are the built-in gates' settings; with no gates.root,
+// the builtin kind gives them the workspace.
+func builtinOptions(cfg *Config) gates.Options {
+	return gates.Options{
+		Root:               cfg.Gates.Root,
 		WritableRoot:       cfg.Gates.WritableRoot,
 		MaxFileBytes:       cfg.Gates.MaxFileBytes,
 		MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
@@ -222,19 +192,16 @@ func builtinOptions(cfg *Config, workspace, inside string) gates.Options {
 		MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
 		ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
 	}
-	if o.WritableRoot != "" && o.WritableRoot == root {
-		o.SandboxWritableRoot = insideRoot
-	}
-	return o
 }
 
-// commandSpec is one command gate's settings.
-func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
+// commandSpec is one command gate's settings; the command kind adds the
+// directories the sandbox can write to Untrusted.
+func commandSpec(c CommandConfig) gates.CommandSpec {
 	spec := gates.CommandSpec{
 		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
 		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
 		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-		Env: c.Env, Stdin: c.Stdin, Untrusted: untrusted,
+		Env: c.Env, Stdin: c.Stdin,
 	}
 	for _, a := range c.Args {
 		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
@@ -246,34 +213,11 @@ func commandSpec(c CommandConfig, untrusted []string) gates.CommandSpec {
 }
 
 // writeToolSchemas prints every gate as a tool definition in the shape an
-// API takes: json-schema {name, description, schema}, openai
-// {type: function, function: {name, description, parameters}}, anthropic
-// {name, description, input_schema}, mcp {name, description, inputSchema}.
+// API takes (gates.ToolDefs).
 func writeToolSchemas(w io.Writer, format string, reg *gates.Registry) error {
-	var out []any
-	for _, spec := range reg.Specs() {
-		g, err := reg.Lookup(spec.Name)
-		if err != nil {
-			continue
-		}
-		desc := spec.Summary
-		if spec.Usage != "" {
-			desc += " Usage: " + spec.Usage
-		}
-		schema := gates.SchemaOf(g)
-		switch format {
-		case "json-schema":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "schema": schema})
-		case "openai":
-			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": spec.Name, "description": desc, "parameters": schema}})
-		case "anthropic":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "input_schema": schema})
-		case "mcp":
-			out = append(out, map[string]any{"name": spec.Name, "description": desc, "inputSchema": schema})
-		}
-	}
-	if out == nil {
-		out = []any{}
+	out, err := gates.ToolDefs(reg, format)
+	if err != nil {
+		return err
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -315,34 +259,4 @@ for the configured sandbox and workspace.`,
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	cmd.Flags().Bool("writable-workspace", false, "the sandbox may write the workspace")
 	return needsConfig(cmd)
-}
-
-// mcpCacheDir is where stdio MCP servers' tool lists are kept, so that a
-// server starts at its first call rather than with every run:
-// $XDG_CACHE_HOME/gatebridge/mcp. "" (every server starts at once) when
-// there is no cache dir, or it lies where the sandbox writes: a planted
-// tool list would not change what runs, but would change what the gates
-// say and accept.
-func mcpCacheDir(untrusted []string) string {
-	base, err := os.UserCacheDir()
-	if err != nil || !filepath.IsAbs(base) {
-		return ""
-	}
-	dir := filepath.Join(base, "gatebridge", "mcp")
-	real := dir
-	if r, err := filepath.EvalSymlinks(base); err == nil {
-		real = filepath.Join(r, "gatebridge", "mcp")
-	}
-	for _, u := range untrusted {
-		if u == "" {
-			continue
-		}
-		if r, err := filepath.EvalSymlinks(u); err == nil {
-			u = r
-		}
-		if fspath.Within(real, u) || fspath.Within(dir, u) {
-			return ""
-		}
-	}
-	return dir
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -122,6 +124,7 @@ func printError(w io.Writer, err error) {
 // command loads once for every command that asks for it ([needsConfig]).
 type app struct {
 	backends *sandbox.Registry
+	kinds    *gates.KindRegistry
 	cfg      *Config
 }
 
@@ -148,8 +151,20 @@ func newBackends() *sandbox.Registry {
 	return reg
 }
 
+// newKinds is the gate kinds gatebridge offers: package gates' own
+// (builtin, command), then mcp, registered here and nowhere else. A new
+// kind needs its Register call here and its config section (its keys in
+// config.go, its sources in gateSources).
+func newKinds() *gates.KindRegistry {
+	kinds := gates.NewKindRegistry()
+	if err := mcptools.Register(kinds); err != nil {
+		panic(err) // a fresh registry has no mcp yet
+	}
+	return kinds
+}
+
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	a := &app{backends: newBackends()}
+	a := &app{backends: newBackends(), kinds: newKinds()}
 	root := &cobra.Command{
 		Use:           "gatebridge",
 		Short:         "Let sandboxed shell commands call host-side tools through a filesystem mailbox",

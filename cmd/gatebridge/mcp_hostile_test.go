@@ -80,7 +80,7 @@ func TestHostileMCPServerText(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	opts, closeAudit, err := (&app{backends: newBackends(), cfg: c}).rpcOptions(&logs)
+	opts, closeAudit, err := (&app{backends: newBackends(), kinds: newKinds(), cfg: c}).rpcOptions(&logs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return err
 	}
 
-	reg, _, err := buildRegistry(cfg, workspace, chosen.insideWorkspace(workspace), func(w string) { fmt.Fprintf(stderr, "gatebridge: warning: %s\n", w) })
+	reg, _, err := buildRegistry(cmd.Context(), a.kinds, cfg, workspace, chosen.insideWorkspace(workspace), func(w string) { fmt.Fprintf(stderr, "gatebridge: warning: %s\n", w) })
 	if err != nil {
 		return err
 	}

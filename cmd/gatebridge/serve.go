@@ -254,7 +254,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			if err := serveCheckWorkspace(cfg, workspace, writable); err != nil {
 				return nil, nil, err
 			}
-			return buildRegistry(cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
+			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
 		ApprovalGates: approval,
 		Bridge: bridge.Config{

@@ -1,0 +1,97 @@
+package mcptools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// Register adds the "mcp" kind ([KindMCP]) to kinds. Its settings are a
+// [Server]; its New starts or connects to the server (see [Connect]) and
+// makes a gate of each tool. A stdio server's program must not be where
+// the sandbox can write ([gates.Env.Untrusted], as a command gate's); its
+// tool list is cached in [DefaultCacheDir] unless [Server.CacheDir] is set.
+// Tools refused, and tools whose gate name is taken
+// ([gates.SkipOnClash]), are left out with a warning ([gates.Env.Warn]).
+// Errors naming a setting are [*gates.SettingError]s: "command", "tools",
+// "max_tools".
+func Register(kinds *gates.KindRegistry) error {
+	return kinds.Register(gates.KindOf(KindMCP, "the tools of an MCP server (stdio or streamable HTTP), one gate each",
+		gates.SkipOnClash, newKindGates))
+}
+
+func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, error) {
+	if len(s.Command) > 0 {
+		prog, err := exec.LookPath(s.Command[0])
+		if err == nil {
+			prog, err = gates.TrustedCommand(prog, env.Untrusted)
+		}
+		if err != nil {
+			return nil, &gates.SettingError{Field: "command", Err: err, Help: func(string) string {
+				return "install the MCP server where only root or you can write, outside the workspace, the writable root and the session directories"
+			}}
+		}
+		// Start the program that was checked, not whatever PATH finds later.
+		s.Command = append([]string{prog}, s.Command[1:]...)
+	}
+	if s.CacheDir == "" {
+		s.CacheDir = DefaultCacheDir(env.Untrusted)
+	}
+	gs, refused, err := Connect(ctx, s)
+	if err != nil {
+		return nil, kindError(err)
+	}
+	if env.Warn != nil {
+		for _, r := range refused {
+			env.Warn(r.String())
+		}
+	}
+	return gs, nil
+}
+
+// kindError names the setting err is about, with a hint.
+func kindError(err error) error {
+	var se *SettingError
+	switch {
+	case errors.Is(err, ErrNoSuchTool):
+		return &gates.SettingError{Field: "tools", Err: err, Help: func(string) string {
+			return "list only tools the server has (`gatebridge gates` without the list shows them)"
+		}}
+	case errors.As(err, &se) && se.Field == "max_tools":
+		return &gates.SettingError{Field: se.Field, Err: err, Help: func(key string) string {
+			return fmt.Sprintf("name the tools to use in %s.tools, or raise %s.max_tools (each tool is a wrapper in every session)", key, key)
+		}}
+	case errors.As(err, &se):
+		return &gates.SettingError{Field: se.Field, Err: err, Help: func(key string) string {
+			return fmt.Sprintf("name fewer tools in %s.tools", key)
+		}}
+	}
+	return &gates.SettingError{Err: err, Help: func(string) string { return "check that the server starts (command) or answers (url)" }}
+}
+
+// DefaultCacheDir is where the mcp kind keeps stdio servers' tool lists,
+// so that a server starts at its first call rather than with every run:
+// $XDG_CACHE_HOME/gatebridge/mcp. It is "" (every server starts at once)
+// when there is no cache dir, or it lies in one of untrusted, where the
+// sandbox writes: a planted tool list would not change what runs, but
+// would change what the gates say and accept.
+func DefaultCacheDir(untrusted []string) string {
+	base, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(base) {
+		return ""
+	}
+	dir := filepath.Join(base, "gatebridge", "mcp")
+	real := dir
+	if r, err := filepath.EvalSymlinks(base); err == nil {
+		real = filepath.Join(r, "gatebridge", "mcp")
+	}
+	if gates.UntrustedDir(untrusted, real, dir) != "" {
+		return ""
+	}
+	return dir
+}
