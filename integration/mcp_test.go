@@ -79,7 +79,7 @@ func TestMCPServer(t *testing.T) {
 // through the SDK's streamable HTTP client.
 func TestMCPHTTP(t *testing.T) {
 	needBackend(t, "local")
-	srv := startMCPHTTP(t, "local", workspace(t), "s3cret-token")
+	srv := startMCPHTTP(t, "local", workspace(t), mcpTestToken)
 	dir, tokenFile := srv.dir, srv.tokenFile
 	resp, err := http.Post(srv.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	must(t, err)
@@ -131,7 +131,7 @@ func (a authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPHTTPSessionSandboxes(t *testing.T) {
 	needBackend(t, "docker")
 	ws := workspace(t)
-	srv := startMCPHTTP(t, "docker", ws, "tok")
+	srv := startMCPHTTP(t, "docker", ws, mcpTestToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	connect := func() *mcp.ClientSession { return srv.connect(ctx) }
@@ -169,7 +169,7 @@ func TestMCPHTTPSandboxCap(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			needBackend(t, backend)
 			ws := workspace(t)
-			srv := startMCPHTTP(t, backend, ws, "tok", "GATEBRIDGE_MCP_SESSIONS_MAX_SANDBOXES=2", "GATEBRIDGE_MCP_SESSIONS_IDLE_TIMEOUT=3s")
+			srv := startMCPHTTP(t, backend, ws, mcpTestToken, "GATEBRIDGE_MCP_SESSIONS_MAX_SANDBOXES=2", "GATEBRIDGE_MCP_SESSIONS_IDLE_TIMEOUT=3s")
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			call := func(cs *mcp.ClientSession) *mcp.CallToolResult {
@@ -216,6 +216,10 @@ type mcpHTTPServer struct {
 	cmd                        *exec.Cmd
 	stderr                     *lockedWriter
 }
+
+// mcpTestToken is the token of the tests' mcp --http servers: at least
+// rpc.MinTokenBytes long.
+const mcpTestToken = "s3cret-token-7d1e4b2a9c0f5e38d6a1"
 
 // startMCPHTTP starts it on backend with workspace ws, the bearer token
 // and env (KEY=VALUE) added, and waits until it serves; it is stopped at

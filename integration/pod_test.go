@@ -60,7 +60,7 @@ func TestSidecarPod(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("pod-token-"+tag+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(token, []byte("pod-token-"+tag+"-7d1e4b2a9c0f5e38d6a1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ws := filepath.Join(dir, "workspace")

@@ -42,7 +42,7 @@ type listenServer struct {
 	tls    *tls.Config // a client's, when it serves TLS
 }
 
-const listenToken = "c0ffee-7d1e-4b2a-token"
+const listenToken = "c0ffee-7d1e-4b2a-9c0f-5e38d6a1-token"
 
 // startServeListen starts the server with args after the token file, and
 // waits until it listens; it is stopped (SIGTERM) at cleanup.

@@ -36,9 +36,32 @@ const closeTimeout = 2 * time.Second
 // refuseDrainBytes bounds what is read and dropped from a refused client.
 const refuseDrainBytes = 256 << 10
 
+// MinTokenBytes is the shortest token [ServeListener] accepts (see
+// [CheckToken]).
+const MinTokenBytes = 32
+
+// CheckToken says why token cannot guard a listener, or returns nil: it
+// must be at least MinTokenBytes long.
+//
+// Wrong tokens are not rate limited (see [ServeListener]), and one local
+// process tried 8,000 a second against serve --listen: a short token
+// falls to guessing (a 4-digit one in about a second). The check sees
+// only the length, not how random the token is: 32 bytes is the shortest
+// common encoding of 128 random bits (openssl rand -hex 16; a UUID's hex
+// digits carry 122), out of reach of any guessing rate, and longer than a
+// password people type. It is a floor, not a measure of strength:
+// openssl rand -hex 32 makes a good token.
+func CheckToken(token string) error {
+	if len(token) < MinTokenBytes {
+		return fmt.Errorf("the token is %d bytes long, shorter than %d: one local process tries 8,000 tokens a second", len(token), MinTokenBytes)
+	}
+	return nil
+}
+
 // ListenOptions configure [ServeListener].
 type ListenOptions struct {
-	// Token is what initialize's authToken must be; it may not be empty.
+	// Token is what initialize's authToken must be; [CheckToken] must
+	// accept it.
 	Token string
 	// MaxConns caps the authenticated connections open at once; a token
 	// holder past it is answered -32003 and closed. Connections still in
@@ -115,9 +138,23 @@ type ServeFunc func(ctx context.Context, r io.Reader, w io.Writer) error
 // elsewhere.
 //
 // A client that closes its end ends only its own connection.
+//
+// # Guessing the token
+//
+// Wrong tokens are not slowed down: the token's length is the defence
+// ([CheckToken] refuses one under MinTokenBytes). A delay per source after
+// a wrong token would delay the token holder as much, since every
+// connection from this host is one source and a pod's sandbox shares the
+// token holder's loopback. Holding back only the answer to a wrong token
+// (a right one is answered at once) does not slow a guesser that opens
+// connections in parallel unless the connections held are capped, and at
+// the cap one must either close a held connection early (the early close
+// is the answer: wrong) or refuse new connections (which hands the door
+// to the guesser, as above).
 func ServeListener(ctx context.Context, ln net.Listener, opts ListenOptions, serve ServeFunc) error {
-	if opts.Token == "" {
-		return errors.New("rpc: ServeListener needs a token")
+	if err := CheckToken(opts.Token); err != nil {
+		ln.Close()
+		return fmt.Errorf("rpc: ServeListener: %w", err)
 	}
 	setDefault(&opts.MaxConns, DefaultMaxConns)
 	setDefault(&opts.MaxPending, DefaultMaxPending)

@@ -24,7 +24,7 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
-const listenToken = "tok-7f3a9c"
+const listenToken = "tok-7f3a9c0b5e21d84a6c3f9e07b1d2a5c8"
 
 // testListener is ServeListener on a loopback port, serving connections
 // with a Server of testOptions.
@@ -126,8 +126,8 @@ func TestListenRefusesWithoutToken(t *testing.T) {
 		name, line, want string
 		id               string
 	}{
-		{"wrong token", initLine(`"clientName":"x","protocolVersion":1,"authToken":"tok-guess"`), "wrong authToken", "7"},
-		{"token prefix", initLine(`"clientName":"x","protocolVersion":1,"authToken":"tok-7f3a9"`), "wrong authToken", "7"},
+		{"wrong token", initLine(`"clientName":"x","protocolVersion":1,"authToken":"tok-guess-0b5e21d84a6c3f9e07b1d2a5c8"`), "wrong authToken", "7"},
+		{"token prefix", initLine(`"clientName":"x","protocolVersion":1,"authToken":"` + listenToken[:len(listenToken)-1] + `"`), "wrong authToken", "7"},
 		{"no token", initLine(`"clientName":"x","protocolVersion":1`), "no authToken", "7"},
 		{"empty token", initLine(`"clientName":"x","protocolVersion":1,"authToken":""`), "no authToken", "7"},
 		{"token of the wrong type", initLine(`"authToken":["` + listenToken + `"]`), "not a JSON-RPC request", "null"},
@@ -612,5 +612,50 @@ func TestListenLogRateLimited(t *testing.T) {
 	windows := int(time.Since(start)/window) + 1
 	if n := strings.Count(l.logs(), ": refused: "); n > LogBurst*windows {
 		t.Fatalf("%d refusals logged in %d windows of %v; log:\n%s", n, windows, window, l.logs())
+	}
+}
+
+// The review's attack: wrong tokens are not rate limited, and one local
+// process tried 8,000 a second, so a short token falls to guessing. Here
+// the token is two hex digits and a client tries all 256: ServeListener
+// must refuse such a token before it serves anyone.
+func TestListenRefusesWeakToken(t *testing.T) {
+	for _, weak := range []string{"c3", listenToken[:MinTokenBytes-1]} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		srv := NewServer(testOptions(t))
+		done := make(chan error, 1)
+		go func() { done <- ServeListener(ctx, ln, ListenOptions{Token: weak}, srv.Serve) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the token is %d bytes long, shorter than 32", len(weak))) {
+				t.Fatalf("token %q: ServeListener returned %v", weak, err)
+			}
+			continue
+		case <-time.After(5 * time.Second):
+		}
+		if len(weak) > 2 {
+			t.Fatalf("ServeListener serves a %d-byte token", len(weak))
+		}
+		for i := range 256 {
+			guess := fmt.Sprintf("%02x", i)
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(nc, initLine(`"clientName":"guesser","protocolVersion":1,"authToken":"`+guess+`"`))
+			line, _ := bufio.NewReader(nc).ReadString('\n')
+			nc.Close()
+			if strings.Contains(line, `"result"`) {
+				t.Fatalf("ServeListener served the 2-byte token %q: a client guessed it in %d tries", weak, i+1)
+			}
+		}
+		t.Fatalf("ServeListener served the 2-byte token %q", weak)
 	}
 }

@@ -29,7 +29,7 @@ func TestMCPHTTPUnauthenticatedConnsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := startHTTPMCP(t, tokenFile)
@@ -115,7 +115,7 @@ func TestMCPHTTPUnauthenticatedConnsBounded(t *testing.T) {
 				more = append(more, nc)
 			}
 		}()
-		cs, err := connectHTTP(ctx, s.url, "Bearer s3cret-token")
+		cs, err := connectHTTP(ctx, s.url, "Bearer "+testToken)
 		if err == nil {
 			res, out := bash(t, cs, map[string]any{"command": "echo in"})
 			if res.IsError || out.Stdout != "in\n" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,6 +34,10 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// testToken is the tests' token for mcp --http: at least
+// rpc.MinTokenBytes long.
+const testToken = "s3cret-token-7d1e4b2a9c0f5e38d6a1"
 
 // httpMCP is serveMCPHTTP running in this process on a free loopback port.
 type httpMCP struct {
@@ -126,14 +131,14 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 	}
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s = startHTTPMCP(t, tokenFile)
 	if s.url == "" {
 		t.Fatalf("with a token file: %v %s", s.err, s.stderr.String())
 	}
-	for _, auth := range []string{"", "Bearer wrong-token", "Bearer s3cret-token-and-more", "s3cret-token", "Basic s3cret-token"} {
+	for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "-and-more", "Bearer " + testToken[:len(testToken)-1], testToken, "Basic " + testToken} {
 		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -154,12 +159,45 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 			t.Fatalf("Authorization %q: a session, and `id -u` ran: %q", auth, text(res))
 		}
 	}
-	cs, err := connectHTTP(ctx, s.url, "Bearer s3cret-token")
+	cs, err := connectHTTP(ctx, s.url, "Bearer "+testToken)
 	if err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
 	defer cs.Close()
 	if res, out := bash(t, cs, map[string]any{"command": "echo over http"}); res.IsError || out.Stdout != "over http\n" {
 		t.Fatalf("with the token: %q", text(res))
+	}
+}
+
+// The review's attack: wrong tokens are not rate limited, and one local
+// process tried 8,000 a second, so a short token falls to guessing. Here
+// the token file holds two hex digits and a local client tries all 256:
+// mcp --http must refuse such a token at start, with a hint.
+func TestMCPHTTPRefusesWeakToken(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("c3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startHTTPMCP(t, tokenFile)
+	if s.url != "" {
+		for i := range 256 {
+			req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer %02x", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("mcp --http served a 2-byte token: a local client guessed it in %d tries (%s)", i+1, resp.Status)
+			}
+		}
+		t.Fatal("mcp --http served a 2-byte token")
+	}
+	if err := s.err; err == nil || !strings.Contains(err.Error(), "mcp: --token-file: "+tokenFile+": the token is 2 bytes long, shorter than 32") ||
+		hint.Of(err) != "write a random one: openssl rand -hex 32 > "+tokenFile+"; chmod 600 "+tokenFile {
+		t.Fatalf("a 2-byte token: %v (hint %q)", err, hint.Of(err))
 	}
 }

@@ -27,7 +27,9 @@ is free), in the default session parent, bridge.session_dir and the
 persistent sandboxes' sessions roots; the default sessions roots
 (sandbox-NAME) that no sandbox uses (a start that failed or was killed,
 a container removed without 'gatebridge sandbox stop'); per-command
-docker containers whose owner is gone; and bwrap limit cgroups whose
+docker containers whose owner is gone; the staging directories (and their
+mounts) of protected paths that a docker run killed before its container
+started left in /run or the temp dir; and bwrap limit cgroups whose
 gatebridge was killed. Prints each path or container removed, and each
 path it could not remove with the reason on stderr: then the exit code is
 125. Every gatebridge start does the same for its own session parent
@@ -106,6 +108,19 @@ path it could not remove with the reason on stderr: then the exit code is
 				}
 			}
 
+			// Staging mounts of protected paths (docker, as root) of a
+			// gatebridge killed before its container started: no engine
+			// needed.
+			staged, serrs := docker.PruneStaging()
+			for _, s := range staged {
+				fmt.Fprintln(out, s)
+			}
+			for _, e := range serrs {
+				fail(e.Path, e.Err)
+			}
+			if len(staged) > 0 {
+				fmt.Fprintf(errw, "gatebridge: removed %d staging directory(ies) of protected paths\n", len(staged))
+			}
 			if cgs := sandbox.PruneCgroups(); len(cgs) > 0 {
 				for _, c := range cgs {
 					fmt.Fprintln(out, c)

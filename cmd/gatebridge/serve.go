@@ -60,7 +60,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f := cmd.Flags()
 	f.BoolVar(&sf.stdio, "stdio", false, "serve one connection on stdin and stdout")
 	f.StringVar(&sf.listen, "listen", "", "serve TCP on ADDR (host:port; :PORT is every interface): one connection per client")
-	f.StringVar(&sf.tokenFile, "token-file", "", "with --listen (required): clients send the token in this file in initialize's authToken")
+	f.StringVar(&sf.tokenFile, "token-file", "", "with --listen (required): clients send the token in this file in initialize's authToken (at least 32 bytes: openssl rand -hex 32)")
 	f.StringVar(&sf.tlsCert, "tls-cert", "", "with --listen: serve TLS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&sf.tlsKey, "tls-key", "", "with --listen: the private key of --tls-cert (PEM)")
 	f.IntVar(&sf.maxConns, "max-connections", rpc.DefaultMaxConns, "with --listen: authenticated connections open at once; one more token holder is refused (connections still in their handshake do not count)")

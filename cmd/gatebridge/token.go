@@ -35,15 +35,23 @@ func loadToken(command, path string) (string, error) {
 }
 
 // readTokenFile reads a token: a secret file (see readSecretFile) holding
-// one non-empty line.
+// one line, at least rpc.MinTokenBytes long (rpc.CheckToken: a shorter
+// one falls to guessing), and not the deploy templates' placeholder.
 func readTokenFile(path string) (string, error) {
 	b, err := readSecretFile(path, modeToken, 4096)
 	if err != nil {
 		return "", err
 	}
 	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+	newToken := fmt.Sprintf("write a random one: openssl rand -hex 32 > %s; chmod 600 %s", path, path)
+	switch {
+	case tok == "" || strings.ContainsAny(tok, " \t\r\n"):
 		return "", fmt.Errorf("%s must hold one token (one line, no spaces)", path)
+	case strings.HasPrefix(tok, "REPLACE_"):
+		return "", &secretFileError{fmt.Sprintf("%s holds a template's placeholder (%s), which anyone can read, not a token", path, tok), newToken}
+	}
+	if err := rpc.CheckToken(tok); err != nil {
+		return "", &secretFileError{fmt.Sprintf("%s: %v", path, err), newToken}
 	}
 	return tok, nil
 }

@@ -28,7 +28,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +73,8 @@ type Server struct {
 	// gates ("NAME_").
 	Name string
 	// Command starts a stdio server; URL connects to a streamable HTTP
-	// one (with Headers). Exactly one must be set.
+	// one (with Headers, sent to URL's origin only: a redirect to another
+	// scheme, host or port is refused). Exactly one must be set.
 	Command []string
 	Env     []string // added to gatebridge's environment for Command
 	URL     string
@@ -255,7 +258,10 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			cmd.Stderr = c.stderr
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
-			hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
+			hc, err := httpClient(s.URL, s.Headers)
+			if err != nil {
+				return nil, err
+			}
 			t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxFrameBytes}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -528,18 +534,81 @@ func writeCache(path string, tools []*mcp.Tool) {
 	}
 }
 
+// httpClient is the client of the streamable HTTP server at endpoint,
+// which sends headers (mcp.servers.NAME.headers: credentials, say) to
+// endpoint's origin only (scheme, host and port), and follows a redirect
+// only within that origin.
+//
+// The headers were added to every request, and a client follows
+// redirects: a hostile or compromised server answered 307 with another
+// host (or http:// for an https:// server) and the Authorization header
+// went there, or over the network in clear text. A redirect to another
+// origin now fails the request with an error naming both origins: the
+// configured URL is the one to fix. (Stripping the headers instead would
+// only hide the move, and the request would fail anyway.) The headers are
+// also set per request only for the endpoint's origin, whatever asked for
+// the request.
+func httpClient(endpoint string, headers map[string]string) (*http.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url %q is not an absolute http or https URL", endpoint)
+	}
+	home := originOf(u)
+	return &http.Client{
+		Transport: headerTransport{origin: home, headers: headers, base: http.DefaultTransport},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if o := originOf(req.URL); o != home {
+				return &redirectError{from: home, to: o}
+			}
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// maxRedirects bounds the redirects followed within a server's origin.
+const maxRedirects = 10
+
+// originOf is u's origin: scheme, lower-case host and port (the scheme's
+// default port when u names none).
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// redirectError is a redirect refused because it leaves the server's
+// origin. to is the server's word: cleaned (see cleanText) when printed.
+type redirectError struct{ from, to string }
+
+func (e *redirectError) Error() string {
+	msg := fmt.Sprintf("the server redirected from %s to another origin, %s: refused (its headers go to %s only)", e.from, cleanText(e.to, 256), e.from)
+	if strings.HasPrefix(e.from, "https:") && strings.HasPrefix(e.to, "http:") {
+		msg += "; and from https to plain http"
+	}
+	return msg
+}
+
+// headerTransport adds headers to the requests for origin.
 type headerTransport struct {
+	origin  string
 	headers map[string]string
 	base    http.RoundTripper
 }
 
-// RoundTrip sends r with the headers; a response that is one message (not
-// an event stream, whose events the SDK bounds) is cut off past
-// maxFrameBytes: the SDK reads it whole.
+// RoundTrip sends r, with the headers when r goes to the origin; a
+// response that is one message (not an event stream, whose events the
+// SDK bounds) is cut off past maxFrameBytes: the SDK reads it whole.
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
+	if len(h.headers) > 0 && originOf(r.URL) == h.origin {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
 	}
 	resp, err := h.base.RoundTrip(r)
 	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

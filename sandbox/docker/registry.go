@@ -59,8 +59,8 @@ func (b *Backend) available(ctx context.Context) error {
 }
 
 // prepare checks the engine and the image (pulling a missing one), then
-// removes per-command containers whose gatebridge died (kill -9, OOM):
-// every docker run starts by cleaning up after those.
+// removes per-command containers and staging mounts whose gatebridge died
+// (kill -9, OOM): every docker run starts by cleaning up after those.
 func (b *Backend) prepare(ctx context.Context) error {
 	if err := b.Check(ctx); err != nil {
 		return err
@@ -68,6 +68,7 @@ func (b *Backend) prepare(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, _ = b.Prune(rctx, PruneOptions{}) // best effort: the run does not depend on it
+	_, _ = PruneStaging()
 	return nil
 }
 
