@@ -2,8 +2,13 @@
 GO      ?= go
 BIN     ?= bin/gatebridge
 PREFIX  ?= /usr/local
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The version is `git describe` when a v* tag exists, else what the Go
+# build info says (a module version for `go install …@v1.2.3`, else dev);
+# the commit is the full hash, "-dirty" with uncommitted changes
+# (`gatebridge version` prints both, and the Go that built it).
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null)
+COMMIT  ?= $(shell git describe --always --dirty --abbrev=40 --match 'no tag: the full hash' 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Short fuzz runs inside `make test`; `make fuzz` runs longer.
 FUZZTIME ?= 5s
 FUZZLONG ?= 2m

@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/internal/buildinfo"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -26,17 +26,10 @@ import (
 // session setup failed): the command did not run, or its result is unknown.
 const ExitInternal = 125
 
-var version = "" // set with -ldflags "-X main.version=…"
+// version and commit are set with -ldflags "-X main.version=… -X main.commit=…" ([buildinfo.Read]).
+var version, commit string
 
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func versionString() string { return buildinfo.Read(version, commit).Version }
 
 // exitError carries the exit code of a command that ran.
 type exitError struct{ code int }
@@ -155,6 +148,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Let sandboxed shell commands call host-side tools through a filesystem mailbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read(version, commit).String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Annotations[annConfig] == "" {
 				return nil
@@ -165,6 +159,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -191,11 +186,11 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, the commit and the Go that built gatebridge",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "gatebridge %s\n", versionString())
-			return nil
+			_, err := io.WriteString(cmd.OutOrStdout(), cmd.Root().Version)
+			return err
 		},
 	}
 }
