@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -403,7 +406,7 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 			full, pat := prefix+k, pattern+k
 			kind, ok := known[pat]
 			if !ok {
-				return &configError{Key: full, Msg: "unknown key", Help: "see configs/gatebridge.yaml for every key"}
+				return &configError{Key: full, Msg: "unknown key", Help: unknownKeyHint(known, pattern, prefix, k)}
 			}
 			if _, named := known[pat+".*"]; kind == reflect.Map && named {
 				sub, isMap := m[k].(map[string]any)
@@ -438,6 +441,20 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 		return nil
 	}
 	return walk(m, prefix, prefix)
+}
+
+// unknownKeyHint suggests the keys nearest to the unknown key k of the
+// section pattern ("mcp.servers.*."), written prefix in the file.
+func unknownKeyHint(known map[string]reflect.Kind, pattern, prefix, k string) string {
+	keys := slices.DeleteFunc(slices.Collect(maps.Keys(known)), func(k string) bool { return strings.HasSuffix(k, ".*") })
+	m := suggest.Key(keys, pattern, k)
+	for i := range m {
+		if rest, ok := strings.CutPrefix(m[i], pattern); ok {
+			m[i] = prefix + rest
+		}
+		m[i] = strings.ReplaceAll(m[i], ".*.", ".NAME.")
+	}
+	return strings.TrimSpace(suggest.Phrase(m) + " `gatebridge config example` shows every key")
 }
 
 func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {

@@ -15,9 +15,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gatebridge/gatebridge/internal/buildinfo"
 	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -93,9 +95,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") {
+	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") && c != nil {
 		// cobra's own error, from outside the flag error func
-		err = withHint(err, "see 'gatebridge --help' for the commands")
+		var word string
+		fmt.Sscanf(err.Error(), "unknown command %q", &word)
+		var names []string
+		for _, sub := range c.Commands() {
+			names = append(names, sub.Name())
+		}
+		err = withHint(err, strings.TrimSpace(suggest.DidYouMean("", word, names)+" see '"+c.CommandPath()+" --help' for the commands"))
 	}
 	printError(stderr, err)
 	return ExitInternal
@@ -164,7 +172,14 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().String("config", "", "config file (default $GATEBRIDGE_CONFIG, else $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml; never the current directory)")
+	root.DisableSuggestions = true // run() suggests, in a hint
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		var ne *pflag.NotExistError
+		var names []string
+		c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		if errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
+			return &usageError{withHint(err, strings.TrimSpace(suggest.DidYouMean("--", ne.GetSpecifiedName(), names)+" see '"+c.CommandPath()+" --help'"))}
+		}
 		return &usageError{withHint(err, "see '"+c.CommandPath()+" --help'")}
 	})
 	root.AddCommand(
