@@ -340,7 +340,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		}
 		real = r
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; see configs/gatebridge.yaml"}
+			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; `gatebridge config example` prints an annotated one"}
 		}
 		if err := checkUnknownKeys(v.AllSettings(), ""); err != nil {
 			err.Msg += " (in " + used + ")"
@@ -412,13 +412,13 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 				sub, isMap := m[k].(map[string]any)
 				if !isMap {
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want sections by name", fmt.Sprint(m[k])),
-						Help: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "`gatebridge config example` shows the keys under " + full}
 				}
 				for _, name := range sortedMapKeys(sub) {
 					entry, isMap := sub[name].(map[string]any)
 					if !isMap {
 						return &configError{Key: full + "." + name, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(sub[name])),
-							Help: "see configs/gatebridge.yaml for the keys under " + full}
+							Help: "`gatebridge config example` shows the keys under " + full}
 					}
 					if err := walk(entry, full+"."+name+".", pat+".*."); err != nil {
 						return err
@@ -431,7 +431,7 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 				if !isMap {
 					// viper would take the defaults under it and ignore this value.
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(m[k])),
-						Help: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "`gatebridge config example` shows the keys under " + full}
 				}
 				if err := walk(sub, full+".", pat+"."); err != nil {
 					return err
@@ -535,11 +535,11 @@ func decodeError(err error, v *viper.Viper) error {
 					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
 				}
 				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]),
-					Help: "see configs/gatebridge.yaml for the type and default of " + key}
+					Help: "`gatebridge config example` shows the type and default of " + key}
 			}
 		}
 	}
-	return &configError{Msg: msg, Help: "see configs/gatebridge.yaml"}
+	return &configError{Msg: msg, Help: "`gatebridge config example` shows every key"}
 }
 
 // Validate checks values the decoder cannot; sandbox.backend must be
@@ -627,7 +627,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	for _, name := range sortedMapKeys(c.MCP.Servers) {
 		srv, key := c.MCP.Servers[name], "mcp.servers."+name
 		if (len(srv.Command) == 0) == (srv.URL == "") {
-			return bad(key, "set command (a stdio server) or url (a streamable HTTP one), one of them", "see the mcp example in configs/gatebridge.yaml")
+			return bad(key, "set command (a stdio server) or url (a streamable HTTP one), one of them", "see the mcp example in `gatebridge config example`")
 		}
 		if srv.Timeout < 0 {
 			return bad(key+".timeout", "negative", "a duration such as 60s")

@@ -135,7 +135,7 @@ func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*g
 	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
 	for i, c := range cfg.Gates.Commands {
 		err := add(gates.KindCommand, commandSpec(c, untrusted), fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml")
+			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`")
 		if err != nil {
 			return nil, nil, err
 		}

@@ -192,6 +192,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newServeCmd(a),
 		newMCPCmd(a),
 		newPromptCmd(a),
+		newConfigCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)
