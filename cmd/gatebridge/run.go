@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
+	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -143,6 +145,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return err
 	}
 	defer chosen.close()
+	if strings.HasPrefix(chosen.reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
+		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.entry.Name, chosen.reason)
+	}
 	if err := checkConfigPlaceSandbox(cfg, chosen); err != nil {
 		return err
 	}
