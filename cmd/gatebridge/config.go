@@ -19,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/configview"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 
@@ -534,8 +535,12 @@ func decodeError(err error, v *viper.Viper) error {
 				if val := v.Get(key); val != nil {
 					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
 				}
-				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]),
-					Help: "`gatebridge config example` shows the type and default of " + key}
+				help := "`gatebridge config example` shows the type and default of " + key
+				if _, bad, ok := strings.Cut(l, "has invalid keys: "); ok { // in a list of sections (gates.commands)
+					near := configview.NearestKeys(reflect.TypeOf(Config{}), key, strings.Split(bad, ", "))
+					help = strings.TrimSpace(suggest.Phrase(near) + " `gatebridge config example` shows every key")
+				}
+				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]), Help: help}
 			}
 		}
 	}

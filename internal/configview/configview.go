@@ -29,6 +29,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gatebridge/gatebridge/internal/suggest"
 )
 
 // Redacted replaces a value that may hold a secret.
@@ -221,4 +223,67 @@ func Write(w io.Writer, entries []Entry) error {
 		}
 	}
 	return nil
+}
+
+// NearestKeys is, for each key in unknown that a file has in the section
+// key of a struct of type t, the section's keys nearest to it
+// ([suggest.Nearest]), in full: key.name.
+func NearestKeys(t reflect.Type, key string, unknown []string) []string {
+	var out []string
+	for _, k := range unknown {
+		for _, n := range suggest.Nearest(k, SectionKeys(t, key)) {
+			out = append(out, key+"."+n)
+		}
+	}
+	return out
+}
+
+// SectionKeys is the keys of the section that key names in a struct of
+// type t, as the file spells them: "gates.commands[0]" (an element of a
+// list of sections), "mcp.servers.docs" (an entry of a map of them),
+// "sandbox". nil when key names no section.
+func SectionKeys(t reflect.Type, key string) []string {
+	for _, part := range strings.Split(key, ".") {
+		name, index, _ := strings.Cut(part, "[")
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case t.Kind() == reflect.Map && index == "":
+			t = t.Elem() // name is an entry's
+			continue
+		case t.Kind() != reflect.Struct:
+			return nil
+		}
+		f, ok := fieldByTag(t, name)
+		if !ok {
+			return nil
+		}
+		t = f.Type
+		for i := strings.Count(part, "["); i > 0; i-- {
+			if t.Kind() != reflect.Slice {
+				return nil
+			}
+			t = t.Elem()
+		}
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("mapstructure"); tag != "" {
+			keys = append(keys, tag)
+		}
+	}
+	return keys
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("mapstructure") == tag {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
 }

@@ -1,6 +1,8 @@
 package configview
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,34 @@ func TestWriteAligns(t *testing.T) {
 	want := "a: 1        # default\nbb.cc: \"x\"  # env GATEBRIDGE_BB_CC\n"
 	if b.String() != want {
 		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+func TestSectionKeys(t *testing.T) {
+	typ := reflect.TypeOf(config{})
+	for _, tc := range []struct {
+		key  string
+		want []string
+	}{
+		{"sandbox", []string{"backend", "timeout", "protected_paths", "limits"}},
+		{"sandbox.limits", []string{"cpus"}},
+		{"commands[0]", []string{"name", "env", "args"}},
+		{"commands[0].args[2]", []string{"name"}},
+		{"servers.docs", []string{"command", "url", "headers", "env", "prefix", "timeout"}},
+		{"sandbox.backend", nil}, // a value, not a section
+		{"commands", nil},        // a list, not one section
+		{"nosuch", nil},
+		{"sandbox[0]", nil},
+	} {
+		if got := SectionKeys(typ, tc.key); !slices.Equal(got, tc.want) {
+			t.Errorf("SectionKeys(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+func TestNearestKeys(t *testing.T) {
+	got := NearestKeys(reflect.TypeOf(config{}), "commands[1]", []string{"nmae", "zzzzzz", "arg"})
+	if want := []string{"commands[1].name", "commands[1].args"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
