@@ -101,7 +101,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Sscanf(err.Error(), "unknown command %q", &word)
 		var names []string
 		for _, sub := range c.Commands() {
-			names = append(names, sub.Name())
+			if !sub.Hidden {
+				names = append(names, sub.Name())
+			}
 		}
 		err = withHint(err, strings.TrimSpace(suggest.DidYouMean("", word, names)+" see '"+c.CommandPath()+" --help' for the commands"))
 	}
@@ -174,13 +176,13 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().String("config", "", "config file (default $GATEBRIDGE_CONFIG, else $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml; never the current directory)")
 	root.DisableSuggestions = true // run() suggests, in a hint
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		var ne *pflag.NotExistError
-		var names []string
-		c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-		if errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
-			return &usageError{withHint(err, strings.TrimSpace(suggest.DidYouMean("--", ne.GetSpecifiedName(), names)+" see '"+c.CommandPath()+" --help'"))}
+		h := "see '" + c.CommandPath() + " --help'"
+		if ne := (*pflag.NotExistError)(nil); errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
+			var names []string
+			c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+			h = strings.TrimSpace(suggest.DidYouMean("--", ne.GetSpecifiedName(), names) + " " + h)
 		}
-		return &usageError{withHint(err, "see '"+c.CommandPath()+" --help'")}
+		return &usageError{withHint(err, h)}
 	})
 	root.AddCommand(
 		newRunCmd(a),
