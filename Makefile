@@ -2,14 +2,23 @@
 GO      ?= go
 BIN     ?= bin/gatebridge
 PREFIX  ?= /usr/local
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The version is `git describe` when a v* tag exists, else what the Go
+# build info says (a module version for `go install …@v1.2.3`, else dev);
+# the commit is the full hash, "-dirty" with uncommitted changes
+# (`gatebridge version` prints both, and the Go that built it).
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null)
+COMMIT  ?= $(shell git describe --always --dirty --abbrev=40 --match 'no tag: the full hash' 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Short fuzz runs inside `make test`; `make fuzz` runs longer.
 FUZZTIME ?= 5s
 FUZZLONG ?= 2m
 FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge/mailbox:FuzzReadCall
 
-.PHONY: all build install test unit test-clients fuzz-short fuzz lint test-image bench example clean
+.PHONY: all build install deps test test-summary unit test-clients fuzz-short fuzz lint test-image bench example clean
+
+# What `make test` prints at its end: each step writes its part here
+# (make test empties it first).
+REPORT := bin/test-report
 
 all: build
 
@@ -28,7 +37,7 @@ install:
 # of the probe is shown as is. `gatebridge run` itself never falls back
 # like this. Choose explicitly with `make example SANDBOX=bwrap|docker|local`.
 SANDBOX ?= auto
-example: build
+example: deps build
 	@sb=$(SANDBOX); \
 	if [ "$$sb" = auto ]; then \
 		err=$$($(BIN) run --sandbox auto -- true 2>&1 >/dev/null); \
@@ -41,14 +50,68 @@ example: build
 	echo "make example: $(BIN) run --sandbox $$sb -- bash -c ..." >&2; \
 	$(BIN) run --sandbox $$sb -- bash -c 'read_file README.md | head -3; search "func main" | wc -l; submit "done: $$(list_dir | wc -l) entries"'
 
-# Every test: lint, unit and integration tests (race detector on), and
-# short fuzz runs. Docker tests need the engine and the test image (built
-# here when the engine answers); CI sets GATEBRIDGE_REQUIRE_BACKENDS so a
-# skipped backend test fails there.
-test: lint test-deploy test-image-if-engine unit test-clients fuzz-short
+# The Debian/Ubuntu packages the tests use, listed once (.ci/run runs
+# make deps too): gcc and libc6-dev for the race detector (cgo);
+# bubblewrap for the bwrap backend; busybox-static and bash-static for the
+# docker test image; dash mksh yash ksh zsh posh for the wrapper shell
+# matrix; git and python3 for the attack tests and the Python client;
+# python3-venv for its install test; openssl for its TLS tests. As root,
+# make deps installs what is missing (apt-get); otherwise it says what is
+# missing, and the tests that need it skip and say why in make test's
+# summary. Not Docker: the docker tests need an engine (and build their
+# image with make test-image). Not acl: TestGrantACLFormat skips without
+# getfacl (it has not been run where getfacl is).
+APT_DEPS := bubblewrap busybox-static bash-static dash mksh yash ksh zsh posh gcc libc6-dev git python3 python3-venv openssl
+
+deps:
+	@mkdir -p $(REPORT); \
+	if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \
+		msg="deps: no dpkg/apt-get: not checked (the tests use: $(APT_DEPS)); the tests that need a missing one skip"; \
+	else \
+		need=; for p in $(APT_DEPS); do dpkg -s $$p >/dev/null 2>&1 || need="$$need $$p"; done; \
+		if [ -z "$$need" ]; then msg="deps: every package the tests use is installed"; \
+		elif [ "$$(id -u)" = 0 ]; then \
+			echo "make deps: apt-get install$$need"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get update -qq && apt-get install -y -qq $$need >/dev/null || exit 1; \
+			msg="deps: installed$$need"; \
+		else msg="deps: missing$$need (not root: not installed; run make deps as root, or the tests that need them skip)"; fi; \
+	fi; \
+	echo "$$msg" | tee $(REPORT)/00-deps.txt
+
+# Every test: lint, unit and integration tests (race detector on when
+# cgo is), the Python client's suites on every backend that can run here,
+# and short fuzz runs; then a summary of what ran and what was skipped
+# and why. Each step runs even when one before it failed (the summary
+# names the failed ones; the exit code is 1). Docker tests need the engine
+# and the test image (built here when the engine answers); CI sets
+# GATEBRIDGE_REQUIRE_BACKENDS so a skipped backend test fails there.
+# make unit PKGS=./bridge/... tests fewer packages.
+PKGS ?= ./...
+TEST_STEPS := deps lint test-deploy test-image-if-engine unit test-clients fuzz-short
+test:
+	@rm -rf $(REPORT); mkdir -p $(REPORT); failed=; \
+	for t in $(TEST_STEPS); do \
+		$(MAKE) --no-print-directory $$t || failed="$$failed $$t"; \
+	done; \
+	[ -z "$$failed" ] || echo "FAILED:$$failed" > $(REPORT)/99-failed.txt; \
+	$(MAKE) --no-print-directory test-summary; \
+	[ -z "$$failed" ]
+
+# The parts the steps of make test wrote, and the backends this machine has.
+test-summary:
+	@echo; echo "== make test: summary ($(REPORT)/) =="; \
+	cat $(REPORT)/[0-8]*.txt 2>/dev/null; \
+	if [ -x $(BIN) ]; then echo "backends here (gatebridge doctor):"; \
+		GATEBRIDGE_CONFIG= XDG_CONFIG_HOME=/nonexistent $(BIN) doctor 2>&1 | grep -E '^[a-z]+ +(backend |docker (engine|image):)' | sed 's/^/  /'; fi; \
+	cat $(REPORT)/99-failed.txt 2>/dev/null || echo "every step passed"
 
 unit: build
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@mkdir -p $(REPORT); rm -f $(REPORT)/41-race.txt; \
+	if [ "$$($(GO) env CGO_ENABLED)" = 1 ]; then race=-race; else race=; \
+		echo "race detector: off (cgo is off: no C compiler; make deps installs gcc)" | tee $(REPORT)/41-race.txt; fi; \
+	echo "$(GO) test $$race -count=1 -timeout 20m $(PKGS)"; \
+	$(GO) run ./internal/testreport go $(REPORT)/40-go.txt -- $(GO) test $$race -count=1 -timeout 20m -json $(PKGS)
 
 # The Kubernetes manifests (deploy/k8s, a Go module of its own): decoded
 # strictly into the Kubernetes API types, their security properties
@@ -56,14 +119,25 @@ unit: build
 .PHONY: test-deploy
 test-deploy:
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@mkdir -p $(REPORT); echo "deploy/k8s: manifests vetted and tested" > $(REPORT)/20-deploy.txt
 
 # The Python client (clients/python, standard library only) against the
-# built binary, with the system python3; then its example agent loop once;
-# and the scripts' own tests (internal/bench/benchcmp.py).
+# built binary, with the system python3, on every backend that can run
+# here (bwrap and docker tests skip, saying why, where they cannot;
+# GATEBRIDGE_TEST_BWRAP=0 or GATEBRIDGE_TEST_DOCKER=0 leaves one out),
+# and its offline pip install (test_install.py); then its example agent
+# loop once; and the scripts' own tests (internal/bench/benchcmp.py).
 test-clients: build
-	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 -m unittest discover -s clients/python -v
-	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py
-	python3 -m unittest discover -s internal/bench -p '*_test.py'
+	@mkdir -p $(REPORT); \
+	if ! command -v python3 >/dev/null 2>&1; then \
+		echo "python client: skipped: no python3 (make deps installs it)" | tee $(REPORT)/50-python.txt; exit 0; fi; \
+	set -e; \
+	echo "python3 -m unittest discover -s clients/python -v"; \
+	GATEBRIDGE_BIN=$(abspath $(BIN)) GATEBRIDGE_TEST_BWRAP=$${GATEBRIDGE_TEST_BWRAP-1} GATEBRIDGE_TEST_DOCKER=$${GATEBRIDGE_TEST_DOCKER-1} \
+		$(GO) run ./internal/testreport unittest $(REPORT)/50-python.txt -- python3 -m unittest discover -s clients/python -v; \
+	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py; \
+	echo "  examples/agent_loop.py: ok" >> $(REPORT)/50-python.txt; \
+	$(GO) run ./internal/testreport unittest $(REPORT)/51-bench-scripts.txt -- python3 -m unittest discover -s internal/bench -p '*_test.py' -v
 
 # Go before 1.27 can fail a fuzz run with a bare "context deadline
 # exceeded" as -fuzztime ends on a loaded machine (golang/go#75804): no
@@ -82,7 +156,8 @@ fuzz-short:
 				else exit 1; fi; \
 			else cat $$log; fi; \
 		fi; \
-	done
+	done; \
+	mkdir -p $(REPORT); echo "fuzz: $(words $(FUZZ_TARGETS)) targets, $(FUZZTIME) each: no failing input" > $(REPORT)/60-fuzz.txt
 
 fuzz:
 	$(MAKE) fuzz-short FUZZTIME=$(FUZZLONG)
@@ -95,6 +170,7 @@ lint:
 	$(GO) vet ./...
 	@set -e; for t in $(CROSS); do echo "vet $$t"; GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./...; done
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@mkdir -p $(REPORT); echo "lint: go vet (linux, $(CROSS)) and gofmt clean" > $(REPORT)/10-lint.txt
 
 # Builds gatebridge-test:latest from the host's busybox-static and
 # bash-static with ImageImport: no registry needed.
@@ -102,9 +178,13 @@ test-image:
 	$(GO) run ./sandbox/docker/testimage
 
 test-image-if-engine:
-	@if docker info >/dev/null 2>&1 || [ -S /var/run/docker.sock ]; then \
-		$(MAKE) test-image; \
-	else echo "no docker engine: skipping the test image (docker tests will skip)"; fi
+	@mkdir -p $(REPORT); \
+	if ! docker info >/dev/null 2>&1 && ! [ -S /var/run/docker.sock ]; then \
+		msg="docker test image: not built: no docker engine answers (the docker tests skip)"; \
+	elif ! [ -x /bin/busybox ] || ! [ -x /bin/bash-static ]; then \
+		msg="docker test image: not built: no /bin/busybox or /bin/bash-static (busybox-static, bash-static: make deps) (the docker tests skip)"; \
+	else $(MAKE) --no-print-directory test-image || exit 1; msg="docker test image: built"; fi; \
+	echo "$$msg" | tee $(REPORT)/30-image.txt
 
 bench: build
 	$(BIN) bench

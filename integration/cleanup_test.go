@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
@@ -81,6 +84,9 @@ func interruptRun(t *testing.T, backend string, sig syscall.Signal) {
 	}
 	if so.String() != "started\n" {
 		t.Errorf("stdout %q", so.String())
+	}
+	if want := "gatebridge: interrupted by " + unix.SignalName(sig) + "\n"; !strings.HasSuffix(se.String(), want) {
+		t.Errorf("stderr %q, want it to end in %q", se.String(), want)
 	}
 	assertEmptyDir(t, sessions)
 	if len(sleepPids(marker)) > 0 {

@@ -1,6 +1,8 @@
 """A Python client for ``gatebridge serve`` (``--stdio`` or ``--listen``).
 
-One file, standard library only, Python >= 3.9. Copy it into your project.
+One file, standard library only, Python >= 3.9. Install it with
+``pip install ./clients/python`` from the gatebridge repository (offline:
+the build backend is in the tree), or copy it into your project.
 
 gatebridge runs untrusted shell commands in a sandbox (bubblewrap, Docker,
 or a plain process) and puts *gates* on the sandbox's ``PATH``: commands

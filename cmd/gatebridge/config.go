@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/configview"
+	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -337,7 +341,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		}
 		real = r
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; see configs/gatebridge.yaml"}
+			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; `gatebridge config example` prints an annotated one"}
 		}
 		if err := checkUnknownKeys(v.AllSettings(), ""); err != nil {
 			err.Msg += " (in " + used + ")"
@@ -403,19 +407,19 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 			full, pat := prefix+k, pattern+k
 			kind, ok := known[pat]
 			if !ok {
-				return &configError{Key: full, Msg: "unknown key", Help: "see configs/gatebridge.yaml for every key"}
+				return &configError{Key: full, Msg: "unknown key", Help: unknownKeyHint(known, pattern, prefix, k)}
 			}
 			if _, named := known[pat+".*"]; kind == reflect.Map && named {
 				sub, isMap := m[k].(map[string]any)
 				if !isMap {
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want sections by name", fmt.Sprint(m[k])),
-						Help: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "`gatebridge config example` shows the keys under " + full}
 				}
 				for _, name := range sortedMapKeys(sub) {
 					entry, isMap := sub[name].(map[string]any)
 					if !isMap {
 						return &configError{Key: full + "." + name, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(sub[name])),
-							Help: "see configs/gatebridge.yaml for the keys under " + full}
+							Help: "`gatebridge config example` shows the keys under " + full}
 					}
 					if err := walk(entry, full+"."+name+".", pat+".*."); err != nil {
 						return err
@@ -428,7 +432,7 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 				if !isMap {
 					// viper would take the defaults under it and ignore this value.
 					return &configError{Key: full, Msg: fmt.Sprintf("bad value %q: want a section of keys", fmt.Sprint(m[k])),
-						Help: "see configs/gatebridge.yaml for the keys under " + full}
+						Help: "`gatebridge config example` shows the keys under " + full}
 				}
 				if err := walk(sub, full+".", pat+"."); err != nil {
 					return err
@@ -438,6 +442,20 @@ func checkUnknownKeys(m map[string]any, prefix string) *configError {
 		return nil
 	}
 	return walk(m, prefix, prefix)
+}
+
+// unknownKeyHint suggests the keys nearest to the unknown key k of the
+// section pattern ("mcp.servers.*."), written prefix in the file.
+func unknownKeyHint(known map[string]reflect.Kind, pattern, prefix, k string) string {
+	keys := slices.DeleteFunc(slices.Collect(maps.Keys(known)), func(k string) bool { return strings.HasSuffix(k, ".*") })
+	m := suggest.Key(keys, pattern, k)
+	for i := range m {
+		if rest, ok := strings.CutPrefix(m[i], pattern); ok {
+			m[i] = prefix + rest
+		}
+		m[i] = strings.ReplaceAll(m[i], ".*.", ".NAME.")
+	}
+	return strings.TrimSpace(suggest.Phrase(m) + " `gatebridge config example` shows every key")
 }
 
 func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
@@ -517,12 +535,16 @@ func decodeError(err error, v *viper.Viper) error {
 				if val := v.Get(key); val != nil {
 					msg = fmt.Sprintf("bad value %q", fmt.Sprint(val))
 				}
-				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]),
-					Help: "see configs/gatebridge.yaml for the type and default of " + key}
+				help := "`gatebridge config example` shows the type and default of " + key
+				if _, bad, ok := strings.Cut(l, "has invalid keys: "); ok { // in a list of sections (gates.commands)
+					near := configview.NearestKeys(reflect.TypeOf(Config{}), key, strings.Split(bad, ", "))
+					help = strings.TrimSpace(suggest.Phrase(near) + " `gatebridge config example` shows every key")
+				}
+				return &configError{Key: key, Msg: msg + ": " + strings.TrimSpace(l[end+2:]), Help: help}
 			}
 		}
 	}
-	return &configError{Msg: msg, Help: "see configs/gatebridge.yaml"}
+	return &configError{Msg: msg, Help: "`gatebridge config example` shows every key"}
 }
 
 // Validate checks values the decoder cannot; sandbox.backend must be
@@ -610,7 +632,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	for _, name := range sortedMapKeys(c.MCP.Servers) {
 		srv, key := c.MCP.Servers[name], "mcp.servers."+name
 		if (len(srv.Command) == 0) == (srv.URL == "") {
-			return bad(key, "set command (a stdio server) or url (a streamable HTTP one), one of them", "see the mcp example in configs/gatebridge.yaml")
+			return bad(key, "set command (a stdio server) or url (a streamable HTTP one), one of them", "see the mcp example in `gatebridge config example`")
 		}
 		if srv.Timeout < 0 {
 			return bad(key+".timeout", "negative", "a duration such as 60s")

@@ -112,7 +112,7 @@ func gateSources(cfg *Config) []gateSource {
 	}
 	for i, c := range cfg.Gates.Commands {
 		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in configs/gatebridge.yaml", commandSpec(c)})
+			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", commandSpec(c)})
 	}
 	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]

@@ -12,14 +12,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/buildinfo"
 	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -28,17 +30,10 @@ import (
 // session setup failed): the command did not run, or its result is unknown.
 const ExitInternal = 125
 
-var version = "" // set with -ldflags "-X main.version=…"
+// version and commit are set with -ldflags "-X main.version=… -X main.commit=…" ([buildinfo.Read]).
+var version, commit string
 
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func versionString() string { return buildinfo.Read(version, commit).Version }
 
 // exitError carries the exit code of a command that ran.
 type exitError struct{ code int }
@@ -102,9 +97,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") {
+	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") && c != nil {
 		// cobra's own error, from outside the flag error func
-		err = withHint(err, "see 'gatebridge --help' for the commands")
+		var word string
+		fmt.Sscanf(err.Error(), "unknown command %q", &word)
+		var names []string
+		for _, sub := range c.Commands() {
+			if !sub.Hidden {
+				names = append(names, sub.Name())
+			}
+		}
+		err = withHint(err, strings.TrimSpace(suggest.DidYouMean("", word, names)+" see '"+c.CommandPath()+" --help' for the commands"))
 	}
 	printError(stderr, err)
 	return ExitInternal
@@ -170,6 +173,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Let sandboxed shell commands call host-side tools through a filesystem mailbox",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read(version, commit).String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Annotations[annConfig] == "" {
 				return nil
@@ -180,12 +184,20 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().String("config", "", "config file (default $GATEBRIDGE_CONFIG, else $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml; never the current directory)")
+	root.DisableSuggestions = true // run() suggests, in a hint
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{withHint(err, "see '"+c.CommandPath()+" --help'")}
+		h := "see '" + c.CommandPath() + " --help'"
+		if ne := (*pflag.NotExistError)(nil); errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
+			var names []string
+			c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+			h = strings.TrimSpace(suggest.DidYouMean("--", ne.GetSpecifiedName(), names) + " " + h)
+		}
+		return &usageError{withHint(err, h)}
 	})
 	root.AddCommand(
 		newRunCmd(a),
@@ -197,6 +209,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newServeCmd(a),
 		newMCPCmd(a),
 		newPromptCmd(a),
+		newConfigCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)
@@ -206,11 +219,11 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, the commit and the Go that built gatebridge",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "gatebridge %s\n", versionString())
-			return nil
+			_, err := io.WriteString(cmd.OutOrStdout(), cmd.Root().Version)
+			return err
 		},
 	}
 }

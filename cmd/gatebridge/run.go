@@ -9,14 +9,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
+	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -140,11 +143,14 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	chosen, err := chooseBackend(ctx, cfg, a.backends, stderr)
 	if err != nil {
 		if ctx.Err() != nil { // interrupted while checking backends
-			return &exitError{signalCode(sig)}
+			return &exitError{signalCode(sig, stderr)}
 		}
 		return err
 	}
 	defer chosen.close()
+	if strings.HasPrefix(chosen.reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
+		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.entry.Name, chosen.reason)
+	}
 	if err := checkConfigPlaceSandbox(cfg, chosen); err != nil {
 		return err
 	}
@@ -233,7 +239,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	code := res.ExitCode
 	if res.Canceled {
-		code = signalCode(sig)
+		code = signalCode(sig, stderr)
+	} else if res.TimedOut { // said in --json mode too, as every diagnostic is
+		fmt.Fprintf(stderr, "gatebridge: timed out after %v\n", cfg.Sandbox.Timeout)
 	}
 	if code != 0 {
 		return &exitError{code}
@@ -334,14 +342,16 @@ func limitsOf(cfg *Config) bridge.Limits {
 }
 
 // signalCode is 128+N for the signal that stopped the run (130 when it is
-// not known).
-func signalCode(sig <-chan os.Signal) int {
+// not known); it says so on stderr.
+func signalCode(sig <-chan os.Signal, stderr io.Writer) int {
+	code := 130
 	select {
 	case s := <-sig:
 		if n, ok := s.(syscall.Signal); ok {
-			return 128 + int(n)
+			code = 128 + int(n)
 		}
 	default:
 	}
-	return 130
+	fmt.Fprintf(stderr, "gatebridge: interrupted by %s\n", unix.SignalName(syscall.Signal(code-128)))
+	return code
 }

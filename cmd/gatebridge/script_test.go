@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 //
 //	code N PROG [ARG...]  run PROG and require exit code N (like exec)
 //	nosessions            fail if a session dir is left in $TMPDIR
+//	waitfile FILE         wait until FILE exists (fail after 30s)
 //
 // Extra conditions:
 //
@@ -39,6 +41,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"code":       cmdCode,
 			"nosessions": cmdNoSessions,
+			"waitfile":   cmdWaitFile,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
@@ -94,5 +97,19 @@ func cmdNoSessions(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	if len(left) > 0 {
 		ts.Fatalf("session dirs left: %v", left)
+	}
+}
+
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfile FILE")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile: no %s after 30s", args[0])
+		}
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/gatebridge/gatebridge/configs"
+	"github.com/gatebridge/gatebridge/internal/configview"
+)
+
+// newConfigCmd is `gatebridge config`: the annotated file, the effective
+// configuration and where each value came from, and a file's check.
+func newConfigCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Print the annotated config file or the effective config, or check a config file", Args: cobra.NoArgs}
+	example := &cobra.Command{
+		Use:   "example",
+		Short: "Print the annotated config file: every key with its default and what it does",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := io.WriteString(cmd.OutOrStdout(), configs.Example)
+			return err
+		},
+	}
+	show := needsConfig(&cobra.Command{
+		Use:   "show [run flags]",
+		Short: "Print the effective config, each value with where it came from (secrets redacted)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return configview.Write(cmd.OutOrStdout(), configview.Flatten(a.cfg, configSource(a.cfg, cmd.Flags())))
+		},
+	})
+	newRunCmd(a).Flags().VisitAll(func(f *pflag.Flag) { // run's flags that set a key
+		if _, ok := flagKeys[f.Name]; ok {
+			show.Flags().AddFlag(f)
+		}
+	})
+	validate := &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a config file as a run loads it (keys, values, who may write it, its command gates; MCP servers are not started)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, _, err := loadConfig(args[0], nil, a.backends)
+			if err != nil {
+				return err
+			}
+			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			if err != nil {
+				return err
+			}
+			noMCP := *cfg
+			noMCP.MCP.Servers = nil
+			reg, _, err := buildRegistry(cmd.Context(), a.kinds, &noMCP, ws, ws, func(string) {})
+			if err != nil {
+				return err
+			}
+			reg.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(example, show, validate)
+	return cmd
+}
+
+// configSource says where cfg's value of a key came from: the first of
+// flag, env, file and default that sets it (loadConfig's precedence).
+func configSource(cfg *Config, flags *pflag.FlagSet) func(string) string {
+	var file *viper.Viper
+	if cfg.configFile != "" {
+		file = viper.New()
+		file.SetConfigType("yaml")
+		if data, _, err := readTrustedConfig(cfg.configFile); err != nil || file.ReadConfig(bytes.NewReader(data)) != nil {
+			file = nil
+		}
+	}
+	return func(key string) string {
+		for flag, k := range flagKeys {
+			if k == key && flags.Changed(flag) {
+				return "flag --" + flag
+			}
+		}
+		env := "GATEBRIDGE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if _, bound := defaults[key]; bound && os.Getenv(env) != "" {
+			return "env " + env
+		}
+		if file != nil && file.InConfig(key) {
+			return "file " + cfg.configGiven
+		}
+		return "default"
+	}
+}
