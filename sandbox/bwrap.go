@@ -141,7 +141,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	// Limits.TmpSize, not the session's tmp/ on the host.
 	envDirs := inside
 	envDirs.Tmp = "/tmp"
-	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(envDirs, basePath))
+	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(spec, envDirs, basePath))
 	pathList, _ := EnvValue(env, "PATH")
 	// Everything inside is a host path bound at the same place (or the
 	// empty /tmp), so a host lookup tells whether the name exists inside.

@@ -212,8 +212,9 @@ func TestBwrapSessionUnderTmp(t *testing.T) {
 		os.Mkdir(d, 0o777)
 	}
 	res, err := b.Run(context.Background(), &sandbox.Spec{
-		Command: []string{"sh", "-c", `printf hi > "$GATEBRIDGE_CALLS_DIR/f"; ls /tmp`},
-		Session: s,
+		Command:    []string{"sh", "-c", `printf hi > "$GATEBRIDGE_CALLS_DIR/f"; ls /tmp`},
+		Session:    s,
+		SessionEnv: sandboxtest.SessionEnv,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func (l *Local) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if !ok {
 		basePath = os.Getenv("PATH")
 	}
-	env := MergeEnv(os.Environ(), spec.Env, SessionEnv(spec.Session, basePath))
+	env := MergeEnv(os.Environ(), spec.Env, SessionEnv(spec, spec.Session, basePath))
 	pathList, _ := EnvValue(env, "PATH")
 	path, ok := lookPath(spec.Command[0], pathList)
 	if !ok {

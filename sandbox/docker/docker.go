@@ -50,7 +50,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -88,9 +87,9 @@ const (
 
 // Wake modes for [Config.Wake].
 const (
-	WakeAuto = ""               // poll on Docker Desktop or a non-Linux host, else FIFO
-	WakePoll = mailbox.WakePoll // always make the wrappers poll
-	WakeFIFO = mailbox.WakeFIFO // leave the session's wake mode
+	WakeAuto = ""     // poll on Docker Desktop or a non-Linux host, else FIFO
+	WakePoll = "poll" // always make the wrappers poll
+	WakeFIFO = "fifo" // leave the session's wake mode
 )
 
 // Config configures a [Backend]. The zero value of every field means the
@@ -274,8 +273,10 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
 }
 
-// insideDirs returns the session layout under p inside the container.
-func insideDirs(p string) sandbox.SessionDirs { return mailbox.LayoutAt(p) }
+// ForcePoll reports whether FIFO wake-ups cannot cross into the
+// container ([sandbox.WakeForcer]): Config.Wake, or for WakeAuto whether
+// the engine is Docker Desktop's (asked once) or the host is not Linux.
+func (b *Backend) ForcePoll(ctx context.Context) bool { return b.usePoll(ctx) }
 
 // usePoll reports whether FIFO wake-ups cannot cross into the container.
 func (b *Backend) usePoll(ctx context.Context) bool {
@@ -300,19 +301,15 @@ func (b *Backend) usePoll(ctx context.Context) bool {
 
 func isDockerDesktop(os string) bool { return strings.Contains(os, "Docker Desktop") }
 
-// env builds the container environment.
-func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []string) []string {
+// env builds the container environment: the session's entries for the
+// paths inside, then spec.Env. The wrappers' wake mode is the session's
+// (bridge asks [Backend.ForcePoll]).
+func (b *Backend) env(spec *sandbox.Spec, inside sandbox.SessionDirs) []string {
 	// TMPDIR is the container's own size-limited /tmp tmpfs (tmp_size),
 	// not the session's tmp/ on the host: what the command writes there is
 	// bounded and charged to the container.
 	inside.Tmp = "/tmp"
-	base := sandbox.SessionEnv(inside, DefaultPath)
-	if b.usePoll(ctx) {
-		// Last, so it wins over the session's own GATEBRIDGE_WAKE=fifo
-		// that arrives in extra (FIFOs do not cross Docker Desktop's VM).
-		return sandbox.MergeEnv(base, extra, []string{mailbox.EnvWake + "=" + mailbox.WakePoll})
-	}
-	return sandbox.MergeEnv(base, extra)
+	return sandbox.MergeEnv(sandbox.SessionEnv(spec, inside, DefaultPath), spec.Env)
 }
 
 func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string]string {
@@ -353,7 +350,7 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 // a shell's "command not found" for an unknown command. It needs /bin/sh
 // in the image (the gate wrappers do too).
 const (
-	leaseName   = mailbox.FileLease
+	leaseName   = "lease" // the mailbox format's FileLease (docker_test checks)
 	leaseScript = `l=$1; shift
 if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
 	( read -r _ <&9; kill -KILL -1 ) >/dev/null 2>&1 &
@@ -501,7 +498,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if err := sandbox.GrantSession(spec.Session, uid, gid); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
-	inside := insideDirs(b.cfg.SessionPath)
+	inside := spec.Session.Rebase(b.cfg.SessionPath)
 	var mounts []mount.Mount
 	if spec.Session.Root != "" {
 		mounts = append(mounts, bind(spec.Session.Root, inside.Root, true))
@@ -543,7 +540,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	cfg := &container.Config{
 		Image:        b.cfg.Image,
 		User:         user,
-		Env:          b.env(ctx, inside, spec.Env),
+		Env:          b.env(spec, inside),
 		Cmd:          spec.Command,
 		Entrypoint:   []string{},
 		WorkingDir:   workdir,

@@ -75,7 +75,7 @@ func NewFixture(t *testing.T, opt Options) *Fixture {
 	t.Helper()
 	root := traversableTempDir(t)
 	f := &Fixture{
-		Session:    mailbox.LayoutAt(filepath.Join(root, "session")),
+		Session:    sandbox.SessionDirs(mailbox.LayoutAt(filepath.Join(root, "session"))),
 		Workspace:  filepath.Join(root, "workspace"),
 		SecretText: "gatebridge-secret-" + strconv.Itoa(rand.IntN(1e9)),
 		shell:      opt.Shell,
@@ -129,15 +129,23 @@ func write(t *testing.T, name, data string, mode os.FileMode) {
 }
 
 // Spec returns a Spec running script under the shell with the fixture's
-// session and workspace, a 30 s safety timeout and a short kill grace.
+// session (its env as bridge gives it: [SessionEnv]) and workspace, a 30 s
+// safety timeout and a short kill grace.
 func (f *Fixture) Spec(script string) *sandbox.Spec {
 	return &sandbox.Spec{
-		Command:   []string{f.shell, "-c", script},
-		Session:   f.Session,
-		Workspace: f.Workspace,
-		Timeout:   safety,
-		KillGrace: shortGrace,
+		Command:    []string{f.shell, "-c", script},
+		Session:    f.Session,
+		SessionEnv: SessionEnv,
+		Workspace:  f.Workspace,
+		Timeout:    safety,
+		KillGrace:  shortGrace,
 	}
+}
+
+// SessionEnv is the [sandbox.Spec.SessionEnv] bridge's Session.Run sets:
+// PATH and TMPDIR, then the mailbox's names for the session's directories.
+func SessionEnv(inside sandbox.SessionDirs, basePath string) []string {
+	return append(sandbox.PathEnv(inside, basePath), mailbox.DirsEnv(mailbox.Layout(inside))...)
 }
 
 // Buffer is a bytes.Buffer safe for concurrent use.
