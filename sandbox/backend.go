@@ -200,6 +200,10 @@ func (e *Error) Hint() string { return e.Help }
 // ErrUnavailable is wrapped by errors saying a backend cannot run here.
 var ErrUnavailable = errors.New("backend unavailable")
 
+// ErrImageMissing is wrapped by errors saying the image to run is not
+// present (and could not be pulled).
+var ErrImageMissing = errors.New("image missing")
+
 // Exit codes [Result.ExitCode] takes when the backend, not the command,
 // decided the outcome.
 const (

@@ -42,7 +42,10 @@ type Finding struct {
 type Settings struct {
 	Limits Limits // what isolating backends enforce (Spec.Limits too)
 	Bwrap  Bwrap  // bwrap's Path and ReadOnly
-	Extra  map[string]any
+	// Image, when set, is the image to run, over the backend's own
+	// configuration; only a backend whose entry has Images takes one.
+	Image string
+	Extra map[string]any
 }
 
 // BackendEntry describes one kind of backend: how to make it, how to tell
@@ -52,6 +55,9 @@ type BackendEntry struct {
 	Summary   string   // one line, for help texts
 	Isolates  string   // what the sandbox keeps from the host, for doctor
 	Platforms []string // GOOS values it runs on; nil means every one
+	// Images is set when the backend runs images and New honours
+	// [Settings].Image (docker).
+	Images bool
 	// Strength orders `--sandbox auto`: it tries stronger isolation first
 	// (same strength: registry order). 0 isolates nothing: auto uses such
 	// a backend only when unsandboxed runs are allowed, and last.

@@ -18,7 +18,6 @@ import (
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
-	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -95,7 +94,7 @@ func errorKind(err error) string {
 	switch {
 	case errors.As(err, &ce), errors.As(err, &ue):
 		return "config"
-	case errors.Is(err, docker.ErrImageMissing):
+	case errors.Is(err, sandbox.ErrImageMissing):
 		return "image_missing"
 	case errors.Is(err, sandbox.ErrUnavailable), errors.As(err, &se):
 		return "sandbox_unavailable"

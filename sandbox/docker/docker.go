@@ -604,14 +604,10 @@ func (b *Backend) remove(ctx context.Context, id string) error {
 	return err
 }
 
-// ErrImageMissing marks errors caused by the image not being present (and
-// not pullable).
-var ErrImageMissing = errors.New("image missing")
-
 func (b *Backend) createError(err error) error {
 	if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
 		return &sandbox.Error{Backend: "docker", Op: "create container",
-			Err:  fmt.Errorf("%w: image %s not found locally: %w", ErrImageMissing, b.cfg.Image, err),
+			Err:  fmt.Errorf("%w: image %s not found locally: %w", sandbox.ErrImageMissing, b.cfg.Image, err),
 			Help: imageHint(b.cfg.Image)}
 	}
 	return engineError("create container", err)

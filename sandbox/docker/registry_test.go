@@ -35,6 +35,18 @@ func TestRegister(t *testing.T) {
 	if in, ok := b.(sandbox.WorkspaceMapper).WorkspaceInside("/home/u/ws"); !ok || in != DefaultWorkspacePath {
 		t.Errorf("WorkspaceInside = %q, %v", in, ok)
 	}
+	// Settings.Image (serve's sandbox/open "image") wins over the Config's.
+	if !e.Images {
+		t.Error("the docker entry does not say it runs images")
+	}
+	b2, err := e.New(sandbox.Settings{Image: "other/img:2", Extra: map[string]any{Name: Config{Image: "example/img:1", Memory: 7 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sandbox.Close(b2)
+	if c := b2.(*Backend).Config(); c.Image != "other/img:2" || c.Memory != 7<<20 {
+		t.Errorf("with Settings.Image: image %q memory %d", c.Image, c.Memory)
+	}
 }
 
 func TestWakeFinding(t *testing.T) {
