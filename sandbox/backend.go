@@ -1,14 +1,29 @@
-// Package sandbox runs a command with a gatebridge session mounted, in one
-// of several isolation backends: [Local] (no isolation), [Bwrap] (bubblewrap
-// namespaces) and docker (a container, package sandbox/docker).
+// Package sandbox is the contract between gatebridge and the backends
+// that run a command with a gatebridge session mounted: [Backend], [Spec],
+// [Result], [Error], the optional interfaces of what only some backends can
+// do, the [Registry], and what every backend shares: the stop sequence
+// ([Stopper]), output capture ([Capture]), the session's env, its grant
+// to another uid, protected paths. It defines no backend. Each lives in
+// its own package: sandbox/local (no isolation), sandbox/bwrap (bubblewrap
+// namespaces), sandbox/docker (a container) and sandbox/agent (a
+// long-lived sandbox reached through a directory).
 //
 // # Registry
 //
 // A [Registry] lists the backends a program offers, each as a
 // [BackendEntry]: name, what it isolates, platforms, constructor from
-// [Settings], availability check and doctor findings. [NewRegistry] has
-// local and bwrap; a program adds docker with docker.Register.
+// [Settings], availability check and doctor findings. [NewRegistry] is
+// empty: the program registers each backend it offers from its main
+// package (local.Register, bwrap.Register, docker.Register).
 // [Registry.Auto] picks the strongest isolation that can run here.
+//
+// # Optional interfaces
+//
+// What only some backends can do is an interface of one method, found by
+// a type assertion: [Checker], [WorkspaceMapper], [WakeForcer],
+// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]) and
+// [Reopener]. Code above the backends asks for an ability, never for a
+// concrete backend.
 //
 // # Contract
 //

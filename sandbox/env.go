@@ -60,3 +60,15 @@ func MergeEnv(base []string, over ...[]string) []string {
 	}
 	return out
 }
+
+// EnvValue returns the value of key in a KEY=VALUE list (the last one
+// wins).
+func EnvValue(env []string, key string) (string, bool) {
+	val, found := "", false
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			val, found = v, true
+		}
+	}
+	return val, found
+}

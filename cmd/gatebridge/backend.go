@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -118,8 +119,10 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 func backendSettings(cfg *Config) sandbox.Settings {
 	return sandbox.Settings{
 		Limits: sandboxLimits(cfg),
-		Bwrap:  sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
-		Extra:  map[string]any{docker.Name: dockerConfig(cfg)},
+		Extra: map[string]any{
+			bwrap.Name:  bwrap.Backend{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
+			docker.Name: dockerConfig(cfg),
+		},
 	}
 }
 
