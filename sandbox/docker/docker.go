@@ -32,6 +32,7 @@ package docker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,31 +148,16 @@ type Config struct {
 	Agent string
 }
 
+// withDefaults fills the fields left zero (-1 keeps meaning none).
 func (c Config) withDefaults() Config {
-	if c.Image == "" {
-		c.Image = TestImage
-	}
-	if c.Memory == 0 {
-		c.Memory = DefaultMemory
-	}
-	if c.NanoCPUs == 0 {
-		c.NanoCPUs = DefaultNanoCPUs
-	}
-	if c.PidsLimit == 0 {
-		c.PidsLimit = DefaultPidsLimit
-	}
-	if c.Network == "" {
-		c.Network = DefaultNetwork
-	}
-	if c.TmpfsSize == 0 {
-		c.TmpfsSize = DefaultTmpfsSize
-	}
-	if c.SessionPath == "" {
-		c.SessionPath = DefaultSessionPath
-	}
-	if c.WorkspacePath == "" {
-		c.WorkspacePath = DefaultWorkspacePath
-	}
+	c.Image = cmp.Or(c.Image, TestImage)
+	c.Memory = cmp.Or(c.Memory, DefaultMemory)
+	c.NanoCPUs = cmp.Or(c.NanoCPUs, DefaultNanoCPUs)
+	c.PidsLimit = cmp.Or(c.PidsLimit, DefaultPidsLimit)
+	c.Network = cmp.Or(c.Network, DefaultNetwork)
+	c.TmpfsSize = cmp.Or(c.TmpfsSize, DefaultTmpfsSize)
+	c.SessionPath = cmp.Or(c.SessionPath, DefaultSessionPath)
+	c.WorkspacePath = cmp.Or(c.WorkspacePath, DefaultWorkspacePath)
 	if c.PullProgress == nil {
 		c.PullProgress = os.Stderr
 	}

@@ -57,3 +57,19 @@ func TestWakeFinding(t *testing.T) {
 		t.Error("warned on a Linux engine")
 	}
 }
+
+// A zero Config field takes its default; -1 (no limit) and a set value
+// stay.
+func TestConfigDefaults(t *testing.T) {
+	d := Config{}.withDefaults()
+	if d.Image != TestImage || d.Memory != DefaultMemory || d.NanoCPUs != DefaultNanoCPUs || d.PidsLimit != DefaultPidsLimit ||
+		d.Network != DefaultNetwork || d.TmpfsSize != DefaultTmpfsSize || d.SessionPath != DefaultSessionPath ||
+		d.WorkspacePath != DefaultWorkspacePath || d.PullProgress == nil {
+		t.Errorf("defaults: %+v", d)
+	}
+	c := Config{Image: "i", Memory: -1, NanoCPUs: -1, PidsLimit: 7, Network: "host", TmpfsSize: 1, SessionPath: "/s", WorkspacePath: "/w"}.withDefaults()
+	if c.Image != "i" || c.Memory != -1 || c.NanoCPUs != -1 || c.PidsLimit != 7 || c.Network != "host" || c.TmpfsSize != 1 ||
+		c.SessionPath != "/s" || c.WorkspacePath != "/w" {
+		t.Errorf("set values changed: %+v", c)
+	}
+}
