@@ -32,26 +32,28 @@ import (
 //
 // The command runs with every namespace unshared (network: only lo; pid;
 // ipc; uts; cgroup; user where the kernel allows), a new session (no
-// terminal to push input into), no capabilities even when gatebridge runs as
-// root, and a root that holds only: read-only binds of /usr, /bin, /sbin and
-// /lib* (symlinks are recreated as symlinks), the /etc entries in
-// [Backend.Etc], [Backend.ReadOnly], a fresh /proc and a minimal /dev, a tmpfs
-// /tmp, the workspace (read-only unless [sandbox.Spec.WorkspaceWritable]) and the
-// session. The session is mounted at its host path: Root, bin/ and
-// responses/ read-only, calls/ and tmp/ read-write. Paths are resolved
-// (symlinks evaluated) on the host first, so inside paths equal the
-// canonical host paths, in the env as well. In a writable workspace the
-// protected paths ([sandbox.Spec.ProtectedPaths]) are mounted read-only over it,
-// each directory between the workspace and one of them read-write onto
-// itself ([sandbox.ProtectedParents]), both from descriptors gatebridge opened
+// terminal to push input into), no capabilities even when gatebridge runs
+// as root, and a root that holds only: read-only binds of /usr, /bin,
+// /sbin and /lib* (symlinks are recreated as symlinks), the /etc entries
+// in [Backend.Etc], [Backend.ReadOnly], a fresh /proc and a minimal /dev,
+// a tmpfs /tmp, the workspace (read-only unless
+// [sandbox.Spec.WorkspaceWritable]) and the session. The session is
+// mounted at its host path: Root, bin/ and responses/ read-only, calls/
+// and tmp/ read-write. Paths are resolved (symlinks evaluated) on the host
+// first, so inside paths equal the canonical host paths, in the env as
+// well. In a writable workspace the protected paths
+// ([sandbox.Spec.ProtectedPaths]) are mounted read-only over it, each
+// directory between the workspace and one of them read-write onto itself
+// ([sandbox.ProtectedParents]), both from descriptors gatebridge opened
 // without following links, where bwrap has --bind-fd.
 //
 // # Environment
 //
-// Only HOME=/tmp, then [sandbox.Spec.Env], then [sandbox.SessionEnv] with the base PATH
-// /usr/local/bin:/usr/bin:/bin (or Spec.Env's PATH). The environment is
-// given to bwrap as its own environment, which it passes on, rather than
-// with --clearenv and --setenv: values stay out of the host's process list.
+// Only HOME=/tmp, then [sandbox.Spec.Env], then [sandbox.SessionEnv] with
+// the base PATH /usr/local/bin:/usr/bin:/bin (or Spec.Env's PATH). The
+// environment is given to bwrap as its own environment, which it passes
+// on, rather than with --clearenv and --setenv: values stay out of the
+// host's process list.
 //
 // # Processes
 //
