@@ -27,7 +27,7 @@ type shBackend struct{}
 func (shBackend) Name() string { return "test" }
 func (shBackend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	cmd := exec.CommandContext(ctx, spec.Command[0], spec.Command[1:]...)
-	cmd.Env = sandbox.MergeEnv(os.Environ(), sandbox.SessionEnv(spec.Session, os.Getenv("PATH")), spec.Env)
+	cmd.Env = sandbox.MergeEnv(os.Environ(), sandbox.SessionEnv(spec, spec.Session, os.Getenv("PATH")), spec.Env)
 	cmd.Dir = spec.Workspace
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se

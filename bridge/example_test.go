@@ -8,6 +8,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // An agent runtime registers its own gate as a Go function and runs a
@@ -19,7 +20,7 @@ func ExampleRun() {
 			fmt.Fprintln(c.Stdout, "sunny in", strings.Join(c.Args, " "))
 			return 0, nil
 		}))
-	res, err := bridge.Run(context.Background(), bridge.Config{Gates: reg}, sandbox.NewLocal(),
+	res, err := bridge.Run(context.Background(), bridge.Config{Gates: reg}, local.New(),
 		sandbox.Spec{Command: []string{"sh", "-c", `weather Paris | tr a-z A-Z`}})
 	if err != nil {
 		panic(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 func bigGate(n int) gates.Gate {
@@ -105,7 +106,7 @@ func TestTimeoutBoundsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	res, err := s.Run(context.Background(), sandbox.NewLocal(), sandbox.Spec{Command: []string{"sh", "-c", "t_stubborn"},
+	res, err := s.Run(context.Background(), local.New(), sandbox.Spec{Command: []string{"sh", "-c", "t_stubborn"},
 		Timeout: time.Second, KillGrace: 200 * time.Millisecond})
 	took := time.Since(start)
 	if err != nil || !res.TimedOut {

@@ -196,7 +196,7 @@ func (s *Session) writeWrappers(specs []gates.Spec) error {
 // [sandbox.GrantSession], which the isolating backends also call).
 // Allowing gatebridge's own uid does nothing.
 func (s *Session) Allow(uid, gid int) error {
-	if err := sandbox.GrantSession(s.layout, uid, gid); err != nil {
+	if err := sandbox.GrantSession(sandbox.SessionDirs(s.layout), uid, gid); err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	return nil
@@ -217,7 +217,7 @@ func (s *Session) WatchMode() WatchMode { return s.srv.mode }
 func (s *Session) Dispatcher() *Dispatcher { return s.d }
 
 // env is the environment the wrappers need besides the paths a backend
-// sets (see sandbox.SessionEnv): the wake mode and how long a wrapper
+// sets (see sessionEnv): the wake mode and how long a wrapper
 // waits for the host before giving up with exit 124.
 func (s *Session) env() []string {
 	wake := mailbox.WakeFIFO
@@ -282,9 +282,11 @@ func (s *Session) CloseWithin(d time.Duration) error {
 
 // Run runs spec in backend with this session mounted, answers the calls the
 // command makes, and returns when the command has exited and every call it
-// published has been answered. spec.Session is set to the session's dirs;
-// the session's env comes before spec.Env, so the caller's (and then the
-// backend's own) settings win. When ctx is cancelled, gates still running
+// published has been answered. spec.Session is set to the session's dirs
+// and spec.SessionEnv to the mailbox's names for them; the session's env
+// comes before spec.Env, so the caller's (and then the backend's own)
+// settings win, but for a backend that forces polling
+// ([sandbox.WakeForcer]) the wrappers poll. When ctx is cancelled, gates still running
 // are cancelled (exit 124) and the session stops answering calls; only
 // Close remains to be called (a later Run returns [ErrClosed]).
 func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox.Spec) (*Result, error) {
@@ -296,8 +298,15 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		// another command would leave its gate calls waiting for nothing.
 		return nil, ErrClosed
 	}
-	spec.Session = s.layout
+	spec.Session = sandbox.SessionDirs(s.layout)
+	spec.SessionEnv = sessionEnv
 	spec.Env = sandbox.MergeEnv(s.env(), spec.Env)
+	if f, ok := backend.(sandbox.WakeForcer); ok && f.ForcePoll(ctx) {
+		// Last, over the session's own "fifo" and the caller's: FIFO
+		// wake-ups do not reach this backend's commands (Docker
+		// Desktop's VM), so the wrappers must poll.
+		spec.Env = sandbox.MergeEnv(spec.Env, []string{mailbox.EnvWake + "=" + mailbox.WakePoll})
+	}
 	var lines *submitLines
 	if s.cfg.SubmitLines {
 		// Every byte of stdout, not the capture (which keeps only its
@@ -354,4 +363,11 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		res.SessionDir = s.layout.Root
 	}
 	return res, nil
+}
+
+// sessionEnv is the [sandbox.Spec.SessionEnv] of every Run: the PATH and
+// TMPDIR a backend sets, then the mailbox's names for the session's
+// directories as the command sees them.
+func sessionEnv(inside sandbox.SessionDirs, basePath string) []string {
+	return append(sandbox.PathEnv(inside, basePath), mailbox.DirsEnv(mailbox.Layout(inside))...)
 }

@@ -1,14 +1,29 @@
-// Package sandbox runs a command with a gatebridge session mounted, in one
-// of several isolation backends: [Local] (no isolation), [Bwrap] (bubblewrap
-// namespaces) and docker (a container, package sandbox/docker).
+// Package sandbox is the contract between gatebridge and the backends
+// that run a command with a gatebridge session mounted: [Backend], [Spec],
+// [Result], [Error], the optional interfaces of what only some backends can
+// do, the [Registry], and what every backend shares: the stop sequence
+// ([Stopper]), output capture ([Capture]), the session's env, its grant
+// to another uid, protected paths. It defines no backend. Each lives in
+// its own package: sandbox/local (no isolation), sandbox/bwrap (bubblewrap
+// namespaces), sandbox/docker (a container) and sandbox/agent (a
+// long-lived sandbox reached through a directory).
 //
 // # Registry
 //
 // A [Registry] lists the backends a program offers, each as a
 // [BackendEntry]: name, what it isolates, platforms, constructor from
-// [Settings], availability check and doctor findings. [NewRegistry] has
-// local and bwrap; a program adds docker with docker.Register.
+// [Settings], availability check and doctor findings. [NewRegistry] is
+// empty: the program registers each backend it offers from its main
+// package (local.Register, bwrap.Register, docker.Register).
 // [Registry.Auto] picks the strongest isolation that can run here.
+//
+// # Optional interfaces
+//
+// What only some backends can do is an interface of one method, found by
+// a type assertion: [Checker], [WorkspaceMapper], [WakeForcer],
+// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]) and
+// [Reopener]. Code above the backends asks for an ability, never for a
+// concrete backend.
 //
 // # Contract
 //
@@ -45,8 +60,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 // Backend runs commands in one kind of sandbox.
@@ -57,35 +70,57 @@ type Backend interface {
 	Run(ctx context.Context, spec *Spec) (*Result, error)
 }
 
-// Checker is implemented by backends that can tell whether they can run on
-// this machine (for `--sandbox auto` and `gatebridge doctor`).
-type Checker interface {
-	// Check returns nil when the backend can run, else an [*Error] whose
-	// Help says how to fix it.
-	Check(ctx context.Context) error
+// SessionDirs are the paths of one gatebridge session, as the host or the
+// sandbox sees them. Which names they have is the mailbox format's
+// business (package bridge/mailbox); a backend only mounts them.
+type SessionDirs struct {
+	Root      string // the session directory itself
+	Bin       string // wrappers: read-only inside
+	Calls     string // written by the sandbox
+	Responses string // written by the host: read-only inside
+	Tmp       string // scratch: writable inside
 }
 
-// WorkspaceMapper is implemented by backends that show the host workspace
-// at another path inside (docker: /workspace). ok is false when host is
-// not visible inside.
-type WorkspaceMapper interface {
-	WorkspaceInside(host string) (inside string, ok bool)
+// Rebase returns the same layout with its root at root: each path below
+// d.Root keeps its place relative to it (a path not below d.Root gets its
+// base name under root). It is how a backend that mounts the session
+// elsewhere (docker: /gatebridge/session) names the paths inside. Paths
+// that are empty stay empty, and an empty layout (no session) stays empty.
+func (d SessionDirs) Rebase(root string) SessionDirs {
+	if d == (SessionDirs{}) {
+		return d
+	}
+	move := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		rel, err := filepath.Rel(d.Root, p)
+		if d.Root == "" || err != nil || !filepath.IsLocal(rel) {
+			rel = filepath.Base(p)
+		}
+		return filepath.Join(root, rel)
+	}
+	return SessionDirs{Root: root, Bin: move(d.Bin), Calls: move(d.Calls), Responses: move(d.Responses), Tmp: move(d.Tmp)}
 }
-
-// SessionDirs are the paths of one gatebridge session (the mailbox
-// package owns the layout).
-type SessionDirs = mailbox.Layout
 
 // Spec describes one command to run.
 type Spec struct {
 	// Command is argv; Command[0] is looked up in the sandbox's PATH.
 	Command []string
 	// Env is extra environment (KEY=VALUE) for the command. The backend adds
-	// PATH (session bin first), TMPDIR, GATEBRIDGE_CALLS_DIR and
-	// GATEBRIDGE_RESPONSES_DIR pointing at the paths it mounted.
+	// the session's entries ([SessionEnv]): PATH (session bin first),
+	// TMPDIR, and what SessionEnv adds, pointing at the paths it mounted.
 	Env []string
 	// Session is the session to mount.
 	Session SessionDirs
+	// SessionEnv, when set, returns the environment entries that point the
+	// command at the session as the backend mounted it (inside: the paths
+	// inside; basePath: the PATH to put after inside.Bin). bridge's
+	// Session.Run sets it to [PathEnv] plus the mailbox's
+	// GATEBRIDGE_CALLS_DIR, GATEBRIDGE_RESPONSES_DIR and
+	// GATEBRIDGE_SESSION_DIR. nil means [PathEnv] alone. Backends call it
+	// through [SessionEnv].
+	SessionEnv func(inside SessionDirs, basePath string) []string
 	// Workspace is the host directory the command starts in.
 	Workspace string
 	// Dir is the working directory, relative to the workspace ("": the
@@ -179,6 +214,10 @@ func (e *Error) Hint() string { return e.Help }
 
 // ErrUnavailable is wrapped by errors saying a backend cannot run here.
 var ErrUnavailable = errors.New("backend unavailable")
+
+// ErrImageMissing is wrapped by errors saying the image to run is not
+// present (and could not be pulled).
+var ErrImageMissing = errors.New("image missing")
 
 // Exit codes [Result.ExitCode] takes when the backend, not the command,
 // decided the outcome.

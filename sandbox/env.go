@@ -2,15 +2,23 @@ package sandbox
 
 import (
 	"strings"
-
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
-// SessionEnv returns the environment entries that point the wrappers at the
-// session as mounted inside the sandbox (inside are the in-sandbox paths),
-// with inside.Bin prepended to basePath. Entries for empty paths are left
-// out, and PATH never gets an empty element (which would search the cwd).
-func SessionEnv(inside SessionDirs, basePath string) []string {
+// SessionEnv returns the environment entries that point spec's command at
+// its session as mounted inside the sandbox (inside are the in-sandbox
+// paths): spec.SessionEnv's, or when that is nil [PathEnv]'s. Backends add
+// them after [Spec.Env].
+func SessionEnv(spec *Spec, inside SessionDirs, basePath string) []string {
+	if spec.SessionEnv != nil {
+		return spec.SessionEnv(inside, basePath)
+	}
+	return PathEnv(inside, basePath)
+}
+
+// PathEnv returns PATH, with inside.Bin prepended to basePath, and TMPDIR
+// (inside.Tmp). Entries for empty paths are left out, and PATH never gets
+// an empty element (which would search the cwd).
+func PathEnv(inside SessionDirs, basePath string) []string {
 	var path []string
 	for _, p := range []string{inside.Bin, basePath} {
 		if p != "" {
@@ -25,9 +33,6 @@ func SessionEnv(inside SessionDirs, basePath string) []string {
 	}
 	add("PATH", strings.Join(path, ":"))
 	add("TMPDIR", inside.Tmp)
-	add(mailbox.EnvCallsDir, inside.Calls)
-	add(mailbox.EnvResponsesDir, inside.Responses)
-	add(mailbox.EnvSessionDir, inside.Root)
 	return env
 }
 
@@ -54,4 +59,16 @@ func MergeEnv(base []string, over ...[]string) []string {
 		}
 	}
 	return out
+}
+
+// EnvValue returns the value of key in a KEY=VALUE list (the last one
+// wins).
+func EnvValue(env []string, key string) (string, bool) {
+	val, found := "", false
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			val, found = v, true
+		}
+	}
+	return val, found
 }

@@ -39,17 +39,41 @@ func TestMergeEnv(t *testing.T) {
 
 func TestSessionEnv(t *testing.T) {
 	s := sandbox.SessionDirs{Root: "/s", Bin: "/s/bin", Calls: "/s/calls", Responses: "/s/responses", Tmp: "/s/tmp"}
-	got := sandbox.SessionEnv(s, "/usr/bin:/bin")
-	want := []string{"PATH=/s/bin:/usr/bin:/bin", "TMPDIR=/s/tmp", "GATEBRIDGE_CALLS_DIR=/s/calls",
-		"GATEBRIDGE_RESPONSES_DIR=/s/responses", "GATEBRIDGE_SESSION_DIR=/s"}
-	if !slices.Equal(got, want) {
-		t.Errorf("SessionEnv = %q", got)
+	// Without Spec.SessionEnv: PATH and TMPDIR alone (sandbox knows no
+	// mailbox names).
+	got := sandbox.SessionEnv(&sandbox.Spec{}, s, "/usr/bin:/bin")
+	if want := []string{"PATH=/s/bin:/usr/bin:/bin", "TMPDIR=/s/tmp"}; !slices.Equal(got, want) {
+		t.Errorf("SessionEnv = %q, want %q", got, want)
+	}
+	// With it, its entries, for the paths and PATH the backend gives.
+	spec := &sandbox.Spec{SessionEnv: func(in sandbox.SessionDirs, base string) []string {
+		return []string{"IN=" + in.Calls, "BASE=" + base}
+	}}
+	if got, want := sandbox.SessionEnv(spec, s, "/bin"), []string{"IN=/s/calls", "BASE=/bin"}; !slices.Equal(got, want) {
+		t.Errorf("SessionEnv with Spec.SessionEnv = %q, want %q", got, want)
 	}
 	// No empty PATH element (it would search the cwd), no empty entries.
-	if got := sandbox.SessionEnv(sandbox.SessionDirs{}, "/bin"); !slices.Equal(got, []string{"PATH=/bin"}) {
-		t.Errorf("SessionEnv(empty) = %q", got)
+	if got := sandbox.PathEnv(sandbox.SessionDirs{}, "/bin"); !slices.Equal(got, []string{"PATH=/bin"}) {
+		t.Errorf("PathEnv(empty) = %q", got)
 	}
-	if got := sandbox.SessionEnv(sandbox.SessionDirs{Bin: "/b"}, ""); !slices.Equal(got, []string{"PATH=/b"}) {
-		t.Errorf("SessionEnv(bin only) = %q", got)
+	if got := sandbox.PathEnv(sandbox.SessionDirs{Bin: "/b"}, ""); !slices.Equal(got, []string{"PATH=/b"}) {
+		t.Errorf("PathEnv(bin only) = %q", got)
+	}
+}
+
+// Rebase moves a session's layout under another root (docker mounts it
+// at /gatebridge/session): paths keep their place below the root, a path
+// elsewhere keeps its base name, empty stays empty.
+func TestSessionDirsRebase(t *testing.T) {
+	s := sandbox.SessionDirs{Root: "/h/gb-1", Bin: "/h/gb-1/bin", Calls: "/h/gb-1/calls", Responses: "/h/gb-1/r/responses", Tmp: "/elsewhere/tmp"}
+	want := sandbox.SessionDirs{Root: "/in", Bin: "/in/bin", Calls: "/in/calls", Responses: "/in/r/responses", Tmp: "/in/tmp"}
+	if got := s.Rebase("/in"); got != want {
+		t.Errorf("Rebase = %+v, want %+v", got, want)
+	}
+	if got := (sandbox.SessionDirs{}).Rebase("/in"); got != (sandbox.SessionDirs{}) {
+		t.Errorf("Rebase of no session = %+v", got)
+	}
+	if got := (sandbox.SessionDirs{Root: "/h", Calls: "/h/calls"}).Rebase("/in"); got != (sandbox.SessionDirs{Root: "/in", Calls: "/in/calls"}) {
+		t.Errorf("Rebase kept only what was set: %+v", got)
 	}
 }

@@ -13,13 +13,6 @@ import (
 	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
-// Names of the backends this package defines (package sandbox/docker
-// defines "docker").
-const (
-	LocalName = "local"
-	BwrapName = "bwrap"
-)
-
 // Doctor statuses of a [Finding].
 const (
 	StatusOK      = "ok"
@@ -36,13 +29,16 @@ type Finding struct {
 }
 
 // Settings are the user's configuration as the backends' constructors
-// read it. Backends defined outside this package take theirs from Extra,
-// by backend name, in a type their entry documents (docker: docker.Config);
-// a missing value means that backend's defaults.
+// read it. Each backend takes its own from Extra, by backend name, in a
+// type its entry documents (docker: docker.Config; bwrap: a bwrap.Backend
+// holding Path and ReadOnly); a missing value means that backend's
+// defaults.
 type Settings struct {
 	Limits Limits // what isolating backends enforce (Spec.Limits too)
-	Bwrap  Bwrap  // bwrap's Path and ReadOnly
-	Extra  map[string]any
+	// Image, when set, is the image to run, over the backend's own
+	// configuration; only a backend whose entry has Images takes one.
+	Image string
+	Extra map[string]any
 }
 
 // BackendEntry describes one kind of backend: how to make it, how to tell
@@ -52,6 +48,9 @@ type BackendEntry struct {
 	Summary   string   // one line, for help texts
 	Isolates  string   // what the sandbox keeps from the host, for doctor
 	Platforms []string // GOOS values it runs on; nil means every one
+	// Images is set when the backend runs images and New honours
+	// [Settings].Image (docker).
+	Images bool
 	// Strength orders `--sandbox auto`: it tries stronger isolation first
 	// (same strength: registry order). 0 isolates nothing: auto uses such
 	// a backend only when unsandboxed runs are allowed, and last.
@@ -73,27 +72,18 @@ type BackendEntry struct {
 }
 
 // Registry holds the backends a program offers, in the order it
-// registered them. The zero value is empty; [NewRegistry] has local and
-// bwrap. It is safe for concurrent use.
+// registered them (ties in [Registry.Auto] go to the first). It is safe
+// for concurrent use.
 type Registry struct {
 	mu      sync.Mutex
 	entries []BackendEntry
 }
 
-// NewRegistry returns a registry with this package's backends: local and
-// bwrap. Others (docker) are added by the program with [Registry.Register].
-func NewRegistry() *Registry {
-	r := &Registry{}
-	r.mustRegister(localEntry)
-	r.mustRegister(bwrapEntry)
-	return r
-}
-
-func (r *Registry) mustRegister(e BackendEntry) {
-	if err := r.Register(e); err != nil {
-		panic(err)
-	}
-}
+// NewRegistry returns an empty registry. Package sandbox defines no
+// backend: a program registers those it offers, each from its own
+// package (local.Register, bwrap.Register, docker.Register), in the
+// order ties should go.
+func NewRegistry() *Registry { return &Registry{} }
 
 // Register adds e. An empty name, a name already registered, the reserved
 // name "auto" or a missing New is an error.
@@ -247,54 +237,6 @@ func pick(ctx context.Context, s Settings, cands []BackendEntry) (Backend, int, 
 		why = "no candidates"
 	}
 	return nil, 0, why, fmt.Errorf("sandbox: no usable backend (%s): %w", why, errors.Join(append([]error{ErrUnavailable}, errs...)...))
-}
-
-// localEntry and bwrapEntry are this package's backends.
-var (
-	localEntry = BackendEntry{
-		Name:      LocalName,
-		Summary:   "no isolation: the command runs on the host as gatebridge's user",
-		Isolates:  "nothing: the command runs on the host",
-		Platforms: []string{"linux"},
-		New:       func(Settings) (Backend, error) { return NewLocal(), nil },
-		Doctor: func(context.Context, Backend, Settings) []Finding {
-			return []Finding{{Check: "backend " + LocalName, Status: StatusOK,
-				Detail: "always usable; it runs commands on the host without isolation"}}
-		},
-	}
-	bwrapEntry = BackendEntry{
-		Name:      BwrapName,
-		Summary:   "bubblewrap namespaces: no network, read-only system, capabilities dropped",
-		Isolates:  "namespaces, no network, capabilities dropped",
-		Platforms: []string{"linux"},
-		Strength:  1,
-		New: func(s Settings) (Backend, error) {
-			return &Bwrap{Path: s.Bwrap.Path, ReadOnly: s.Bwrap.ReadOnly}, nil
-		},
-		Available: func(ctx context.Context, b Backend) error { return b.(*Bwrap).Check(ctx) },
-		// No Prepare: a check runs bwrap once more (~10-20 ms), and Run
-		// diagnoses a sandbox that cannot be set up the same way.
-		Doctor: bwrapDoctor,
-	}
-)
-
-func bwrapDoctor(ctx context.Context, b Backend, s Settings) []Finding {
-	if err := b.(*Bwrap).Check(ctx); err != nil {
-		return []Finding{ProblemFinding("backend "+BwrapName, err)}
-	}
-	l := s.Limits
-	mech, missing := LimitsMechanism()
-	lim := Finding{Check: "bwrap limits", Status: StatusOK,
-		Detail: fmt.Sprintf("sandbox.limits memory=%d cpus=%g pids=%d enforced with %s; tmp_size=%d with a size-limited tmpfs", l.Memory, l.CPUs, l.Pids, mech, l.TmpSize)}
-	if missing != "" && (l.Memory > 0 || l.CPUs > 0 || l.Pids > 0) {
-		lim.Status = StatusWarn
-		lim.Detail = "not enforced: " + missing + "; tmp_size is enforced (a size-limited tmpfs)"
-		lim.Hint = "run gatebridge as root, or use --sandbox docker, to have memory, cpus and pids enforced"
-	}
-	return []Finding{
-		{Check: "backend " + BwrapName, Status: StatusOK, Detail: "usable (namespaces, no network, capabilities dropped)"},
-		lim,
-	}
 }
 
 // reason is err without the "name: " prefix an [*Error] carries.

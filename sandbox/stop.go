@@ -132,6 +132,11 @@ func (s *Stopper) begin(timedOut bool) {
 	s.graceT = time.AfterFunc(s.grace, func() { close(c) })
 }
 
+// Grace is the time between term and kill ([Spec.KillGrace], or
+// [DefaultKillGrace]): a backend gives what the command left behind as
+// long once the command is gone.
+func (s *Stopper) Grace() time.Duration { return s.grace }
+
 // Stopped reports whether the sequence has begun (term was sent): the
 // command's end is then the Stopper's doing.
 func (s *Stopper) Stopped() bool { return s.stage != stageRunning }

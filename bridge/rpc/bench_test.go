@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // The benchmarks measure each pair side by side, alternating within one
@@ -36,7 +37,7 @@ func BenchmarkProcessStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		tb := time.Now()
-		if _, err := sandbox.NewLocal().Run(context.Background(), &sandbox.Spec{Command: []string{"true"}, Workspace: ws}); err != nil {
+		if _, err := local.New().Run(context.Background(), &sandbox.Spec{Command: []string{"true"}, Workspace: ws}); err != nil {
 			b.Fatal(err)
 		}
 		backend += time.Since(tb)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // client is a test client on one in-process connection.
@@ -31,8 +33,15 @@ type client struct {
 // testOptions are the server options of the tests: local and bwrap, the
 // built-in gates, short gate timeouts.
 func testOptions(t testing.TB) Options {
+	reg := sandbox.NewRegistry()
+	if err := local.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := bwrap.Register(reg); err != nil {
+		t.Fatal(err)
+	}
 	return Options{
-		Backends:         sandbox.NewRegistry(),
+		Backends:         reg,
 		AllowUnsandboxed: true,
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			reg := gates.NewRegistry()
@@ -106,9 +115,9 @@ func (c *client) openSandbox(id, backend string, writable bool) (string, Sandbox
 // bwrap and docker when they can run here (CI requires them: see
 // GATEBRIDGE_REQUIRE_BACKENDS).
 func testBackends(t *testing.T) []string {
-	out := []string{sandbox.LocalName}
-	if err := sandbox.NewBwrap().Check(context.Background()); err == nil {
-		out = append(out, sandbox.BwrapName)
+	out := []string{local.Name}
+	if err := bwrap.New().Check(context.Background()); err == nil {
+		out = append(out, bwrap.Name)
 	} else if os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS") != "" {
 		t.Fatalf("bwrap is required here (GATEBRIDGE_REQUIRE_BACKENDS) but cannot run: %v", err)
 	} else {

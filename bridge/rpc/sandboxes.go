@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,7 +19,6 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
-	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 // idPattern is what sandboxId and processId must match: they appear in
@@ -151,17 +151,20 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	ctx := c.ctx
 	settings := o.Settings
 	if p.Image != "" {
-		if p.Backend != docker.Name {
-			return errorf(CodeInvalidParams, "invalid params: \"image\" applies to the docker backend only (backend %q)", p.Backend)
+		var images []string // the backends that run images
+		for _, e := range o.Backends.Entries() {
+			if e.Images {
+				images = append(images, e.Name)
+			}
 		}
-		extra := map[string]any{}
-		for k, v := range settings.Extra {
-			extra[k] = v
+		if !slices.Contains(images, p.Backend) {
+			which := "the " + strings.Join(images, " or ") + " backend only"
+			if len(images) == 0 {
+				which = "no backend this server offers"
+			}
+			return errorf(CodeInvalidParams, "invalid params: \"image\" applies to %s (backend %q)", which, p.Backend)
 		}
-		dc, _ := extra[docker.Name].(docker.Config)
-		dc.Image = p.Image
-		extra[docker.Name] = dc
-		settings.Extra = extra
+		settings.Image = p.Image
 	}
 	if p.Backend == "auto" {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -201,10 +204,10 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	if o.RunAs != nil {
 		sb.uid, sb.gid = o.RunAs(sb.workspace)
 	}
-	// Docker: one container for the sandbox's life, owned by this process
-	// (pruned if it dies), its sessions under a leased root that the next
-	// gatebridge prunes too.
-	if d, ok := sb.backend.(*docker.Backend); ok {
+	// A backend that can (docker): one sandbox for the sandbox's life,
+	// owned by this process (pruned if it dies), its sessions under a
+	// leased root that the next gatebridge prunes too.
+	if st, ok := sb.backend.(sandbox.Starter); ok {
 		parent := o.Bridge.Dir
 		if parent == "" {
 			parent = mailbox.DefaultParent()
@@ -231,7 +234,7 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 		if len(name) > 63 { // the engine's limit for sandbox names
 			name = name[:63]
 		}
-		ds, err := d.Start(ctx, docker.StartOptions{Name: name, SessionsRoot: layout.Root, Workspace: sb.workspace,
+		ds, err := st.StartSandbox(ctx, sandbox.StartSpec{Name: name, SessionsRoot: layout.Root, Workspace: sb.workspace,
 			WorkspaceWritable: sb.writable, UID: sb.uid, GID: sb.gid, AllowRoot: o.Process.AllowRoot,
 			ProtectedPaths: o.Process.ProtectedPaths, Owned: true})
 		if err != nil {

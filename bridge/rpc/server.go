@@ -48,8 +48,10 @@ const (
 
 // Options configure a Server.
 type Options struct {
-	// Backends are the sandbox backends offered; Settings are what their
-	// constructors read. AllowUnsandboxed lets "auto" fall back to local.
+	// Backends are the sandbox backends offered (nil: none; the program
+	// registers them, as cmd/gatebridge does); Settings are what their
+	// constructors read. AllowUnsandboxed lets "auto" fall back to an
+	// unsandboxed backend (local).
 	Backends         *sandbox.Registry
 	Settings         sandbox.Settings
 	AllowUnsandboxed bool

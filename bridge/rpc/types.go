@@ -138,7 +138,7 @@ type SandboxOpenParams struct {
 	Backend           string            `json:"backend,omitempty"` // "auto" (default), "local", "bwrap", "docker"
 	Workspace         string            `json:"workspace"`
 	WritableWorkspace bool              `json:"writableWorkspace,omitempty"`
-	Image             string            `json:"image,omitempty"` // docker
+	Image             string            `json:"image,omitempty"` // a backend that runs images (docker)
 	Env               map[string]string `json:"env,omitempty"`
 }
 

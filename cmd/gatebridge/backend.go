@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -118,8 +119,10 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 func backendSettings(cfg *Config) sandbox.Settings {
 	return sandbox.Settings{
 		Limits: sandboxLimits(cfg),
-		Bwrap:  sandbox.Bwrap{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
-		Extra:  map[string]any{docker.Name: dockerConfig(cfg)},
+		Extra: map[string]any{
+			bwrap.Name:  bwrap.Backend{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
+			docker.Name: dockerConfig(cfg),
+		},
 	}
 }
 
@@ -190,19 +193,24 @@ func choosePersistent(ctx context.Context, cfg *Config, backends *sandbox.Regist
 	if err != nil {
 		return nil, err
 	}
-	d, err := newDocker(cfg)
+	b, err := e.New(backendSettings(cfg))
 	if err != nil {
 		return nil, err
 	}
-	sb, err := d.Open(ctx, cfg.Sandbox.Docker.Reuse)
+	r, ok := b.(sandbox.Reopener)
+	if !ok {
+		sandbox.Close(b)
+		return nil, fmt.Errorf("backend %s cannot reopen a sandbox by name", e.Name)
+	}
+	sb, err := r.OpenSandbox(ctx, cfg.Sandbox.Docker.Reuse)
 	if err != nil {
-		d.Close()
+		sandbox.Close(b)
 		return nil, err
 	}
 	return &chosenBackend{backend: sb, entry: e, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
 		sessionsRoot:   sb.SessionsRoot(),
 		reuseWorkspace: persistentWorkspace(sb),
-		closers:        []func(){func() { d.Close() }}}, nil
+		closers:        []func(){func() { sandbox.Close(b) }}}, nil
 }
 
 // noSandboxError is auto finding neither docker nor bwrap usable; it is
@@ -217,7 +225,7 @@ func (e *noSandboxError) Unwrap() error { return sandbox.ErrUnavailable }
 // persistentWorkspace is the host workspace sb was started with, symlinks
 // resolved, or "" (none). It comes from the labels Open read: no second
 // request to the engine.
-func persistentWorkspace(sb *docker.Sandbox) string {
+func persistentWorkspace(sb sandbox.Persistent) string {
 	ws := sb.Workspace()
 	if ws == "" {
 		return ""

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 func defaultConfig(t *testing.T, reg *sandbox.Registry) *Config {
@@ -22,10 +25,10 @@ func defaultConfig(t *testing.T, reg *sandbox.Registry) *Config {
 	return cfg
 }
 
-// The program offers local and bwrap (package sandbox) and docker, which
-// it registers itself.
+// The program offers local, bwrap and docker, each registered by cmd
+// (package sandbox registers none).
 func TestBackendsOffered(t *testing.T) {
-	if got := newBackends().Names(); !slices.Equal(got, []string{sandbox.LocalName, sandbox.BwrapName, docker.Name}) {
+	if got := newBackends().Names(); !slices.Equal(got, []string{local.Name, bwrap.Name, docker.Name}) {
 		t.Errorf("backends = %v", got)
 	}
 }
@@ -54,8 +57,11 @@ func TestBackendNamesFromRegistry(t *testing.T) {
 	// is unknown; a backend registered by the program is accepted and
 	// listed in the hint.
 	other := sandbox.NewRegistry()
+	if err := errors.Join(local.Register(other), bwrap.Register(other)); err != nil {
+		t.Fatal(err)
+	}
 	if err := other.Register(sandbox.BackendEntry{Name: "vm", Strength: 3,
-		New: func(sandbox.Settings) (sandbox.Backend, error) { return sandbox.NewLocal(), nil }}); err != nil {
+		New: func(sandbox.Settings) (sandbox.Backend, error) { return local.New(), nil }}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Sandbox.Backend = docker.Name
@@ -91,13 +97,13 @@ func TestBackendFlagHelp(t *testing.T) {
 func TestChooseBackendExplicit(t *testing.T) {
 	reg := newBackends()
 	cfg := defaultConfig(t, reg)
-	cfg.Sandbox.Backend = sandbox.LocalName
+	cfg.Sandbox.Backend = local.Name
 	chosen, err := chooseBackend(context.Background(), cfg, reg, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer chosen.close()
-	if chosen.backend.Name() != sandbox.LocalName || chosen.entry.Strength != 0 || chosen.reason != "chosen with sandbox.backend=local" {
+	if chosen.backend.Name() != local.Name || chosen.entry.Strength != 0 || chosen.reason != "chosen with sandbox.backend=local" {
 		t.Errorf("chosen = %+v", chosen)
 	}
 	if in := chosen.insideWorkspace("/some/ws"); in != "/some/ws" {

@@ -13,6 +13,7 @@ import (
 	"github.com/gatebridge/gatebridge/internal/bench"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -45,7 +46,7 @@ The bridge runs in this process; the sandboxed loops need bash.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("sandbox", sandbox.LocalName, "sandbox backend: "+strings.Join(a.backends.Names(), ", ")+" (auto means "+sandbox.LocalName+")")
+	f.String("sandbox", local.Name, "sandbox backend: "+strings.Join(a.backends.Names(), ", ")+" (auto means "+local.Name+")")
 	f.String("image", "", "docker image (docker backend)")
 	f.IntVarP(&o.N, "calls", "n", 300, "sequential calls for the round trip and the floor")
 	f.IntVarP(&o.K, "callers", "k", 8, "parallel callers")
@@ -79,7 +80,7 @@ func runBench(cmd *cobra.Command, a *app, o bench.Options, asJSON bool) (retErr 
 		}
 	}()
 	if cfg.Sandbox.Backend == autoBackend {
-		cfg.Sandbox.Backend = sandbox.LocalName
+		cfg.Sandbox.Backend = local.Name
 	}
 	chosen, err := chooseBackend(ctx, cfg, a.backends, stderr)
 	if err != nil {

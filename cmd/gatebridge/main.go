@@ -23,7 +23,9 @@ import (
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // ExitInternal is gatebridge's own failure (bad config, sandbox unusable,
@@ -144,12 +146,15 @@ func needsConfig(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// newBackends is the sandbox backends gatebridge offers: package sandbox's
-// (local, bwrap), then docker, registered here and nowhere else.
+// newBackends is the sandbox backends gatebridge offers, registered here
+// and nowhere else: local, bwrap, docker (the order auto breaks ties in,
+// and help texts list them).
 func newBackends() *sandbox.Registry {
 	reg := sandbox.NewRegistry()
-	if err := docker.Register(reg); err != nil {
-		panic(err) // a fresh registry has no docker yet
+	for _, register := range []func(*sandbox.Registry) error{local.Register, bwrap.Register, docker.Register} {
+		if err := register(reg); err != nil {
+			panic(err) // a fresh registry has none of them yet
+		}
 	}
 	return reg
 }

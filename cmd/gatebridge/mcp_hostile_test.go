@@ -11,7 +11,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // hostileConfig writes a config with the hostile MCP server of mcptest
@@ -88,7 +88,7 @@ func TestHostileMCPServerText(t *testing.T) {
 	ws, _ := os.Getwd()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), mcpSettings{Backend: sandbox.LocalName, Workspace: ws}, nil)
+	h, err := newMCPHost(ctx, rpc.NewServer(opts), mcpSettings{Backend: local.Name, Workspace: ws}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // mcpSession serves a gatebridge MCP host over in-memory transports and
@@ -37,16 +39,28 @@ func testSettings(t *testing.T, set mcpSettings) mcpSettings {
 		os.Chmod(filepath.Dir(set.Workspace), 0o755)
 	}
 	if set.Backend == "" {
-		set.Backend = sandbox.LocalName
+		set.Backend = local.Name
 	}
 	return set
+}
+
+// testBackends are local and bwrap, as a registry a test's server offers.
+func testBackends() *sandbox.Registry {
+	reg := sandbox.NewRegistry()
+	if err := local.Register(reg); err != nil {
+		panic(err)
+	}
+	if err := bwrap.Register(reg); err != nil {
+		panic(err)
+	}
+	return reg
 }
 
 // testRPCServer is the protocol server the MCP hosts of a test use: local
 // backend, the built-in gates, the options `gatebridge mcp` gives it.
 func testRPCServer() *rpc.Server {
 	return rpc.NewServer(mcpProtocolOptions(rpc.Options{
-		Backends: sandbox.NewRegistry(),
+		Backends: testBackends(),
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			reg := gates.NewRegistry()
 			o := gates.Options{Root: workspace, SandboxRoot: inside}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -121,7 +121,7 @@ path it could not remove with the reason on stderr: then the exit code is
 			if len(staged) > 0 {
 				fmt.Fprintf(errw, "gatebridge: removed %d staging directory(ies) of protected paths\n", len(staged))
 			}
-			if cgs := sandbox.PruneCgroups(); len(cgs) > 0 {
+			if cgs := bwrap.PruneCgroups(); len(cgs) > 0 {
 				for _, c := range cgs {
 					fmt.Fprintln(out, c)
 				}

@@ -21,7 +21,6 @@ import (
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
-	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -98,7 +97,7 @@ func errorKind(err error) string {
 	switch {
 	case errors.As(err, &ce), errors.As(err, &ue):
 		return "config"
-	case errors.Is(err, docker.ErrImageMissing):
+	case errors.Is(err, sandbox.ErrImageMissing):
 		return "image_missing"
 	case errors.Is(err, sandbox.ErrUnavailable), errors.As(err, &se):
 		return "sandbox_unavailable"

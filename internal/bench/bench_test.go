@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -64,7 +64,7 @@ func TestRunLocal(t *testing.T) {
 	}
 	var progress []string
 	rep, err := Run(context.Background(), Env{
-		Backend:        sandbox.NewLocal(),
+		Backend:        local.New(),
 		SessionDir:     t.TempDir(),
 		Limits:         bridge.DefaultLimits(),
 		RescanInterval: time.Second,

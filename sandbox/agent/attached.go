@@ -198,6 +198,6 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 	if err != nil {
 		return fail("run", err, "")
 	}
-	env := sandbox.MergeEnv(sandbox.SessionEnv(spec.Session, a.Conn.Path()), spec.Env)
+	env := sandbox.MergeEnv(sandbox.SessionEnv(spec, spec.Session, a.Conn.Path()), spec.Env)
 	return a.Conn.Run(ctx, Command{Argv: spec.Command, Env: env, Dir: wd}, spec)
 }

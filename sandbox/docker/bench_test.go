@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // Per-command overhead of running `true`, side by side with the docker
@@ -88,14 +89,14 @@ func BenchmarkPersistentAgent(b *testing.B) {
 	}
 	viaAgent, agentRoot := start(Config{Agent: agentBinary(b)})
 	viaExec, execRoot := start(Config{})
-	local := sandbox.NewLocal()
+	host := local.New()
 	localRoot := b.TempDir()
 	specs := map[string]*sandbox.Spec{
 		"agent": {Command: []string{"true"}, Session: newSession(b, agentRoot+"/s")},
 		"exec":  {Command: []string{"true"}, Session: newSession(b, execRoot+"/s")},
 		"local": {Command: []string{"true"}, Session: newSession(b, localRoot+"/s"), Workspace: localRoot},
 	}
-	backends := map[string]sandbox.Backend{"agent": viaAgent, "exec": viaExec, "local": local}
+	backends := map[string]sandbox.Backend{"agent": viaAgent, "exec": viaExec, "local": host}
 	_, cliErr := exec.LookPath("docker")
 	total := map[string]time.Duration{}
 	for _, k := range []string{"agent", "exec", "local"} { // warm up

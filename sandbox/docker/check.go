@@ -61,7 +61,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	fmt.Fprintf(b.cfg.PullProgress, "gatebridge: image %s not found locally, pulling\n", b.cfg.Image)
 	if perr := b.pull(ctx); perr != nil {
 		return &sandbox.Error{Backend: "docker", Op: "pull image " + b.cfg.Image,
-			Err:  fmt.Errorf("%w: %w: image %s is not present and pulling it failed: %w", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image, perr),
+			Err:  fmt.Errorf("%w: %w: image %s is not present and pulling it failed: %w", sandbox.ErrUnavailable, sandbox.ErrImageMissing, b.cfg.Image, perr),
 			Help: imageHint(b.cfg.Image)}
 	}
 	return nil

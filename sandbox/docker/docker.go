@@ -32,6 +32,7 @@ package docker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -88,9 +88,9 @@ const (
 
 // Wake modes for [Config.Wake].
 const (
-	WakeAuto = ""               // poll on Docker Desktop or a non-Linux host, else FIFO
-	WakePoll = mailbox.WakePoll // always make the wrappers poll
-	WakeFIFO = mailbox.WakeFIFO // leave the session's wake mode
+	WakeAuto = ""     // poll on Docker Desktop or a non-Linux host, else FIFO
+	WakePoll = "poll" // always make the wrappers poll
+	WakeFIFO = "fifo" // leave the session's wake mode
 )
 
 // Config configures a [Backend]. The zero value of every field means the
@@ -148,31 +148,16 @@ type Config struct {
 	Agent string
 }
 
+// withDefaults fills the fields left zero (-1 keeps meaning none).
 func (c Config) withDefaults() Config {
-	if c.Image == "" {
-		c.Image = TestImage
-	}
-	if c.Memory == 0 {
-		c.Memory = DefaultMemory
-	}
-	if c.NanoCPUs == 0 {
-		c.NanoCPUs = DefaultNanoCPUs
-	}
-	if c.PidsLimit == 0 {
-		c.PidsLimit = DefaultPidsLimit
-	}
-	if c.Network == "" {
-		c.Network = DefaultNetwork
-	}
-	if c.TmpfsSize == 0 {
-		c.TmpfsSize = DefaultTmpfsSize
-	}
-	if c.SessionPath == "" {
-		c.SessionPath = DefaultSessionPath
-	}
-	if c.WorkspacePath == "" {
-		c.WorkspacePath = DefaultWorkspacePath
-	}
+	c.Image = cmp.Or(c.Image, TestImage)
+	c.Memory = cmp.Or(c.Memory, DefaultMemory)
+	c.NanoCPUs = cmp.Or(c.NanoCPUs, DefaultNanoCPUs)
+	c.PidsLimit = cmp.Or(c.PidsLimit, DefaultPidsLimit)
+	c.Network = cmp.Or(c.Network, DefaultNetwork)
+	c.TmpfsSize = cmp.Or(c.TmpfsSize, DefaultTmpfsSize)
+	c.SessionPath = cmp.Or(c.SessionPath, DefaultSessionPath)
+	c.WorkspacePath = cmp.Or(c.WorkspacePath, DefaultWorkspacePath)
 	if c.PullProgress == nil {
 		c.PullProgress = os.Stderr
 	}
@@ -274,8 +259,10 @@ func parseUser(s string) (uid, gid int, ok bool) {
 	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
 }
 
-// insideDirs returns the session layout under p inside the container.
-func insideDirs(p string) sandbox.SessionDirs { return mailbox.LayoutAt(p) }
+// ForcePoll reports whether FIFO wake-ups cannot cross into the
+// container ([sandbox.WakeForcer]): Config.Wake, or for WakeAuto whether
+// the engine is Docker Desktop's (asked once) or the host is not Linux.
+func (b *Backend) ForcePoll(ctx context.Context) bool { return b.usePoll(ctx) }
 
 // usePoll reports whether FIFO wake-ups cannot cross into the container.
 func (b *Backend) usePoll(ctx context.Context) bool {
@@ -300,19 +287,15 @@ func (b *Backend) usePoll(ctx context.Context) bool {
 
 func isDockerDesktop(os string) bool { return strings.Contains(os, "Docker Desktop") }
 
-// env builds the container environment.
-func (b *Backend) env(ctx context.Context, inside sandbox.SessionDirs, extra []string) []string {
+// env builds the container environment: the session's entries for the
+// paths inside, then spec.Env. The wrappers' wake mode is the session's
+// (bridge asks [Backend.ForcePoll]).
+func (b *Backend) env(spec *sandbox.Spec, inside sandbox.SessionDirs) []string {
 	// TMPDIR is the container's own size-limited /tmp tmpfs (tmp_size),
 	// not the session's tmp/ on the host: what the command writes there is
 	// bounded and charged to the container.
 	inside.Tmp = "/tmp"
-	base := sandbox.SessionEnv(inside, DefaultPath)
-	if b.usePoll(ctx) {
-		// Last, so it wins over the session's own GATEBRIDGE_WAKE=fifo
-		// that arrives in extra (FIFOs do not cross Docker Desktop's VM).
-		return sandbox.MergeEnv(base, extra, []string{mailbox.EnvWake + "=" + mailbox.WakePoll})
-	}
-	return sandbox.MergeEnv(base, extra)
+	return sandbox.MergeEnv(sandbox.SessionEnv(spec, inside, DefaultPath), spec.Env)
 }
 
 func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string]string {
@@ -353,7 +336,7 @@ func (b *Backend) labels(spec *sandbox.Spec, extra map[string]string) map[string
 // a shell's "command not found" for an unknown command. It needs /bin/sh
 // in the image (the gate wrappers do too).
 const (
-	leaseName   = mailbox.FileLease
+	leaseName   = "lease" // the mailbox format's FileLease (docker_test checks)
 	leaseScript = `l=$1; shift
 if [ -p "$l" ] && { exec 9<"$l"; } 2>/dev/null; then
 	( read -r _ <&9; kill -KILL -1 ) >/dev/null 2>&1 &
@@ -501,7 +484,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if err := sandbox.GrantSession(spec.Session, uid, gid); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
-	inside := insideDirs(b.cfg.SessionPath)
+	inside := spec.Session.Rebase(b.cfg.SessionPath)
 	var mounts []mount.Mount
 	if spec.Session.Root != "" {
 		mounts = append(mounts, bind(spec.Session.Root, inside.Root, true))
@@ -543,7 +526,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	cfg := &container.Config{
 		Image:        b.cfg.Image,
 		User:         user,
-		Env:          b.env(ctx, inside, spec.Env),
+		Env:          b.env(spec, inside),
 		Cmd:          spec.Command,
 		Entrypoint:   []string{},
 		WorkingDir:   workdir,
@@ -607,14 +590,10 @@ func (b *Backend) remove(ctx context.Context, id string) error {
 	return err
 }
 
-// ErrImageMissing marks errors caused by the image not being present (and
-// not pullable).
-var ErrImageMissing = errors.New("image missing")
-
 func (b *Backend) createError(err error) error {
 	if cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "image") {
 		return &sandbox.Error{Backend: "docker", Op: "create container",
-			Err:  fmt.Errorf("%w: image %s not found locally: %w", ErrImageMissing, b.cfg.Image, err),
+			Err:  fmt.Errorf("%w: image %s not found locally: %w", sandbox.ErrImageMissing, b.cfg.Image, err),
 			Help: imageHint(b.cfg.Image)}
 	}
 	return engineError("create container", err)

@@ -304,10 +304,16 @@ func mustClient(t *testing.T, host string) client.APIClient {
 	return c
 }
 
+// Config.Wake decides ForcePoll, which bridge asks (TestWakePollThroughSession
+// runs a session through it).
 func TestWakePoll(t *testing.T) {
 	b, _ := newBackend(t, Config{Wake: WakePoll})
-	if r := run(t, b, context.Background(), `echo "$GATEBRIDGE_WAKE"`); out(r) != "poll" {
-		t.Fatalf("got %q", out(r))
+	if !b.ForcePoll(context.Background()) {
+		t.Fatal("Wake: poll does not force polling")
+	}
+	f, _ := newBackend(t, Config{Wake: WakeFIFO})
+	if f.ForcePoll(context.Background()) {
+		t.Fatal("Wake: fifo forces polling")
 	}
 	if !isDockerDesktop("Docker Desktop 4.30.0 (149282)") || isDockerDesktop("Debian GNU/Linux 12 (bookworm)") {
 		t.Fatal("isDockerDesktop")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
@@ -118,10 +119,11 @@ func runErr(t testing.TB, b sandbox.Backend, ctx context.Context, script string,
 	t.Helper()
 	dir := t.TempDir()
 	spec := &sandbox.Spec{
-		Command:   []string{"sh", "-c", script},
-		Session:   newSession(t, filepath.Join(dir, "session")),
-		Workspace: filepath.Join(dir, "ws"),
-		KillGrace: 500 * time.Millisecond,
+		Command:    []string{"sh", "-c", script},
+		Session:    newSession(t, filepath.Join(dir, "session")),
+		SessionEnv: sandboxtest.SessionEnv,
+		Workspace:  filepath.Join(dir, "ws"),
+		KillGrace:  500 * time.Millisecond,
 	}
 	if err := os.MkdirAll(spec.Workspace, 0o755); err != nil {
 		t.Fatal(err)

@@ -608,7 +608,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
 
-	env := s.b.env(ctx, in, spec.Env)
+	env := s.b.env(spec, in)
 	if s.agentDir != "" {
 		return s.runAgent(ctx, spec, env, workdir)
 	}

@@ -43,9 +43,10 @@ func runIn(t *testing.T, sb *Sandbox, ctx context.Context, script string, opts .
 	}
 	t.Cleanup(func() { os.RemoveAll(sess) })
 	spec := &sandbox.Spec{
-		Command:   []string{"sh", "-c", script},
-		Session:   newSession(t, sess),
-		KillGrace: 500 * time.Millisecond,
+		Command:    []string{"sh", "-c", script},
+		Session:    newSession(t, sess),
+		SessionEnv: sandboxtest.SessionEnv,
+		KillGrace:  500 * time.Millisecond,
 	}
 	for _, o := range opts {
 		o(spec)
@@ -547,7 +548,7 @@ func TestPersistentExecForgedProcessGroup(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return &sandbox.Spec{Command: []string{"sh", "-c", script}, Session: newSession(t, sess),
+				return &sandbox.Spec{Command: []string{"sh", "-c", script}, Session: newSession(t, sess), SessionEnv: sandboxtest.SessionEnv,
 					Stdout: out, Timeout: 20 * time.Second, KillGrace: 500 * time.Millisecond}
 			}
 			// The victim: another command of the sandbox, leading its own

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -16,7 +17,7 @@ const Name = "docker"
 // Register adds the docker backend to reg. It is not registered by
 // importing this package: a program that offers docker says so. Its
 // constructor reads a [Config] from [sandbox.Settings].Extra[Name] (the
-// defaults when absent).
+// defaults when absent), with [sandbox.Settings].Image over its Image.
 func Register(reg *sandbox.Registry) error { return reg.Register(Entry()) }
 
 // Entry describes the docker backend for a [sandbox.Registry]. auto
@@ -28,9 +29,11 @@ func Entry() sandbox.BackendEntry {
 		Summary:   "a fresh container per command: own root filesystem, no network, limits",
 		Isolates:  "container: own root filesystem, no network, capabilities dropped, cgroup limits",
 		Platforms: []string{"linux"},
+		Images:    true,
 		Strength:  2,
 		New: func(s sandbox.Settings) (sandbox.Backend, error) {
 			cfg, _ := s.Extra[Name].(Config)
+			cfg.Image = cmp.Or(s.Image, cfg.Image)
 			return New(cfg)
 		},
 		Available: func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).available(ctx) },
@@ -52,7 +55,7 @@ func (b *Backend) available(ctx context.Context) error {
 	}
 	if !ok {
 		return &sandbox.Error{Backend: Name, Op: "find image",
-			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image),
+			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, sandbox.ErrImageMissing, b.cfg.Image),
 			Help: imageHint(b.cfg.Image)}
 	}
 	return nil

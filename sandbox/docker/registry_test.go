@@ -35,6 +35,18 @@ func TestRegister(t *testing.T) {
 	if in, ok := b.(sandbox.WorkspaceMapper).WorkspaceInside("/home/u/ws"); !ok || in != DefaultWorkspacePath {
 		t.Errorf("WorkspaceInside = %q, %v", in, ok)
 	}
+	// Settings.Image (serve's sandbox/open "image") wins over the Config's.
+	if !e.Images {
+		t.Error("the docker entry does not say it runs images")
+	}
+	b2, err := e.New(sandbox.Settings{Image: "other/img:2", Extra: map[string]any{Name: Config{Image: "example/img:1", Memory: 7 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sandbox.Close(b2)
+	if c := b2.(*Backend).Config(); c.Image != "other/img:2" || c.Memory != 7<<20 {
+		t.Errorf("with Settings.Image: image %q memory %d", c.Image, c.Memory)
+	}
 }
 
 func TestWakeFinding(t *testing.T) {
@@ -43,5 +55,21 @@ func TestWakeFinding(t *testing.T) {
 	}
 	if _, ok := wakeFinding("Debian GNU/Linux 13"); ok {
 		t.Error("warned on a Linux engine")
+	}
+}
+
+// A zero Config field takes its default; -1 (no limit) and a set value
+// stay.
+func TestConfigDefaults(t *testing.T) {
+	d := Config{}.withDefaults()
+	if d.Image != TestImage || d.Memory != DefaultMemory || d.NanoCPUs != DefaultNanoCPUs || d.PidsLimit != DefaultPidsLimit ||
+		d.Network != DefaultNetwork || d.TmpfsSize != DefaultTmpfsSize || d.SessionPath != DefaultSessionPath ||
+		d.WorkspacePath != DefaultWorkspacePath || d.PullProgress == nil {
+		t.Errorf("defaults: %+v", d)
+	}
+	c := Config{Image: "i", Memory: -1, NanoCPUs: -1, PidsLimit: 7, Network: "host", TmpfsSize: 1, SessionPath: "/s", WorkspacePath: "/w"}.withDefaults()
+	if c.Image != "i" || c.Memory != -1 || c.NanoCPUs != -1 || c.PidsLimit != 7 || c.Network != "host" || c.TmpfsSize != 1 ||
+		c.SessionPath != "/s" || c.WorkspacePath != "/w" {
+		t.Errorf("set values changed: %+v", c)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ func NewFixture(t *testing.T, opt Options) *Fixture {
 	t.Helper()
 	root := traversableTempDir(t)
 	f := &Fixture{
-		Session:    mailbox.LayoutAt(filepath.Join(root, "session")),
+		Session:    sandbox.SessionDirs(mailbox.LayoutAt(filepath.Join(root, "session"))),
 		Workspace:  filepath.Join(root, "workspace"),
 		SecretText: "gatebridge-secret-" + strconv.Itoa(rand.IntN(1e9)),
 		shell:      opt.Shell,
@@ -129,15 +130,23 @@ func write(t *testing.T, name, data string, mode os.FileMode) {
 }
 
 // Spec returns a Spec running script under the shell with the fixture's
-// session and workspace, a 30 s safety timeout and a short kill grace.
+// session (its env as bridge gives it: [SessionEnv]) and workspace, a 30 s
+// safety timeout and a short kill grace.
 func (f *Fixture) Spec(script string) *sandbox.Spec {
 	return &sandbox.Spec{
-		Command:   []string{f.shell, "-c", script},
-		Session:   f.Session,
-		Workspace: f.Workspace,
-		Timeout:   safety,
-		KillGrace: shortGrace,
+		Command:    []string{f.shell, "-c", script},
+		Session:    f.Session,
+		SessionEnv: SessionEnv,
+		Workspace:  f.Workspace,
+		Timeout:    safety,
+		KillGrace:  shortGrace,
 	}
+}
+
+// SessionEnv is the [sandbox.Spec.SessionEnv] bridge's Session.Run sets:
+// PATH and TMPDIR, then the mailbox's names for the session's directories.
+func SessionEnv(inside sandbox.SessionDirs, basePath string) []string {
+	return append(sandbox.PathEnv(inside, basePath), mailbox.DirsEnv(mailbox.Layout(inside))...)
 }
 
 // Buffer is a bytes.Buffer safe for concurrent use.
@@ -180,6 +189,43 @@ func HostNoLeftovers(t *testing.T, marker string) {
 	if pids := HostProcesses(marker); len(pids) > 0 {
 		t.Errorf("processes with %q in argv still run after Run returned: %v", marker, pids)
 	}
+}
+
+// KillMarked sends SIGKILL to every host process with marker as an
+// argument (a test's cleanup of what it may have left running).
+func KillMarked(marker string) {
+	for _, p := range HostProcesses(marker) {
+		pid, _, _ := strings.Cut(p, ":")
+		if n, err := strconv.Atoi(pid); err == nil {
+			syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+}
+
+// RequireBackend skips t when b cannot run here ([sandbox.Checker]),
+// unless GATEBRIDGE_REQUIRE_BACKENDS (a comma list, e.g. "bwrap,docker")
+// names it: then it fails.
+func RequireBackend(t *testing.T, b sandbox.Backend) {
+	t.Helper()
+	ch, ok := b.(sandbox.Checker)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := ch.Check(ctx)
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	var se *sandbox.Error
+	if errors.As(err, &se) && se.Help != "" {
+		msg += "\nhint: " + se.Help
+	}
+	if slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), b.Name()) {
+		t.Fatalf("backend %s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %s", b.Name(), msg)
+	}
+	t.Skipf("backend %s unusable: %s", b.Name(), msg)
 }
 
 // HostProcesses lists the host pids with marker as an argument.

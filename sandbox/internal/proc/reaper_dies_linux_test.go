@@ -1,4 +1,4 @@
-package sandbox_test
+package proc_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
@@ -22,22 +24,22 @@ func TestHelperReaperKilled(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	run := func(m string) {
-		go sandbox.NewLocal().Run(context.Background(), &sandbox.Spec{Command: []string{"sh", "-c", "sleep " + m + " & sleep " + m + "; :"}})
+		go local.New().Run(context.Background(), &sandbox.Spec{Command: []string{"sh", "-c", "sleep " + m + " & sleep " + m + "; :"}})
 		if !sandboxtest.Poll(10*time.Second, func() bool { return len(sandboxtest.HostProcesses(m)) >= 2 }) {
 			os.Exit(4)
 		}
 	}
 	run(first)
-	old := sandbox.ReaperPID()
+	old := proc.ReaperPID()
 	if old == 0 {
 		os.Exit(5)
 	}
 	syscall.Kill(old, syscall.SIGKILL)
-	if !sandboxtest.Poll(10*time.Second, func() bool { return sandbox.ReaperPID() == 0 }) {
+	if !sandboxtest.Poll(10*time.Second, func() bool { return proc.ReaperPID() == 0 }) {
 		os.Exit(6)
 	}
 	run(second)
-	if p := sandbox.ReaperPID(); p == 0 || p == old {
+	if p := proc.ReaperPID(); p == 0 || p == old {
 		os.Exit(7)
 	}
 	os.Stdout.WriteString("ready\n")
@@ -50,7 +52,7 @@ func TestHelperReaperKilled(t *testing.T) {
 // command survives.
 func TestKilledReaperReplaced(t *testing.T) {
 	first, second := sandboxtest.Marker(), sandboxtest.Marker()
-	t.Cleanup(func() { killMarked(first); killMarked(second) })
+	t.Cleanup(func() { sandboxtest.KillMarked(first); sandboxtest.KillMarked(second) })
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperReaperKilled$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "GATEBRIDGE_TEST_HELPER_FIRST="+first, "GATEBRIDGE_TEST_HELPER_SECOND="+second)
 	out, err := cmd.StdoutPipe()

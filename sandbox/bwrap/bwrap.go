@@ -1,4 +1,6 @@
-package sandbox
+// Package bwrap is the backend that runs each command in bubblewrap
+// namespaces ([Backend]); a program offers it with [Register].
+package bwrap
 
 import (
 	"bufio"
@@ -19,34 +21,39 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
 )
 
-// Bwrap runs commands in bubblewrap namespaces.
+// Backend runs commands in bubblewrap namespaces.
 //
 // # Isolation
 //
 // The command runs with every namespace unshared (network: only lo; pid;
 // ipc; uts; cgroup; user where the kernel allows), a new session (no
-// terminal to push input into), no capabilities even when gatebridge runs as
-// root, and a root that holds only: read-only binds of /usr, /bin, /sbin and
-// /lib* (symlinks are recreated as symlinks), the /etc entries in
-// [Bwrap.Etc], [Bwrap.ReadOnly], a fresh /proc and a minimal /dev, a tmpfs
-// /tmp, the workspace (read-only unless [Spec.WorkspaceWritable]) and the
-// session. The session is mounted at its host path: Root, bin/ and
-// responses/ read-only, calls/ and tmp/ read-write. Paths are resolved
-// (symlinks evaluated) on the host first, so inside paths equal the
-// canonical host paths, in the env as well. In a writable workspace the
-// protected paths ([Spec.ProtectedPaths]) are mounted read-only over it,
-// each directory between the workspace and one of them read-write onto
-// itself ([ProtectedParents]), both from descriptors gatebridge opened
+// terminal to push input into), no capabilities even when gatebridge runs
+// as root, and a root that holds only: read-only binds of /usr, /bin,
+// /sbin and /lib* (symlinks are recreated as symlinks), the /etc entries
+// in [Backend.Etc], [Backend.ReadOnly], a fresh /proc and a minimal /dev,
+// a tmpfs /tmp, the workspace (read-only unless
+// [sandbox.Spec.WorkspaceWritable]) and the session. The session is
+// mounted at its host path: Root, bin/ and responses/ read-only, calls/
+// and tmp/ read-write. Paths are resolved (symlinks evaluated) on the host
+// first, so inside paths equal the canonical host paths, in the env as
+// well. In a writable workspace the protected paths
+// ([sandbox.Spec.ProtectedPaths]) are mounted read-only over it, each
+// directory between the workspace and one of them read-write onto itself
+// ([sandbox.ProtectedParents]), both from descriptors gatebridge opened
 // without following links, where bwrap has --bind-fd.
 //
 // # Environment
 //
-// Only HOME=/tmp, then [Spec.Env], then [SessionEnv] with the base PATH
-// /usr/local/bin:/usr/bin:/bin (or Spec.Env's PATH). The environment is
-// given to bwrap as its own environment, which it passes on, rather than
-// with --clearenv and --setenv: values stay out of the host's process list.
+// Only HOME=/tmp, then [sandbox.Spec.Env], then [sandbox.SessionEnv] with
+// the base PATH /usr/local/bin:/usr/bin:/bin (or Spec.Env's PATH). The
+// environment is given to bwrap as its own environment, which it passes
+// on, rather than with --clearenv and --setenv: values stay out of the
+// host's process list.
 //
 // # Processes
 //
@@ -55,7 +62,7 @@ import (
 // sandbox's pid namespace and, after the grace, SIGKILL to its init, which
 // takes the whole namespace down. When the command exits, bwrap's init exits
 // and the kernel kills whatever it left behind: nothing survives Run.
-type Bwrap struct {
+type Backend struct {
 	// Path is the bwrap executable; "" looks up "bwrap" in the host PATH.
 	Path string
 	// Etc lists the /etc entries bound read-only (missing ones are
@@ -69,8 +76,8 @@ type Bwrap struct {
 }
 
 var (
-	_ Backend = (*Bwrap)(nil)
-	_ Checker = (*Bwrap)(nil)
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Checker = (*Backend)(nil)
 )
 
 // DefaultEtc is what of /etc a command usually needs: the dynamic linker
@@ -92,31 +99,31 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "
 // bwrapBasePath is PATH inside after the session bin/.
 const bwrapBasePath = "/usr/local/bin:/usr/bin:/bin"
 
-// NewBwrap returns a bwrap backend using the bwrap found in PATH.
-func NewBwrap() *Bwrap { return &Bwrap{} }
+// New returns a bwrap backend using the bwrap found in PATH.
+func New() *Backend { return &Backend{} }
 
 // Name returns "bwrap".
-func (*Bwrap) Name() string { return BwrapName }
+func (*Backend) Name() string { return Name }
 
-func (b *Bwrap) binary() (string, error) {
+func (b *Backend) binary() (string, error) {
 	name := b.Path
 	if name == "" {
 		name = "bwrap"
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", &Error{Backend: "bwrap", Op: "find bwrap", Err: fmt.Errorf("%w: %w", ErrUnavailable, err),
+		return "", &sandbox.Error{Backend: "bwrap", Op: "find bwrap", Err: fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err),
 			Help: "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap)"}
 	}
 	return path, nil
 }
 
-// Run runs spec.Command in a bubblewrap sandbox (see [Bwrap] and the
+// Run runs spec.Command in a bubblewrap sandbox (see [Backend] and the
 // package contract). A sandbox that bwrap cannot set up is reported as an
-// [*Error] with a hint, not as the command's exit status.
-func (b *Bwrap) Run(ctx context.Context, spec *Spec) (*Result, error) {
+// [*sandbox.Error] with a hint, not as the command's exit status.
+func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	if len(spec.Command) == 0 {
-		return nil, &Error{Backend: "bwrap", Op: "run", Err: errors.New("empty command")}
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "run", Err: errors.New("empty command")}
 	}
 	bin, err := b.binary()
 	if err != nil {
@@ -125,15 +132,15 @@ func (b *Bwrap) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	return b.run(ctx, bin, spec)
 }
 
-func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error) {
+func (b *Backend) run(ctx context.Context, bin string, spec *sandbox.Spec) (*sandbox.Result, error) {
 	inside, workspace, err := resolveDirs(spec)
 	if err != nil {
-		return nil, &Error{Backend: "bwrap", Op: "resolve paths", Err: err}
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "resolve paths", Err: err}
 	}
 	if _, err := spec.WorkDir(workspace); err != nil && workspace != "" {
-		return nil, &Error{Backend: "bwrap", Op: "run", Err: err}
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "run", Err: err}
 	}
-	basePath, ok := EnvValue(spec.Env, "PATH")
+	basePath, ok := sandbox.EnvValue(spec.Env, "PATH")
 	if !ok {
 		basePath = bwrapBasePath
 	}
@@ -141,24 +148,24 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	// Limits.TmpSize, not the session's tmp/ on the host.
 	envDirs := inside
 	envDirs.Tmp = "/tmp"
-	env := MergeEnv([]string{"HOME=/tmp"}, spec.Env, SessionEnv(envDirs, basePath))
-	pathList, _ := EnvValue(env, "PATH")
+	env := sandbox.MergeEnv([]string{"HOME=/tmp"}, spec.Env, sandbox.SessionEnv(spec, envDirs, basePath))
+	pathList, _ := sandbox.EnvValue(env, "PATH")
 	// Everything inside is a host path bound at the same place (or the
 	// empty /tmp), so a host lookup tells whether the name exists inside.
-	if _, ok := lookPath(spec.Command[0], pathList); !ok {
-		return notFound(spec, spec.Command[0]), nil
+	if _, ok := proc.LookPath(spec.Command[0], pathList); !ok {
+		return proc.NotFound(spec, spec.Command[0]), nil
 	}
 
 	cred, err := bwrapIdentity(spec)
 	if err != nil {
 		return nil, err
 	}
-	protected, err := ProtectedPaths("bwrap", spec)
+	protected, err := sandbox.ProtectedPaths("bwrap", spec)
 	if err != nil {
 		return nil, err
 	}
-	defer CleanupProtected(protected)
-	if err := PrepareProtected("bwrap", protected); err != nil {
+	defer sandbox.CleanupProtected(protected)
+	if err := sandbox.PrepareProtected("bwrap", protected); err != nil {
 		return nil, err
 	}
 	// Limits: a cgroup the starting thread joins before it forks bwrap.
@@ -166,7 +173,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if noCg := (*noCgroupError)(nil); cgErr != nil && !errors.As(cgErr, &noCg) {
 		// The host has the cgroups but they refused these limits: never
 		// run the command without the limits it was given.
-		return nil, &Error{Backend: "bwrap", Op: "set up limits", Err: cgErr,
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "set up limits", Err: cgErr,
 			Help: "check sandbox.limits (cpus at least 0.01, memory at least a few MiB) and that /sys/fs/cgroup is writable"}
 	}
 	if cg != nil {
@@ -193,7 +200,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	var pinned []*os.File
 	if feat.bindFd && len(protected) > 0 {
 		var rels []string
-		if rels, pinned, err = PinProtected("bwrap", workspace, protected); err != nil {
+		if rels, pinned, err = sandbox.PinProtected("bwrap", workspace, protected); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -211,7 +218,7 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return nil, &Error{Backend: "bwrap", Op: "create status pipe", Err: err}
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "create status pipe", Err: err}
 	}
 	st := newBwrapStatus()
 	done := make(chan struct{})
@@ -223,17 +230,17 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 		h(workspace)
 	}
 	args := b.args(spec, inside, workspace, protected, pins, feat)
-	res, err := runProcess(ctx, spec, &process{
-		backend: "bwrap",
-		path:    bin,
-		args:    args,
-		env:     env,
-		dir:     "/",
-		extra:   append([]*os.File{statusW}, pinned...), // fd 3, then the pins
-		tree:    func(main *os.Process) procTree { return newNSTree(main, st) },
-		cred:    cred,
-		prepare: prepare,
-		started: leave,
+	res, err := proc.Run(ctx, spec, &proc.Process{
+		Backend: "bwrap",
+		Path:    bin,
+		Args:    args,
+		Env:     env,
+		Dir:     "/",
+		Extra:   append([]*os.File{statusW}, pinned...), // fd 3, then the pins
+		Tree:    func(main *os.Process) proc.Tree { return newNSTree(main, st) },
+		Cred:    cred,
+		Prepare: prepare,
+		Started: leave,
 	})
 	statusW.Close()
 	// bwrap and its children are gone, so the pipe is at EOF; the timer
@@ -268,15 +275,15 @@ func (b *Bwrap) run(ctx context.Context, bin string, spec *Spec) (*Result, error
 	if !res.TimedOut && !res.Canceled && !st.exited() && res.ExitCode == 1 {
 		// bwrap failed before the command could run: mounts, namespaces.
 		msg := bwrapMessage(res.Stderr)
-		return nil, &Error{Backend: "bwrap", Op: "set up sandbox",
-			Err: fmt.Errorf("%w: %s", ErrUnavailable, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "set up sandbox",
+			Err: fmt.Errorf("%w: %s", sandbox.ErrUnavailable, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
 	}
 	return res, nil
 }
 
 // resolveDirs evaluates the symlinks of the session and workspace paths:
 // bwrap binds the canonical path, and the env must name the same place.
-func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
+func resolveDirs(spec *sandbox.Spec) (inside sandbox.SessionDirs, workspace string, err error) {
 	eval := func(p string) (string, error) {
 		if p == "" {
 			return "", nil
@@ -293,7 +300,7 @@ func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
 		{&s.Responses, &inside.Responses}, {&s.Tmp, &inside.Tmp}, {&spec.Workspace, &workspace},
 	} {
 		if *f.out, err = eval(*f.in); err != nil {
-			return SessionDirs{}, "", err
+			return sandbox.SessionDirs{}, "", err
 		}
 	}
 	return inside, workspace, nil
@@ -306,7 +313,7 @@ func resolveDirs(spec *Spec) (inside SessionDirs, workspace string, err error) {
 // pins maps a host path (a protected path or a parent of one) to the
 // descriptor bwrap has it open as: that one is mounted with --bind-fd or
 // --ro-bind-fd rather than by path.
-func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected []Protected, pins map[string]int, feat bwrapFeatures) []string {
+func (b *Backend) args(spec *sandbox.Spec, inside sandbox.SessionDirs, workspace string, protected []sandbox.Protected, pins map[string]int, feat bwrapFeatures) []string {
 	hostname := b.Hostname
 	if hostname == "" {
 		hostname = "gatebridge"
@@ -368,9 +375,9 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 		}
 	}
 	// The parents of nested protected paths, each a mount point of its
-	// own so the command cannot rename it away (ProtectedParents). First,
+	// own so the command cannot rename it away ([sandbox.ProtectedParents]). First,
 	// so that an equal path below wins.
-	for _, rel := range ProtectedParents(protected) {
+	for _, rel := range sandbox.ProtectedParents(protected) {
 		add(filepath.Join(workspace, rel), true)
 	}
 	for _, p := range b.ReadOnly {
@@ -424,7 +431,7 @@ func (b *Bwrap) args(spec *Spec, inside SessionDirs, workspace string, protected
 // 0), with no supplementary groups, after handing it the session: the
 // command never runs as the host's uid 0 unless spec.AllowRoot, so nothing
 // it writes (a setuid copy of sh, a device node) is root's on the host.
-func bwrapIdentity(spec *Spec) (*syscall.Credential, error) {
+func bwrapIdentity(spec *sandbox.Spec) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -438,11 +445,11 @@ func bwrapIdentity(spec *Spec) (*syscall.Credential, error) {
 	// Group 0 is root's too: the command could leave a setgid-root copy
 	// of sh in a writable workspace.
 	if gid == 0 && !spec.AllowRoot {
-		return nil, &Error{Backend: "bwrap", Op: "identity", Err: fmt.Errorf("refusing to run the command as %d:0 (gid 0 is root's group)", uid),
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "identity", Err: fmt.Errorf("refusing to run the command as %d:0 (gid 0 is root's group)", uid),
 			Help: "set sandbox.gid to a non-root gid, or sandbox.allow_root: true if you accept the danger"}
 	}
-	if err := GrantSession(spec.Session, uid, gid); err != nil {
-		return nil, &Error{Backend: "bwrap", Op: "prepare session", Err: err}
+	if err := sandbox.GrantSession(spec.Session, uid, gid); err != nil {
+		return nil, &sandbox.Error{Backend: "bwrap", Op: "prepare session", Err: err}
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
@@ -699,7 +706,7 @@ var bwrapChecks struct {
 // a failure (bwrap missing, user namespaces disabled, AppArmor's userns
 // restriction, an unprivileged container). The result is cached per bwrap
 // binary for the life of the process.
-func (b *Bwrap) Check(ctx context.Context) error {
+func (b *Backend) Check(ctx context.Context) error {
 	bin, err := b.binary()
 	if err != nil {
 		return err
@@ -720,9 +727,9 @@ func (b *Bwrap) Check(ctx context.Context) error {
 	return err
 }
 
-func (b *Bwrap) check(ctx context.Context, bin string) error {
+func (b *Backend) check(ctx context.Context, bin string) error {
 	var stderr bytes.Buffer
-	res, err := b.run(ctx, bin, &Spec{
+	res, err := b.run(ctx, bin, &sandbox.Spec{
 		Command:   []string{"true"},
 		Stderr:    &stderr,
 		Timeout:   5 * time.Second,
@@ -733,14 +740,14 @@ func (b *Bwrap) check(ctx context.Context, bin string) error {
 	}
 	switch {
 	case res.Canceled:
-		return &Error{Backend: "bwrap", Op: "check", Err: ctx.Err()}
+		return &sandbox.Error{Backend: "bwrap", Op: "check", Err: ctx.Err()}
 	case res.TimedOut:
-		return &Error{Backend: "bwrap", Op: "check", Err: fmt.Errorf("%w: `bwrap … true` timed out", ErrUnavailable),
+		return &sandbox.Error{Backend: "bwrap", Op: "check", Err: fmt.Errorf("%w: `bwrap … true` timed out", sandbox.ErrUnavailable),
 			Help: "bwrap hangs on this machine: run `bwrap --unshare-all --ro-bind / / true` to investigate"}
 	case res.ExitCode != 0:
 		msg := bwrapMessage(res.Stderr)
-		return &Error{Backend: "bwrap", Op: "check",
-			Err: fmt.Errorf("%w: `bwrap … true` exited %d: %s", ErrUnavailable, res.ExitCode, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
+		return &sandbox.Error{Backend: "bwrap", Op: "check",
+			Err: fmt.Errorf("%w: `bwrap … true` exited %d: %s", sandbox.ErrUnavailable, res.ExitCode, msg), Help: diagnose(msg, hostProbe{uid: os.Getuid()})}
 	}
 	return nil
 }

@@ -1,26 +1,16 @@
-package sandbox
+package proc
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-// EnvValue returns the value of key in a KEY=VALUE list (the last one
-// wins).
-func EnvValue(env []string, key string) (string, bool) {
-	val, found := "", false
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			val, found = v, true
-		}
-	}
-	return val, found
-}
-
-// lookPath finds file in the absolute directories of pathList the way a
+// LookPath finds file in the absolute directories of pathList the way a
 // shell would. A name containing a slash is returned as is.
-func lookPath(file, pathList string) (string, bool) {
+func LookPath(file, pathList string) (string, bool) {
 	if strings.Contains(file, "/") {
 		return file, true
 	}
@@ -39,12 +29,12 @@ func lookPath(file, pathList string) (string, bool) {
 	return "", false
 }
 
-// notFound is the Result of a command whose name is not in PATH: exit 127
+// NotFound is the Result of a command whose name is not in PATH: exit 127
 // and a shell-like message on stderr (streamed and captured).
-func notFound(spec *Spec, name string) *Result {
+func NotFound(spec *sandbox.Spec, name string) *sandbox.Result {
 	msg := []byte("gatebridge: " + name + ": command not found\n")
 	if spec.Stderr != nil {
 		spec.Stderr.Write(msg)
 	}
-	return &Result{ExitCode: ExitNotFound, Stdout: []byte{}, Stderr: msg}
+	return &sandbox.Result{ExitCode: sandbox.ExitNotFound, Stdout: []byte{}, Stderr: msg}
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package bwrap_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
@@ -17,7 +17,7 @@ import (
 // under load.
 func TestBwrapSignalBeforeStatusRead(t *testing.T) {
 	b := newBwrap(t)
-	defer sandbox.DelayBwrapStatus(300 * time.Millisecond)()
+	defer bwrap.DelayStatus(300 * time.Millisecond)()
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	spec := f.Spec("trap 'echo trapped; exit 7' HUP; sleep 10 & wait")
 	sigs := make(chan syscall.Signal, 1)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package bwrap
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
 	"time"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 // The thread that starts bwrap joins the limits cgroup so the command is
@@ -28,7 +31,7 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cgroup limits here: %v", err)
 	}
-	b := &Bwrap{}
+	b := &Backend{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := b.Check(ctx); err != nil {
@@ -96,9 +99,9 @@ func TestLimitsCgroupHoldsOnlyTheCommand(t *testing.T) {
 			}
 		}
 	}()
-	res, err := b.Run(ctx, &Spec{
+	res, err := b.Run(ctx, &sandbox.Spec{
 		Command: []string{"sleep", marker},
-		Limits:  Limits{Memory: 64 << 20, Pids: 64, CPUs: 1},
+		Limits:  sandbox.Limits{Memory: 64 << 20, Pids: 64, CPUs: 1},
 	})
 	close(stop)
 	s := <-result
@@ -128,7 +131,7 @@ func TestLimitsRefusedNotDropped(t *testing.T) {
 	if _, err := cgroupV1Bases(); err != nil {
 		t.Skipf("no cgroup limits here: %v", err)
 	}
-	b := &Bwrap{}
+	b := &Backend{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := b.Check(ctx); err != nil {
@@ -137,11 +140,11 @@ func TestLimitsRefusedNotDropped(t *testing.T) {
 		}
 		t.Skipf("bwrap unusable: %v", err)
 	}
-	res, err := b.Run(ctx, &Spec{Command: []string{"sh", "-c", "echo ran"}, Limits: Limits{CPUs: 0.001, Pids: 64}})
+	res, err := b.Run(ctx, &sandbox.Spec{Command: []string{"sh", "-c", "echo ran"}, Limits: sandbox.Limits{CPUs: 0.001, Pids: 64}})
 	if err == nil {
 		t.Fatalf("ran with cpus=0.001: exit %d, stdout %q, info %v", res.ExitCode, res.Stdout, res.Info)
 	}
-	var se *Error
+	var se *sandbox.Error
 	if !errors.As(err, &se) || !strings.Contains(se.Help, "sandbox.limits") {
 		t.Errorf("err %v, want a hint naming sandbox.limits", err)
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package proc
 
 import (
 	"bytes"
@@ -6,22 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 )
-
-// DelayBwrapStatus makes every bwrap run read its status report d late,
-// as a loaded host may; the returned function undoes it.
-func DelayBwrapStatus(d time.Duration) (undo func()) {
-	bwrapStatusDelay.Store(int64(d))
-	return func() { bwrapStatusDelay.Store(0) }
-}
-
-// BeforeBwrapStart runs f between the checks of a bwrap run's protected
-// paths and bwrap's start; the returned function undoes it.
-func BeforeBwrapStart(f func(workspace string)) (undo func()) {
-	bwrapTestHookBeforeStart = f
-	return func() { bwrapTestHookBeforeStart = nil }
-}
 
 // ReaperPID returns the running reaper's pid, or 0.
 func ReaperPID() int {

@@ -1,9 +1,11 @@
-package sandbox
+package bwrap
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 func fakeHost(files map[string]string, uid int) hostProbe {
@@ -62,10 +64,10 @@ func TestBwrapMessage(t *testing.T) {
 // Binds are ordered parents first, the tmpfs /tmp before them, and the
 // session's read-write dirs after its read-only root.
 func TestBwrapArgsOrder(t *testing.T) {
-	b := &Bwrap{Etc: []string{}}
-	args := b.args(&Spec{Command: []string{"sh"}},
-		SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
-		"/tmp/s/ws", []Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true},
+	b := &Backend{Etc: []string{}}
+	args := b.args(&sandbox.Spec{Command: []string{"sh"}},
+		sandbox.SessionDirs{Root: "/tmp/s", Bin: "/tmp/s/bin", Calls: "/tmp/s/calls", Responses: "/tmp/s/responses", Tmp: "/tmp/s/tmp"},
+		"/tmp/s/ws", []sandbox.Protected{{Rel: ".git", Host: "/tmp/s/ws/.git"}, {Rel: "x", Host: "/tmp/s/ws/x", Missing: true},
 			{Rel: "t/u/hooks", Host: "/tmp/s/ws/t/u/hooks"}}, nil, bwrapFeatures{disableUserns: true})
 	joined := strings.Join(args, " ")
 	// The parents of the nested t/u/hooks are read-write mount points
@@ -102,9 +104,9 @@ func TestBwrapArgsOrder(t *testing.T) {
 // A pinned path (opened by gatebridge, handed to bwrap) is mounted from
 // its descriptor, read-write for a parent, read-only for a protected path.
 func TestBwrapArgsPinned(t *testing.T) {
-	b := &Bwrap{Etc: []string{}}
-	args := b.args(&Spec{Command: []string{"sh"}, WorkspaceWritable: true}, SessionDirs{}, "/w",
-		[]Protected{{Rel: "t/hooks", Host: "/w/t/hooks"}, {Rel: ".git", Host: "/w/.git"}},
+	b := &Backend{Etc: []string{}}
+	args := b.args(&sandbox.Spec{Command: []string{"sh"}, WorkspaceWritable: true}, sandbox.SessionDirs{}, "/w",
+		[]sandbox.Protected{{Rel: "t/hooks", Host: "/w/t/hooks"}, {Rel: ".git", Host: "/w/.git"}},
 		map[string]int{"/w/t": 4, "/w/t/hooks": 5}, bwrapFeatures{bindFd: true})
 	joined := strings.Join(args, " ")
 	for _, o := range []string{"--bind /w /w --bind-fd 4 /w/t", "--ro-bind-fd 5 /w/t/hooks", "--ro-bind /w/.git /w/.git"} {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox_test
+package local_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // TestHelperTTY is not a test: it is the gatebridge process, with a
@@ -24,7 +25,7 @@ func TestHelperTTY(t *testing.T) {
 	if os.Getenv("GATEBRIDGE_TEST_HELPER_TTY") == "" {
 		t.Skip("helper process only")
 	}
-	res, err := sandbox.NewLocal().Run(context.Background(), &sandbox.Spec{
+	res, err := local.New().Run(context.Background(), &sandbox.Spec{
 		Command: []string{"sh", "-c", "read x; echo got $x"},
 		Stdin:   os.Stdin,
 		Timeout: 5 * time.Second, KillGrace: 100 * time.Millisecond,

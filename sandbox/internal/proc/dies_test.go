@@ -1,4 +1,4 @@
-package sandbox_test
+package proc_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
@@ -18,9 +20,9 @@ func TestHelperRun(t *testing.T) {
 	if marker == "" {
 		t.Skip("helper process only")
 	}
-	var b sandbox.Backend = sandbox.NewLocal()
+	var b sandbox.Backend = local.New()
 	if os.Getenv("GATEBRIDGE_TEST_HELPER_BACKEND") == "bwrap" {
-		b = sandbox.NewBwrap()
+		b = bwrap.New()
 	}
 	// Keep the scheduler busy on several threads while the sandbox runs,
 	// as a real gatebridge would be.
@@ -45,11 +47,11 @@ func TestSandboxDiesWithGatebridge(t *testing.T) {
 	for _, name := range []string{"local", "bwrap"} {
 		t.Run(name, func(t *testing.T) {
 			if name == "bwrap" {
-				newBwrap(t)
+				sandboxtest.RequireBackend(t, bwrap.New())
 			}
 			t.Parallel()
 			m := sandboxtest.Marker()
-			t.Cleanup(func() { killMarked(m) })
+			t.Cleanup(func() { sandboxtest.KillMarked(m) })
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "GATEBRIDGE_TEST_HELPER_MARKER="+m, "GATEBRIDGE_TEST_HELPER_BACKEND="+name)
 			if err := cmd.Start(); err != nil {

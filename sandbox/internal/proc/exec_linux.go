@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package proc
 
 import (
 	"bytes"
@@ -18,18 +18,20 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-// runProcess runs p under the supervision described in the package
+// Run runs p under the supervision described in the sandbox package
 // contract: live streaming plus capture, timeout and cancellation (the
-// [Stopper]), reaping of leftovers, exit-code mapping.
-func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
-	res := &Result{}
+// [sandbox.Stopper]), reaping of leftovers, exit-code mapping.
+func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, error) {
+	res := &sandbox.Result{}
 	if ctx.Err() != nil {
 		// Do not start what would be killed at once.
-		return &Result{ExitCode: ExitCanceled, Canceled: true, Stdout: []byte{}, Stderr: []byte{}}, nil
+		return &sandbox.Result{ExitCode: sandbox.ExitCanceled, Canceled: true, Stdout: []byte{}, Stderr: []byte{}}, nil
 	}
-	outCap, errCap := NewCapture(spec.MaxOutput), NewCapture(spec.MaxOutput)
+	outCap, errCap := sandbox.NewCapture(spec.MaxOutput), sandbox.NewCapture(spec.MaxOutput)
 
 	var closers []io.Closer
 	closeAll := func() {
@@ -40,28 +42,28 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, &Error{Backend: p.backend, Op: "create stdout pipe", Err: err}
+		return nil, &sandbox.Error{Backend: p.Backend, Op: "create stdout pipe", Err: err}
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return nil, &Error{Backend: p.backend, Op: "create stderr pipe", Err: err}
+		return nil, &sandbox.Error{Backend: p.Backend, Op: "create stderr pipe", Err: err}
 	}
 	closers = append(closers, outW, errW)
 
 	cmd := &exec.Cmd{
-		Path:       p.path,
-		Args:       p.args,
-		Env:        p.env,
-		Dir:        p.dir,
+		Path:       p.Path,
+		Args:       p.Args,
+		Env:        p.Env,
+		Dir:        p.Dir,
 		Stdout:     outW,
 		Stderr:     errW,
-		ExtraFiles: p.extra,
+		ExtraFiles: p.Extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
-			Pdeathsig:  cmp.Or(p.deathSignal, syscall.SIGKILL), // set after the credential change
-			Credential: p.cred,
+			Pdeathsig:  cmp.Or(p.DeathSignal, syscall.SIGKILL), // set after the credential change
+			Credential: p.Cred,
 		},
 	}
 	// stdin: nil reads as /dev/null, an *os.File is handed over as is, any
@@ -83,7 +85,7 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 			closeAll()
 			outR.Close()
 			errR.Close()
-			return nil, &Error{Backend: p.backend, Op: "open " + os.DevNull, Err: err}
+			return nil, &sandbox.Error{Backend: p.Backend, Op: "open " + os.DevNull, Err: err}
 		}
 		closers = append(closers, devNull)
 		cmd.Stdin = devNull
@@ -95,7 +97,7 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 			closeAll()
 			outR.Close()
 			errR.Close()
-			return nil, &Error{Backend: p.backend, Op: "create stdin pipe", Err: err}
+			return nil, &sandbox.Error{Backend: p.Backend, Op: "create stdin pipe", Err: err}
 		}
 		closers = append(closers, r)
 		cmd.Stdin, stdinW = r, w
@@ -109,10 +111,10 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	// the child and the child dies only with gatebridge.
 	go func() {
 		runtime.LockOSThread()
-		if p.prepare != nil {
-			// prepare may change this thread's credentials (its session
+		if p.Prepare != nil {
+			// Prepare may change this thread's credentials (its session
 			// keyring): never hand the thread back to the scheduler.
-			if err := p.prepare(); err != nil {
+			if err := p.Prepare(); err != nil {
 				started <- err
 				return
 			}
@@ -120,8 +122,8 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 			defer runtime.UnlockOSThread()
 		}
 		err := cmd.Start()
-		if p.started != nil {
-			p.started()
+		if p.Started != nil {
+			p.Started()
 		}
 		if err != nil {
 			started <- err
@@ -138,9 +140,9 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		return nil, &Error{Backend: p.backend, Op: "start " + p.path, Err: err}
+		return nil, &sandbox.Error{Backend: p.Backend, Op: "start " + p.Path, Err: err}
 	}
-	if p.reap {
+	if p.Reap {
 		defer reapGroup(cmd.Process.Pid)() // after the group is gone
 	}
 	closeAll() // the child has its copies
@@ -158,8 +160,8 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 	go copyOut(&copiers, outR, outCap, spec.Stdout, &draining)
 	go copyOut(&copiers, errR, errCap, spec.Stderr, &draining)
 
-	tree := p.tree(cmd.Process)
-	st := NewStopper(ctx, spec, tree.terminate, tree.kill)
+	tree := p.Tree(cmd.Process)
+	st := sandbox.NewStopper(ctx, spec, tree.Terminate, tree.Kill)
 	defer st.Close()
 	for running := true; running; {
 		select {
@@ -168,14 +170,14 @@ func runProcess(ctx context.Context, spec *Spec, p *process) (*Result, error) {
 		case <-st.C():
 			st.Step()
 		case sig := <-spec.Signals:
-			tree.signal(sig) // during the grace too
+			tree.Signal(sig) // during the grace too
 		}
 	}
 	// The main process is gone; so must be everything it left behind.
-	if tree.alive() {
-		tree.terminate()
-		if !waitGone(tree, killGrace(spec)) {
-			tree.kill()
+	if tree.Alive() {
+		tree.Terminate()
+		if !waitGone(tree, st.Grace()) {
+			tree.Kill()
 			waitGone(tree, reapLimit)
 		}
 	}
@@ -208,10 +210,10 @@ func isTerminal(f *os.File) bool {
 }
 
 // waitGone polls until tree has no live process or limit passes.
-func waitGone(tree procTree, limit time.Duration) bool {
+func waitGone(tree Tree, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for d := time.Millisecond; ; d = min(2*d, 50*time.Millisecond) {
-		if !tree.alive() {
+		if !tree.Alive() {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -224,7 +226,7 @@ func waitGone(tree procTree, limit time.Duration) bool {
 // copyOut copies r into the capture and, while it accepts writes, into
 // live. Once draining is set, each read gives up after drainDelay without
 // data.
-func copyOut(wg *sync.WaitGroup, r *os.File, c *Capture, live io.Writer, draining *atomic.Bool) {
+func copyOut(wg *sync.WaitGroup, r *os.File, c *sandbox.Capture, live io.Writer, draining *atomic.Bool) {
 	defer wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -260,23 +262,26 @@ func exitCode(ps *os.ProcessState) int {
 // groupTree is the process group of a command started with Setpgid.
 type groupTree struct{ pgid int }
 
-func newGroupTree(p *os.Process) procTree { return groupTree{pgid: p.Pid} }
+// NewGroupTree is the Tree of a command whose processes stay in the
+// process group its main process p leads (every process started with
+// Setpgid does).
+func NewGroupTree(p *os.Process) Tree { return groupTree{pgid: p.Pid} }
 
-func (g groupTree) terminate() { syscall.Kill(-g.pgid, syscall.SIGTERM) }
-func (g groupTree) kill()      { syscall.Kill(-g.pgid, syscall.SIGKILL) }
-func (g groupTree) signal(sig syscall.Signal) {
+func (g groupTree) Terminate() { syscall.Kill(-g.pgid, syscall.SIGTERM) }
+func (g groupTree) Kill()      { syscall.Kill(-g.pgid, syscall.SIGKILL) }
+func (g groupTree) Signal(sig syscall.Signal) {
 	syscall.Kill(-g.pgid, sig)
 }
 
-func (g groupTree) alive() bool {
+func (g groupTree) Alive() bool {
 	if err := syscall.Kill(-g.pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
 	// Something is in the group; zombies waiting for a reaper that is not
 	// us do not count.
 	found := false
-	scanProc(func(pid int, stat procStat) bool {
-		if stat.pgrp == g.pgid && stat.state != 'Z' && stat.state != 'X' {
+	Scan(func(pid int, stat Stat) bool {
+		if stat.Pgrp == g.pgid && stat.State != 'Z' && stat.State != 'X' {
 			found = true
 			return false
 		}
@@ -285,38 +290,38 @@ func (g groupTree) alive() bool {
 	return found
 }
 
-// procStat holds the fields of /proc/<pid>/stat Run needs.
-type procStat struct {
-	state byte
-	ppid  int
-	pgrp  int
+// Stat holds the fields of /proc/<pid>/stat a Tree needs.
+type Stat struct {
+	State byte // R, S, D, Z (zombie), X (dead), …
+	Ppid  int
+	Pgrp  int
 }
 
-// readProcStat parses /proc/<pid>/stat.
-func readProcStat(pid int) (procStat, bool) {
+// readStat parses /proc/<pid>/stat.
+func readStat(pid int) (Stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return procStat{}, false
+		return Stat{}, false
 	}
 	// pid (comm) state ppid pgrp …; comm may contain spaces and parens.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return procStat{}, false
+		return Stat{}, false
 	}
 	f := bytes.Fields(b[i+2:])
 	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, false
+		return Stat{}, false
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgrp, err2 := strconv.Atoi(string(f[2]))
 	if err1 != nil || err2 != nil {
-		return procStat{}, false
+		return Stat{}, false
 	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+	return Stat{State: f[0][0], Ppid: ppid, Pgrp: pgrp}, true
 }
 
-// scanProc calls fn for every process in /proc until fn returns false.
-func scanProc(fn func(pid int, stat procStat) bool) {
+// Scan calls fn for every process in /proc until fn returns false.
+func Scan(fn func(pid int, stat Stat) bool) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return
@@ -328,7 +333,7 @@ func scanProc(fn func(pid int, stat procStat) bool) {
 		if err != nil {
 			continue
 		}
-		st, ok := readProcStat(pid)
+		st, ok := readStat(pid)
 		if !ok {
 			continue
 		}

@@ -1,4 +1,4 @@
-package sandbox_test
+package bwrap_test
 
 import (
 	"bytes"
@@ -7,45 +7,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
-// requireBackend skips t when the backend cannot run here, unless
-// GATEBRIDGE_REQUIRE_BACKENDS (a comma list, e.g. "bwrap,docker") names it:
-// then it fails.
-func requireBackend(t *testing.T, b sandbox.Backend) {
+func newBwrap(t *testing.T) *bwrap.Backend {
 	t.Helper()
-	ch, ok := b.(sandbox.Checker)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err := ch.Check(ctx)
-	if err == nil {
-		return
-	}
-	msg := err.Error()
-	var se *sandbox.Error
-	if errors.As(err, &se) && se.Help != "" {
-		msg += "\nhint: " + se.Help
-	}
-	if slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), b.Name()) {
-		t.Fatalf("backend %s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %s", b.Name(), msg)
-	}
-	t.Skipf("backend %s unusable: %s", b.Name(), msg)
-}
-
-func newBwrap(t *testing.T) *sandbox.Bwrap {
-	t.Helper()
-	b := sandbox.NewBwrap()
-	requireBackend(t, b)
+	b := bwrap.New()
+	sandboxtest.RequireBackend(t, b)
 	return b
 }
 
@@ -56,7 +29,7 @@ func TestBwrapConformance(t *testing.T) {
 
 // asNobody returns a bwrap backend whose bwrap runs unprivileged (as
 // 65534 when the tests run as root).
-func asNobody(t *testing.T) *sandbox.Bwrap {
+func asNobody(t *testing.T) *bwrap.Backend {
 	t.Helper()
 	// Not root, bwrap runs as the invoker; as root, the backend itself
 	// starts bwrap as Spec.UID (0 → 65534, nobody). Either way it is
@@ -127,7 +100,7 @@ func TestBwrapSetsidDoesNotEscape(t *testing.T) {
 	b := newBwrap(t)
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	m := sandboxtest.Marker()
-	t.Cleanup(func() { killMarked(m) })
+	t.Cleanup(func() { sandboxtest.KillMarked(m) })
 	res, err := b.Run(context.Background(), f.Spec("setsid sleep "+m+" & sleep 0.2; echo done"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +160,7 @@ func TestBwrapSetupFailure(t *testing.T) {
 }
 
 func TestBwrapMissingBinary(t *testing.T) {
-	b := &sandbox.Bwrap{Path: "/nonexistent/bwrap"}
+	b := &bwrap.Backend{Path: "/nonexistent/bwrap"}
 	err := b.Check(context.Background())
 	var se *sandbox.Error
 	if !errors.As(err, &se) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(se.Help, "bubblewrap") {
@@ -212,8 +185,9 @@ func TestBwrapSessionUnderTmp(t *testing.T) {
 		os.Mkdir(d, 0o777)
 	}
 	res, err := b.Run(context.Background(), &sandbox.Spec{
-		Command: []string{"sh", "-c", `printf hi > "$GATEBRIDGE_CALLS_DIR/f"; ls /tmp`},
-		Session: s,
+		Command:    []string{"sh", "-c", `printf hi > "$GATEBRIDGE_CALLS_DIR/f"; ls /tmp`},
+		Session:    s,
+		SessionEnv: sandboxtest.SessionEnv,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +221,7 @@ func TestBwrapLargeOutput(t *testing.T) {
 // its 0644 files would otherwise set host-wide sysctls such as
 // kernel.core_pattern without any capability.
 func TestBwrapProcSysReadOnly(t *testing.T) {
-	for name, b := range map[string]*sandbox.Bwrap{"self": newBwrap(t), "nobody": asNobody(t)} {
+	for name, b := range map[string]*bwrap.Backend{"self": newBwrap(t), "nobody": asNobody(t)} {
 		t.Run(name, func(t *testing.T) {
 			f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 			res, err := b.Run(context.Background(), f.Spec(`v=$(cat /proc/sys/kernel/core_pattern) && printf '%s\n' "$v" > /proc/sys/kernel/core_pattern && echo written; cat /proc/sys/kernel/hostname`))

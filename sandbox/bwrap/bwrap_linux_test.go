@@ -1,4 +1,4 @@
-package sandbox_test
+package bwrap_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
@@ -27,7 +27,7 @@ func TestBwrapProtectedSwappedAfterCheck(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	os.Chmod(outside, 0o777)
-	defer sandbox.BeforeBwrapStart(func(ws string) {
+	defer bwrap.BeforeStart(func(ws string) {
 		if err := os.Rename(filepath.Join(ws, "gen"), filepath.Join(ws, "gen.real")); err != nil {
 			t.Error(err)
 		}

@@ -1,5 +1,5 @@
 //go:build !linux
 
-package sandbox
+package proc
 
 func reapGroup(int) func() { return func() {} }

@@ -1,27 +1,26 @@
-package sandbox_test
+package local_test
 
 import (
 	"bytes"
 	"context"
 	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 func TestLocalConformance(t *testing.T) {
-	sandboxtest.Run(t, func(*testing.T) sandbox.Backend { return sandbox.NewLocal() }, sandboxtest.Options{})
+	sandboxtest.Run(t, func(*testing.T) sandbox.Backend { return local.New() }, sandboxtest.Options{})
 }
 
 func TestLocalCommandNotFound(t *testing.T) {
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	spec := f.Spec("")
 	spec.Command = []string{"gatebridge-no-such-command"}
-	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	res, err := local.New().Run(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func TestLocalCommandFromBin(t *testing.T) {
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	spec := f.Spec("")
 	spec.Command = []string{"gb-hello", "x"}
-	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	res, err := local.New().Run(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +52,13 @@ func TestLocalEscapedProcessDoesNotHang(t *testing.T) {
 	}
 	f := sandboxtest.NewFixture(t, sandboxtest.Options{})
 	m := sandboxtest.Marker()
-	t.Cleanup(func() { killMarked(m) })
+	t.Cleanup(func() { sandboxtest.KillMarked(m) })
 	// The escapee announces itself once it is out of the group, so the
 	// group kill after the main shell exits cannot catch it.
 	spec := f.Spec(`setsid sh -c 'echo $$ > "$TMPDIR/esc"; exec sleep ` + m + `' &
 while [ ! -s "$TMPDIR/esc" ]; do sleep 0.01; done; echo done`)
 	start := time.Now()
-	res, err := sandbox.NewLocal().Run(context.Background(), spec)
+	res, err := local.New().Run(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,16 +71,5 @@ while [ ! -s "$TMPDIR/esc" ]; do sleep 0.01; done; echo done`)
 	// This also shows that the leftover check of the suite sees processes.
 	if len(sandboxtest.HostProcesses(m)) == 0 {
 		t.Error("the escaped sleep is not visible to HostProcesses")
-	}
-}
-
-func killMarked(marker string) {
-	for _, p := range sandboxtest.HostProcesses(marker) {
-		pid, _, _ := strings.Cut(p, ":")
-		var n int
-		for _, c := range pid {
-			n = n*10 + int(c-'0')
-		}
-		syscall.Kill(n, syscall.SIGKILL)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package bwrap
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted.
@@ -25,12 +27,12 @@ const cgroupRoot = "/sys/fs/cgroup"
 // so the command is inside from its first instruction: a fork bomb cannot
 // race the move.
 type limitCgroup struct {
-	limits Limits
+	limits sandbox.Limits
 	dirs   map[string]string // controller → our child cgroup
 	bases  map[string]string // controller → the cgroup we came from
 }
 
-// LimitsMechanism says how an isolating backend enforces [Limits] here,
+// LimitsMechanism says how an isolating backend enforces [sandbox.Limits] here,
 // and what it cannot enforce, for doctor and the result's info.
 func LimitsMechanism() (mechanism string, unenforced string) {
 	if _, err := cgroupV1Bases(); err != nil {
@@ -81,7 +83,7 @@ func cgroupV1Bases() (map[string]string, error) {
 }
 
 // newLimitCgroup creates the cgroup for l (nil, nil when l sets nothing).
-func newLimitCgroup(l Limits) (*limitCgroup, error) {
+func newLimitCgroup(l sandbox.Limits) (*limitCgroup, error) {
 	if l.Memory <= 0 && l.Pids <= 0 && l.CPUs <= 0 {
 		return nil, nil
 	}

@@ -1,31 +1,29 @@
 //go:build linux
 
-package sandbox
+package bwrap
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
 )
 
 // nsTree is the pid namespace of a bwrap sandbox. bwrap itself (main) is
 // outside it: a signal to bwrap would kill it at once and, through
-// --die-with-parent, the sandbox without grace, so terminate signals the
+// --die-with-parent, the sandbox without grace, so Terminate signals the
 // namespace's processes instead.
 type nsTree struct {
 	main *os.Process
 	st   *bwrapStatus
 }
 
-func newNSTree(main *os.Process, st *bwrapStatus) procTree { return &nsTree{main: main, st: st} }
+func newNSTree(main *os.Process, st *bwrapStatus) proc.Tree { return &nsTree{main: main, st: st} }
 
 // nsWait bounds how long a signal waits for bwrap's report of the pid
 // namespace it is for (see bwrapStatus.waitNS).
@@ -40,8 +38,8 @@ func (t *nsTree) members() ([]int, bool) {
 	}
 	want := "pid:[" + strconv.FormatUint(ns, 10) + "]"
 	pids := []int{}
-	scanProc(func(pid int, stat procStat) bool {
-		if stat.state == 'Z' || stat.state == 'X' {
+	proc.Scan(func(pid int, stat proc.Stat) bool {
+		if stat.State == 'Z' || stat.State == 'X' {
 			return true
 		}
 		// /proc/<pid>/ns/pid names the namespace the process lives in.
@@ -57,7 +55,7 @@ func (t *nsTree) members() ([]int, bool) {
 	return pids, true
 }
 
-func (t *nsTree) terminate() {
+func (t *nsTree) Terminate() {
 	initPid, _ := t.st.ns()
 	pids, ok := t.members()
 	if !ok {
@@ -72,11 +70,11 @@ func (t *nsTree) terminate() {
 	}
 }
 
-// signal sends sig to every process of the namespace but its init (which
+// Signal sends sig to every process of the namespace but its init (which
 // ignores signals from outside; it ends when the command's process does).
-func (t *nsTree) signal(sig syscall.Signal) {
+func (t *nsTree) Signal(sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
-		t.kill()
+		t.Kill()
 		return
 	}
 	t.st.waitNS(nsWait)
@@ -89,7 +87,7 @@ func (t *nsTree) signal(sig syscall.Signal) {
 	}
 }
 
-func (t *nsTree) kill() {
+func (t *nsTree) Kill() {
 	pids, _ := t.members()
 	// Killing init takes the namespace down; kill the rest too so they do
 	// not run on while the kernel gets there.
@@ -99,7 +97,7 @@ func (t *nsTree) kill() {
 	t.main.Signal(syscall.SIGKILL) // no-op once reaped (pidfd)
 }
 
-func (t *nsTree) alive() bool {
+func (t *nsTree) Alive() bool {
 	pids, _ := t.members()
 	return len(pids) > 0
 }
@@ -115,57 +113,4 @@ func newSessionKeyring() error {
 		return fmt.Errorf("join a new session keyring: %w", errno)
 	}
 	return nil
-}
-
-// pinPaths opens each workspace-relative path of rels under workspace,
-// walking one component at a time without following a link, as O_PATH
-// descriptors for bwrap's --bind-fd and --ro-bind-fd: bwrap then mounts
-// the object opened here (and checks that it did), not whatever the path
-// names by the time it mounts. Another sandbox writing the same workspace
-// could otherwise swap a checked directory for a symbolic link to a host
-// directory in between, and this sandbox would get that directory, a
-// protected path's parent read-write. A symbolic link is refused; a
-// parent (dirs[i]) must be a directory.
-func pinPaths(workspace string, rels []string, dirs []bool) ([]*os.File, error) {
-	ws, err := hostilefs.OpenDir(workspace)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.Close()
-	var files []*os.File
-	fail := func(err error) ([]*os.File, error) {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, err
-	}
-	for i, rel := range rels {
-		rel = filepath.ToSlash(rel)
-		dir, base := path.Split(rel)
-		d, err := ws.Walk(path.Clean(dir), hostilefs.WalkOptions{})
-		if err != nil {
-			return fail(err)
-		}
-		fd, err := unix.Openat(d.Fd(), base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		d.Close()
-		if err != nil {
-			return fail(&fs.PathError{Op: "open", Path: rel, Err: err})
-		}
-		f := os.NewFile(uintptr(fd), filepath.Join(workspace, rel))
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			f.Close()
-			return fail(&fs.PathError{Op: "stat", Path: rel, Err: err})
-		}
-		switch {
-		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-			f.Close()
-			return fail(&fs.PathError{Op: "open", Path: rel, Err: hostilefs.ErrSymlink})
-		case dirs[i] && st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			f.Close()
-			return fail(&fs.PathError{Op: "open", Path: rel, Err: hostilefs.ErrNotDir})
-		}
-		files = append(files, f)
-	}
-	return files, nil
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package proc_test
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
 // reaperList returns the group ids the reaper's list holds now.
 func reaperList(t *testing.T) []int {
 	t.Helper()
-	ids, err := sandbox.ReaperList()
+	ids, err := proc.ReaperList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestReaperListsRunningGroups(t *testing.T) {
 	out := &sandboxtest.Buffer{}
 	done := make(chan *sandbox.Result, 1)
 	go func() {
-		res, err := sandbox.NewLocal().Run(ctx, &sandbox.Spec{Command: []string{"sh", "-c", "echo $$; exec sleep 30"}, Stdout: out, Workspace: t.TempDir()})
+		res, err := local.New().Run(ctx, &sandbox.Spec{Command: []string{"sh", "-c", "echo $$; exec sleep 30"}, Stdout: out, Workspace: t.TempDir()})
 		if err != nil {
 			t.Error(err)
 		}

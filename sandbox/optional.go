@@ -1,0 +1,92 @@
+package sandbox
+
+import "context"
+
+// The optional interfaces: what only some backends can do. Each has one
+// method, is found by a type assertion on a [Backend] (as net/http finds
+// an http.Flusher), and every implementation carries a compile-time guard
+// (var _ sandbox.Starter = (*docker.Backend)(nil)). Code above the
+// backends asks for an ability, never for a concrete backend.
+
+// Checker is implemented by backends that can tell whether they can run on
+// this machine (for `--sandbox auto` and `gatebridge doctor`).
+type Checker interface {
+	// Check returns nil when the backend can run, else an [*Error] whose
+	// Help says how to fix it.
+	Check(ctx context.Context) error
+}
+
+// WorkspaceMapper is implemented by backends that show the host workspace
+// at another path inside (docker: /workspace). ok is false when host is
+// not visible inside.
+type WorkspaceMapper interface {
+	WorkspaceInside(host string) (inside string, ok bool)
+}
+
+// WakeForcer is implemented by backends whose commands a FIFO wake-up may
+// not reach (Docker Desktop runs containers in a VM that FIFOs do not
+// cross). ForcePoll reports whether the gate wrappers must poll for their
+// answers instead; it may ask the engine once, within ctx. bridge's
+// Session.Run then sets the wrappers' wake mode to poll.
+type WakeForcer interface {
+	ForcePoll(ctx context.Context) bool
+}
+
+// SessionsRooter is implemented by backends that reach only the sessions
+// made under one host directory (a persistent docker sandbox mounts its
+// sessions root once, at start): a session for its commands must be
+// created under SessionsRoot().
+type SessionsRooter interface {
+	SessionsRoot() string
+}
+
+// Starter is implemented by backends that can keep one long-lived sandbox
+// (a container) for many commands, instead of one per command. The
+// caller stops what StartSandbox returns ([Persistent.Stop]) and closes
+// it ([Close]).
+type Starter interface {
+	StartSandbox(ctx context.Context, s StartSpec) (Persistent, error)
+}
+
+// Reopener is implemented by backends whose long-lived sandboxes can be
+// found again by name, by another process (`gatebridge run --reuse`).
+type Reopener interface {
+	OpenSandbox(ctx context.Context, name string) (Persistent, error)
+}
+
+// Persistent is a long-lived sandbox a [Starter] started: a [Backend] that
+// runs each command in it. The sessions of its commands must be created
+// under SessionsRoot.
+type Persistent interface {
+	Backend
+	SessionsRooter
+	// Workspace is the host workspace it was started with ("": none).
+	Workspace() string
+	// Stop removes the sandbox (and everything still running in it).
+	Stop(ctx context.Context) error
+}
+
+// StartSpec describes a long-lived sandbox to start ([Starter]). Its image,
+// limits and user are the backend's own configuration.
+type StartSpec struct {
+	// Name identifies the sandbox among the backend's (docker: the
+	// container gatebridge-<Name>).
+	Name string
+	// SessionsRoot is the host directory under which every session run in
+	// the sandbox must live; it is mounted once, read-write.
+	SessionsRoot string
+	// Workspace is an optional host directory the sandbox sees, read-only
+	// unless WorkspaceWritable; ProtectedPaths stay read-only in it
+	// ([Spec.ProtectedPaths]).
+	Workspace         string
+	WorkspaceWritable bool
+	ProtectedPaths    []string
+	// UID and GID are the identity commands run as when gatebridge is root
+	// ([Spec.UID]); uid 0 is refused unless AllowRoot.
+	UID, GID  int
+	AllowRoot bool
+	// Owned ties the sandbox to this process: it is not reopened by name,
+	// and a later prune removes it once this process is gone (a protocol
+	// server that crashed). Without it the sandbox lives until stopped.
+	Owned bool
+}
