@@ -197,6 +197,11 @@ type Call struct {
 	// rather than for its caller (submit's answer). It may be nil outside a
 	// session; gates must check.
 	Results Results
+	// Audit, when set, records what the gate did on the host that its
+	// output does not show (each request an http gate sends): the caller
+	// keeps each event, redacted, in the call's record and audit line. An
+	// event must marshal to a JSON object. It may be nil; gates must check.
+	Audit func(event any)
 }
 
 // Results is a session's result sink (see [Call.Results]).
