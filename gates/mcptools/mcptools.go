@@ -76,6 +76,10 @@ type Server struct {
 	Env     []string // added to gatebridge's environment for Command
 	URL     string
 	Headers map[string]string
+	// Expand, when set, expands the values of Env (when the server
+	// starts) and of Headers (with each request): secret references
+	// (${secret:NAME}). The tool-list cache is keyed by Env unexpanded.
+	Expand func(ctx context.Context, v string) (string, error)
 	// Tools, when set, are the only tools made into gates: each must be
 	// one the server has. The server may list more tools than MaxTools.
 	Tools []string
@@ -250,12 +254,16 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
 		var t mcp.Transport
 		if len(s.Command) > 0 {
+			env, err := expandAll(ctx, s.Expand, s.Env)
+			if err != nil {
+				return nil, err
+			}
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
-			cmd.Env = append(os.Environ(), s.Env...)
+			cmd.Env = append(os.Environ(), env...)
 			cmd.Stderr = c.stderr
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
-			hc := &http.Client{Transport: headerTransport{headers: s.Headers, base: http.DefaultTransport}}
+			hc := &http.Client{Transport: headerTransport{headers: s.Headers, expand: s.Expand, base: http.DefaultTransport}}
 			t = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxFrameBytes}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -530,7 +538,23 @@ func writeCache(path string, tools []*mcp.Tool) {
 
 type headerTransport struct {
 	headers map[string]string
+	expand  func(ctx context.Context, v string) (string, error) // nil: as they are
 	base    http.RoundTripper
+}
+
+// expandAll expands each value of list with expand (nil: list itself).
+func expandAll(ctx context.Context, expand func(context.Context, string) (string, error), list []string) ([]string, error) {
+	if expand == nil {
+		return list, nil
+	}
+	out := make([]string, len(list))
+	for i, v := range list {
+		var err error
+		if out[i], err = expand(ctx, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // RoundTrip sends r with the headers; a response that is one message (not
@@ -539,6 +563,12 @@ type headerTransport struct {
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
+		if h.expand != nil {
+			var err error
+			if v, err = h.expand(r.Context(), v); err != nil {
+				return nil, err
+			}
+		}
 		r.Header.Set(k, v)
 	}
 	resp, err := h.base.RoundTrip(r)

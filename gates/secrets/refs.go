@@ -68,11 +68,11 @@ func expand(s string, value func(name string) (string, error)) (string, error) {
 		rest := s[i+len(refOpen):]
 		j := strings.IndexByte(rest, '}')
 		if j < 0 {
-			return "", fmt.Errorf("unterminated reference %q: write ${secret:NAME}", cut(s[i:], 40))
+			return "", &syntaxError{fmt.Sprintf("unterminated reference %q", cut(s[i:], 40))}
 		}
 		name := rest[:j]
 		if !nameRE.MatchString(name) {
-			return "", fmt.Errorf("reference %q: %q is not a secret name (lower-case letters, digits and _)", cut(s[i:i+len(refOpen)+j+1], 60), name)
+			return "", &syntaxError{fmt.Sprintf("reference %q: %q is not a secret name", cut(s[i:i+len(refOpen)+j+1], 60), name)}
 		}
 		v, err := value(name)
 		if err != nil {
@@ -81,6 +81,14 @@ func expand(s string, value func(name string) (string, error)) (string, error) {
 		b.WriteString(v)
 		s = rest[j+1:]
 	}
+}
+
+// syntaxError is a malformed reference.
+type syntaxError struct{ msg string }
+
+func (e *syntaxError) Error() string { return e.msg }
+func (e *syntaxError) Hint() string {
+	return "write ${secret:NAME}, NAME a secret declared under secrets: (lower-case letters, digits and _)"
 }
 
 func cut(s string, n int) string {
