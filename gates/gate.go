@@ -123,6 +123,9 @@ const (
 	StdinIfNoArgs = mailbox.StdinIfNoArgs
 	// StdinAlways: stdin is always sent (write_file).
 	StdinAlways = mailbox.StdinAlways
+	// StdinIfAtDash: stdin is sent only when an argument is exactly "@-"
+	// (the http gate's --data-binary @-).
+	StdinIfAtDash = mailbox.StdinIfAtDash
 )
 
 // Param documents one parameter of a gate, for humans and for models. Its
