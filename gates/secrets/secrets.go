@@ -114,6 +114,9 @@ var (
 	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// ValidName reports whether name is a secret's name: [a-z][a-z0-9_]*.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
 // Options adjust a Store.
 type Options struct {
 	// TrustProgram, when set, checks a command source's program (resolved
