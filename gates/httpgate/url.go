@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -136,10 +138,19 @@ func canonHost(rawHost, host string) (string, netip.Addr, error) {
 		return a.String(), a, nil
 	}
 	h := strings.TrimSuffix(host, ".")
-	if h == "" {
-		return "", netip.Addr{}, usageURL("empty host")
+	if h == "" || slices.Contains(strings.Split(h, "."), "") {
+		return "", netip.Addr{}, usageURL("%q is not a host name: an empty label", cut(host, 80))
+	}
+	if !utf8.ValidString(h) {
+		return "", netip.Addr{}, usageURL("the host is not UTF-8")
 	}
 	ascii, err := idna.Lookup.ToASCII(h)
+	if err == nil {
+		// The form must be its own: what is checked is what is looked up.
+		if again, err2 := idna.Lookup.ToASCII(ascii); err2 != nil || again != ascii {
+			err = fmt.Errorf("it does not encode to one form")
+		}
+	}
 	if err != nil {
 		return "", netip.Addr{}, usageURL("%q is not a host name: %v", cut(h, 80), err)
 	}

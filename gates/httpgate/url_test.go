@@ -116,3 +116,25 @@ func TestAddrRefusal(t *testing.T) {
 		t.Error("a rule naming the metadata address itself is refused it")
 	}
 }
+
+// The canonical form is a fixed point, and never holds what the policy
+// refuses: parsing it again gives it back.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"https://API.github.com/repos/../x?q=%7e", "http://2130706433/", "http://[::ffff:1.2.3.4]:80/a/./b",
+		"https://bücher.example/%2e%2E/", "http://0x7f.1/%2F", "https://h/a%5C..", "http://h:0443/?a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := parseURL(raw)
+		if err != nil {
+			return
+		}
+		if u.scheme != "http" && u.scheme != "https" || u.path == "" || u.path[0] != '/' {
+			t.Fatalf("%q: canonical %q", raw, u)
+		}
+		again, err := parseURL(u.String())
+		if err != nil || again.String() != u.String() {
+			t.Fatalf("%q: canonical %q parses to %q, %v", raw, u, again, err)
+		}
+	})
+}

@@ -152,3 +152,27 @@ func TestRedactJSON(t *testing.T) {
 		t.Errorf("JSON = %s", got)
 	}
 }
+
+// Streamed in any pieces, the output is what redacting the whole gives,
+// and never holds a value.
+func FuzzWriter(f *testing.F) {
+	f.Add([]byte("a "+tok+" b hunter2hunter2"), uint8(3), uint8(9))
+	f.Add([]byte(tok[:7]+tok+tok[3:]), uint8(7), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, a, b uint8) {
+		r := testRedactor()
+		want := r.Bytes(data)
+		var out bytes.Buffer
+		w := r.Writer(&out)
+		i, j := min(int(a), len(data)), min(int(a)+int(b), len(data))
+		w.Write(data[:i])
+		w.Write(data[i:j])
+		w.Write(data[j:])
+		w.Flush()
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("streamed %q, whole %q", out.Bytes(), want)
+		}
+		if bytes.Contains(want, []byte(tok)) || bytes.Contains(want, []byte("hunter2hunter2")) {
+			t.Fatalf("a value is left in %q", want)
+		}
+	})
+}
