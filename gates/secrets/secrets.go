@@ -117,6 +117,12 @@ var (
 // ValidName reports whether name is a secret's name: [a-z][a-z0-9_]*.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
+// notSecretEnv are variables a secret cannot come from.
+var notSecretEnv = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "TMPDIR": true, "PWD": true,
+	"LANG": true, "TERM": true, "XDG_CONFIG_HOME": true, "XDG_RUNTIME_DIR": true, "XDG_CACHE_HOME": true,
+}
+
 // Options adjust a Store.
 type Options struct {
 	// TrustProgram, when set, checks a command source's program (resolved
@@ -177,6 +183,11 @@ func New(srcs map[string]Source, opts Options) (*Store, error) {
 		case src.Env != "":
 			if !envRE.MatchString(src.Env) {
 				return nil, bad("env", "name an environment variable, e.g. GITHUB_TOKEN", "%q is not a variable name", src.Env)
+			}
+			if notSecretEnv[src.Env] || strings.HasPrefix(src.Env, "GATEBRIDGE_") {
+				// ScrubEnv would remove it from gatebridge and every program it starts.
+				return nil, bad("env", "keep the secret in a variable of its own, e.g. GITHUB_TOKEN",
+					"%s is not a secret: gatebridge and the programs it starts need it", src.Env)
 			}
 			if src.Refresh != 0 {
 				return nil, bad("refresh", "drop refresh: gatebridge's environment does not change", "an env secret cannot be refreshed")

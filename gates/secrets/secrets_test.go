@@ -44,6 +44,8 @@ func TestNewRefuses(t *testing.T) {
 		{"none", Source{}, ""},
 		{"two", Source{Env: "X", File: "/x"}, ""},
 		{"badenv", Source{Env: "A=B"}, "env"},
+		{"path", Source{Env: "PATH"}, "env"},
+		{"own", Source{Env: "GATEBRIDGE_CONFIG"}, "env"},
 		{"rel", Source{File: "secrets/x"}, "file"},
 		{"empty", Source{Command: []string{""}}, "command"},
 		{"envrefresh", Source{Env: "X", Refresh: time.Hour}, "refresh"},
