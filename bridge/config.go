@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 )
 
 // WatchMode selects how the host notices new calls.
@@ -119,6 +120,11 @@ type Config struct {
 	Keep bool
 	// Audit, when set, receives one JSON line per call attempt.
 	Audit io.Writer
+	// Redact, when set, replaces every secret value it knows in what
+	// leaves the session: gate output (streamed or not), call records and
+	// error texts, the audit log, and the sandboxed command's own output
+	// and answer. nil redacts nothing.
+	Redact *secrets.Redactor
 	// Approve, when set, is asked before every gate runs (see [ApproveFunc]).
 	Approve ApproveFunc
 	// Logf, when set, receives warnings (e.g. falling back to polling).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
@@ -47,7 +48,15 @@ type CallRecord struct {
 	BytesIn    int64   `json:"bytes_in"`  // args + stdin
 	BytesOut   int64   `json:"bytes_out"` // stdout + stderr
 	Error      string  `json:"error,omitempty"`
+	// Events are what the gate did on the host that its output does not
+	// show (an http gate's requests: see [gates.Call].Audit), redacted; at
+	// most maxEvents, the rest counted in EventsOmitted.
+	Events        []json.RawMessage `json:"events,omitempty"`
+	EventsOmitted int               `json:"events_omitted,omitempty"`
 }
+
+// maxEvents bounds the events one call record keeps.
+const maxEvents = 32
 
 // Request is one gate call, whatever transport carried it.
 type Request struct {
@@ -180,10 +189,18 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		rec.Error = context.Cause(ctx).Error()
 		return d.done(resp, rec)
 	}
+	// Secrets are redacted before the cap (a cut could split one) and
+	// before anything streams; what the writers hold back goes when the
+	// gate has returned.
+	redOut, redErr := d.cfg.Redact.Writer(stdout), d.cfg.Redact.Writer(stderr)
+	ev := &eventLog{red: d.cfg.Redact}
 	code, gerr := d.invoke(ctx, g, timeout, &gates.Call{
 		SessionID: d.session, ID: req.ID, Args: req.Args, Stdin: req.Stdin, Cwd: req.Cwd,
-		Stdout: stdout, Stderr: stderr, Results: d,
+		Stdout: redOut, Stderr: redErr, Results: d, Audit: ev.add,
 	})
+	redOut.Flush()
+	redErr.Flush()
+	rec.Events, rec.EventsOmitted = ev.close()
 	resp.Stdout, resp.Stderr = stdout.Bytes(), stderr.Bytes()
 	rec.ExitCode, rec.Decision = code, DecisionRan
 	var cancelled *cancelError
@@ -215,6 +232,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 }
 
 func (d *Dispatcher) done(resp *Response, rec CallRecord) *Response {
+	// gatebridge's messages quote the gate's errors, which may quote
+	// what the gate was given.
+	resp.Stderr = d.cfg.Redact.Bytes(resp.Stderr)
+	rec = d.redact(rec)
 	resp.ExitCode = rec.ExitCode
 	rec.BytesOut = int64(len(resp.Stdout) + len(resp.Stderr))
 	rec.Duration = time.Since(rec.Start)
@@ -300,6 +321,7 @@ func cause(ctx context.Context) error {
 // Record adds rec to the records (the first Limits.MaxRecords of them;
 // the rest are counted) and to the audit log.
 func (d *Dispatcher) Record(rec CallRecord) {
+	rec = d.redact(rec) // the transport may have added to it
 	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes)
 	rec.ArgsBase64 = lossless.List(rec.Args)
 	d.mu.Lock()
@@ -317,6 +339,55 @@ func (d *Dispatcher) Record(rec CallRecord) {
 			d.auditMu.Unlock()
 		}
 	}
+}
+
+// redact replaces secret values in the strings of rec.
+func (d *Dispatcher) redact(rec CallRecord) CallRecord {
+	red := d.cfg.Redact
+	if !red.Active() {
+		return rec
+	}
+	rec.Error = red.String(rec.Error)
+	args := make([]string, len(rec.Args))
+	for i, a := range rec.Args {
+		args[i] = red.String(a)
+	}
+	rec.Args = args
+	return rec
+}
+
+// eventLog keeps a call's events (gates.Call.Audit) until the gate
+// returns; events after that are dropped.
+type eventLog struct {
+	red     *secrets.Redactor
+	mu      sync.Mutex
+	list    []json.RawMessage
+	omitted int
+	closed  bool
+}
+
+func (l *eventLog) add(event any) {
+	b, err := json.Marshal(event)
+	if err != nil || len(b) == 0 || b[0] != '{' {
+		return
+	}
+	b = l.red.JSON(b)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+	case len(l.list) < maxEvents:
+		l.list = append(l.list, b)
+	default:
+		l.omitted++
+	}
+}
+
+func (l *eventLog) close() ([]json.RawMessage, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	return l.list, l.omitted
 }
 
 type auditRecord struct {

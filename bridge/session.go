@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/wrappers"
@@ -314,6 +316,20 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		lines = newSubmitLines(spec.Stdout, int(s.cfg.Limits.MaxArgBytes))
 		spec.Stdout = lines
 	}
+	// The command's output is redacted as it streams (first: the answer
+	// line is read from what was redacted), what is held back written
+	// when the command is done.
+	var redacting []*secrets.Writer
+	red := s.cfg.Redact
+	if red != nil {
+		for _, w := range []*io.Writer{&spec.Stdout, &spec.Stderr} {
+			if *w != nil {
+				rw := red.Writer(*w)
+				redacting = append(redacting, rw)
+				*w = rw
+			}
+		}
+	}
 	// Result.Calls is this run's: forget the records of earlier runs. Its
 	// gates get a fresh parent context, cancelled if the run times out.
 	s.d.resetRecords()
@@ -334,9 +350,13 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		s.srv.stop()
 	}
 	s.srv.drain()
+	for _, w := range redacting {
+		w.Flush()
+	}
 	if err != nil {
 		return nil, err
 	}
+	br.Stdout, br.Stderr = red.Bytes(br.Stdout), red.Bytes(br.Stderr)
 	calls, omitted := s.d.Records()
 	res := &Result{
 		ExitCode:     br.ExitCode,
@@ -355,6 +375,7 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 		CallsIgnored: s.srv.ignoredCalls(),
 	}
 	if a, ok := s.d.Result(gates.ResultAnswer); ok {
+		a = red.String(a)
 		res.Answer, res.AnswerBase64 = &a, lossless.Bytes(a)
 	} else if a, ok := lines.answer(); ok {
 		res.Answer, res.AnswerBase64 = &a, lossless.Bytes(a)

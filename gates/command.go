@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
@@ -72,8 +73,12 @@ type CommandSpec struct {
 	// Env is the complete environment (KEY=VALUE): the host environment is
 	// not inherited, except PATH, which is added when Env has none, without
 	// its relative entries and those inside Untrusted. A PATH in Env with
-	// such an entry is refused.
+	// such an entry is refused. A value may reference secrets
+	// (${secret:NAME}, from Secrets), expanded at each call; PATH and HOME
+	// may not, nor may Command, Dir or Home.
 	Env []string
+	// Secrets expands the references in Env; nil refuses them.
+	Secrets *secrets.Store
 	// Stdin forwards the wrapper's standard input to the command; without
 	// it the command's stdin is /dev/null.
 	Stdin bool
@@ -81,6 +86,9 @@ type CommandSpec struct {
 
 type commandGate struct {
 	spec    Spec
+	secrets *secrets.Store // expands env when refs
+	refs    bool
+	trust   []string // the directories the sandbox can write
 	name    string
 	path    string   // resolved Command[0]
 	argv    []string // Command as given
@@ -115,6 +123,14 @@ func NewCommand(s CommandSpec) (Gate, error) {
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, fail("command", "element %d contains a NUL byte", i)
 		}
+		if secrets.Mentions(a) {
+			return nil, fail("command", "element %d references a secret: only env takes ${secret:NAME}", i)
+		}
+	}
+	for field, p := range map[string]string{"dir": s.Dir, "home": s.Home} {
+		if secrets.Mentions(p) {
+			return nil, fail(field, "a path cannot reference a secret: only env takes ${secret:NAME}")
+		}
 	}
 	path, err := exec.LookPath(s.Command[0])
 	if err != nil {
@@ -128,6 +144,8 @@ func NewCommand(s CommandSpec) (Gate, error) {
 		return nil, err
 	}
 	g := &commandGate{
+		secrets: s.Secrets,
+		trust:   s.Untrusted,
 		name:    s.Name,
 		path:    path,
 		argv:    slices.Clone(s.Command),
@@ -167,6 +185,16 @@ func NewCommand(s CommandSpec) (Gate, error) {
 		if !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			return nil, fail("env", "element %d: want KEY=VALUE, got %s", i, quoteArg(kv))
 		}
+		names, err := secrets.Refs(v)
+		switch {
+		case err != nil:
+			return nil, fail("env", "element %d: %v", i, err)
+		case len(names) > 0 && (k == "PATH" || k == "HOME"):
+			return nil, fail("env", "%s cannot reference a secret: it is a path", k)
+		case len(names) > 0 && s.Secrets == nil:
+			return nil, fail("env", "element %d references secret %s, but no secrets are configured", i, names[0])
+		}
+		g.refs = g.refs || len(names) > 0
 		if k == "PATH" {
 			hasPath = true
 			for _, d := range filepath.SplitList(v) {
@@ -298,6 +326,12 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 		}
 	}
 	env := g.env
+	if g.refs {
+		// Read at each call: a secret with refresh may have changed.
+		if env, err = g.secrets.ExpandAll(ctx, env, g.trust); err != nil {
+			return 0, fmt.Errorf("%s: env: %w", g.name, err)
+		}
+	}
 	home := g.home
 	if home == "" {
 		// A fresh, empty HOME: nothing a previous call left (a

@@ -4,12 +4,15 @@ package gates
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/gates/secrets"
 )
 
 func mustCommand(t *testing.T, s CommandSpec) Gate {
@@ -394,5 +397,48 @@ func TestCommandPathEnv(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "env: PATH entry") {
 			t.Errorf("%s: error %v", bad, err)
 		}
+	}
+}
+
+// A command gate gets a secret through its own env entry, read at each
+// call; the variable the secret comes from is not passed on (the host
+// environment never is), and a reference anywhere but env is refused.
+func TestCommandSecrets(t *testing.T) {
+	const value = "db-pass-0123456789"
+	t.Setenv("GB_TEST_CMD_SECRET", value)
+	store, err := secrets.New(map[string]secrets.Source{"db": {Env: "GB_TEST_CMD_SECRET"}}, secrets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.ScrubEnv()
+	g := mustCommand(t, CommandSpec{Name: "db", Command: []string{"sh", "-c", `echo "$PGPASSWORD ${GB_TEST_CMD_SECRET:-unset}"`},
+		Env: []string{"PGPASSWORD=${secret:db}"}, Secrets: store})
+	callGate(t, g, nil).check(t, 0, value+" unset\n", "")
+
+	base := CommandSpec{Name: "x", Command: []string{"echo"}, Secrets: store}
+	for _, tc := range []struct {
+		edit func(*CommandSpec)
+		err  string
+	}{
+		{func(s *CommandSpec) { s.Command = []string{"echo", "${secret:db}"} }, "command: element 1 references a secret"},
+		{func(s *CommandSpec) { s.Dir = "/tmp/${secret:db}" }, "dir: a path cannot reference a secret"},
+		{func(s *CommandSpec) { s.Env = []string{"PATH=/bin:${secret:db}"} }, "env: PATH cannot reference a secret"},
+		{func(s *CommandSpec) { s.Env = []string{"X=${secret:DB}"} }, "env: element 0: reference"},
+		{func(s *CommandSpec) { s.Env, s.Secrets = []string{"X=${secret:db}"}, nil }, "no secrets are configured"},
+	} {
+		s := base
+		tc.edit(&s)
+		if _, err := NewCommand(s); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("error %v, want %q", err, tc.err)
+		}
+	}
+	// Through the kind: an unknown secret is an error naming env, when
+	// the gate is made.
+	k, _ := NewKindRegistry().Lookup(KindCommand)
+	_, err = k.New(context.Background(), CommandSpec{Name: "y", Command: []string{"echo"}, Env: []string{"X=${secret:nope}"}},
+		Env{Secrets: store})
+	var se *SettingError
+	if !errors.As(err, &se) || se.Field != "env" || !errors.Is(err, secrets.ErrUnknown) || se.Help("k") == "" {
+		t.Errorf("unknown secret through the kind: %v", err)
 	}
 }

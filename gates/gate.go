@@ -123,6 +123,9 @@ const (
 	StdinIfNoArgs = mailbox.StdinIfNoArgs
 	// StdinAlways: stdin is always sent (write_file).
 	StdinAlways = mailbox.StdinAlways
+	// StdinIfAtDash: stdin is sent only when an argument is exactly "@-"
+	// (the http gate's --data-binary @-).
+	StdinIfAtDash = mailbox.StdinIfAtDash
 )
 
 // Param documents one parameter of a gate, for humans and for models. Its
@@ -197,6 +200,11 @@ type Call struct {
 	// rather than for its caller (submit's answer). It may be nil outside a
 	// session; gates must check.
 	Results Results
+	// Audit, when set, records what the gate did on the host that its
+	// output does not show (each request an http gate sends): the caller
+	// keeps each event, redacted, in the call's record and audit line. An
+	// event must marshal to a JSON object. It may be nil; gates must check.
+	Audit func(event any)
 }
 
 // Results is a session's result sink (see [Call.Results]).

@@ -47,7 +47,7 @@ func TestExitCodeOf(t *testing.T) {
 }
 
 func TestStdinModeText(t *testing.T) {
-	for m, want := range map[StdinMode]string{StdinNone: "none", StdinIfNoArgs: "if-no-args", StdinAlways: "always"} {
+	for m, want := range map[StdinMode]string{StdinNone: "none", StdinIfNoArgs: "if-no-args", StdinAlways: "always", StdinIfAtDash: "if-at-dash"} {
 		if b, _ := m.MarshalText(); string(b) != want {
 			t.Errorf("%d: %q", m, b)
 		}

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // Names of the kinds of gates this package registers.
@@ -72,6 +75,12 @@ type Env struct {
 	// Isolator runs a gate's program in a sandbox of its own; nil runs
 	// it on the host, as every kind does today (issue 28 wires one).
 	Isolator Isolator
+	// Secrets expands ${secret:NAME} in the values that take a reference
+	// (a command gate's env, an MCP server's env and headers, an http
+	// rule's headers); a kind reads each secret it references when it
+	// makes its gates, so that one that cannot be read is a config error.
+	// nil: no secrets are configured, and a reference is an error.
+	Secrets *secrets.Store
 	// Warn hears what a kind left out, and why (a refused MCP tool); nil
 	// drops it. A program prefixes the source's config key.
 	Warn func(string)
@@ -225,14 +234,26 @@ func (o Options) inEnv(env Env) Options {
 }
 
 var commandKind = KindOf(KindCommand, "a host program with a fixed argv prefix; arguments checked against its policy", FailOnClash,
-	func(_ context.Context, c CommandSpec, env Env) ([]Gate, error) {
+	func(ctx context.Context, c CommandSpec, env Env) ([]Gate, error) {
 		c.Untrusted = append(slices.Clip(c.Untrusted), env.Untrusted...)
+		if c.Secrets == nil {
+			c.Secrets = env.Secrets
+		}
 		g, err := NewCommand(c)
 		if err != nil {
 			return nil, err
 		}
+		if err := c.Secrets.Resolve(ctx, c.Env, c.Untrusted); err != nil {
+			return nil, &SettingError{Field: "env", Err: err, Help: secretHelp(err)}
+		}
 		return []Gate{g}, nil
 	})
+
+// secretHelp is the hint of a secret's error, for a [SettingError].
+func secretHelp(err error) func(string) string {
+	h := hint.Of(err)
+	return func(string) string { return h }
+}
 
 // KindOf makes the kind called name whose settings are of type T: its
 // Settings names T, and its New passes them to f, or fails on settings of

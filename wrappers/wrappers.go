@@ -79,6 +79,8 @@ func Script(s Spec) ([]byte, error) {
 		b.WriteString(t.stdinAlways)
 	case mailbox.StdinIfNoArgs:
 		b.WriteString(t.stdinIfNoArgs)
+	case mailbox.StdinIfAtDash:
+		b.WriteString(t.stdinIfAtDash)
 	}
 	b.WriteString(t.tail)
 	return b.Bytes(), nil
@@ -228,7 +230,7 @@ func sanitizeComment(s string) string {
 	return s
 }
 
-type scriptParts struct{ head, stdinAlways, stdinIfNoArgs, tail string }
+type scriptParts struct{ head, stdinAlways, stdinIfNoArgs, stdinIfAtDash, tail string }
 
 // templates fills the script text with the mailbox's names.
 var templates = sync.OnceValue(func() scriptParts {
@@ -242,7 +244,7 @@ var templates = sync.OnceValue(func() scriptParts {
 		"@O@", string(rune(mailbox.LineStdout)), "@OP@", string(rune(mailbox.LineStdoutPartial)),
 		"@E@", string(rune(mailbox.LineStderr)), "@EP@", string(rune(mailbox.LineStderrPartial)),
 	)
-	return scriptParts{r.Replace(scriptHead), r.Replace(stdinAlways), r.Replace(stdinIfNoArgs), r.Replace(scriptTail)}
+	return scriptParts{r.Replace(scriptHead), r.Replace(stdinAlways), r.Replace(stdinIfNoArgs), r.Replace(stdinIfAtDash), r.Replace(scriptTail)}
 })
 
 // The script body. Variables are short and prefixed to stay out of the way;
@@ -303,6 +305,16 @@ const stdinAlways = `if [ ! -t 0 ]; then si=1; cat > "$d/@STDIN@" || gb_fail 1 "
 `
 
 const stdinIfNoArgs = `if [ "$#" -eq 0 ] && [ ! -t 0 ]; then si=1; cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
+`
+
+// stdinIfAtDash sends stdin when an argument is exactly @- (a loop of
+// builtins: no process start).
+const stdinIfAtDash = `for gb_a do
+	if [ "$gb_a" = @- ]; then
+		if [ ! -t 0 ]; then si=1; cat > "$d/@STDIN@" || gb_fail 1 "cannot write stdin"; fi
+		break
+	fi
+done
 `
 
 const scriptTail = `w=

@@ -323,6 +323,10 @@ func TestStdinModes(t *testing.T) {
 			check(always, "always", []string{"f"}, &in)
 			check(noargs, "noargs", nil, &in)
 			check(noargs, "noargs", []string{"x"}, nil)
+			atdash := h.install(t, Spec{Name: "atdash", Stdin: mailbox.StdinIfAtDash})
+			check(atdash, "atdash", []string{"--data-binary", "@-", "u"}, &in)
+			check(atdash, "atdash", []string{"-d", "@-x", "u"}, nil)
+			check(atdash, "atdash", nil, nil)
 		})
 	}
 }

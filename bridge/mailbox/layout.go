@@ -107,15 +107,22 @@ const (
 	StdinIfNoArgs
 	// StdinAlways: stdin is always sent.
 	StdinAlways
+	// StdinIfAtDash: stdin is sent only when one of the arguments is
+	// exactly "@-" (curl's "the data comes from stdin": the http gate's
+	// --data-binary @-), so that a call without it neither waits for an
+	// open stdin nor swallows a loop's input.
+	StdinIfAtDash
 )
 
-// String returns "none", "if-no-args" or "always".
+// String returns "none", "if-no-args", "always" or "if-at-dash".
 func (m StdinMode) String() string {
 	switch m {
 	case StdinIfNoArgs:
 		return "if-no-args"
 	case StdinAlways:
 		return "always"
+	case StdinIfAtDash:
+		return "if-at-dash"
 	default:
 		return "none"
 	}
@@ -133,8 +140,10 @@ func (m *StdinMode) UnmarshalText(b []byte) error {
 		*m = StdinIfNoArgs
 	case "always":
 		*m = StdinAlways
+	case "if-at-dash":
+		*m = StdinIfAtDash
 	default:
-		return fmt.Errorf("stdin mode %q: want none, if-no-args or always", b)
+		return fmt.Errorf("stdin mode %q: want none, if-no-args, always or if-at-dash", b)
 	}
 	return nil
 }

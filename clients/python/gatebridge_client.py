@@ -1369,8 +1369,8 @@ class Client:
         summary: one line (default: the first line of the docstring).
         usage: e.g. ``"lookup WORD"``. params: ``[{"name", "description",
         "required", "variadic"?, "flag"?}]`` or input_schema (a JSON Schema
-        object). stdin: ``"none"``, ``"if-no-args"`` or ``"always"``: when the
-        caller's stdin is sent. timeout_ms: the deadline for the answer
+        object). stdin: ``"none"``, ``"if-no-args"``, ``"always"`` or
+        ``"if-at-dash"``: when the caller's stdin is sent. timeout_ms: the deadline for the answer
         (default: the server's, ``limits["gateTimeoutMs"]``). approval: ask
         ``on_approval`` before every call.
         """

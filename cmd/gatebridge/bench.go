@@ -34,6 +34,8 @@ func newBenchCmd(a *app) *cobra.Command {
   poll        the round trip with bridge.watch=poll at 10ms
   parallel    K callers x M calls, every output checked
   slow gate   calls to a gate that sleeps 200ms: wall and CPU per call
+  http gate   GET requests to a server on 127.0.0.1 through the http gate,
+              against curl to it from the host (no sandbox has a network)
   session     'gatebridge run -- true' against 'sh -c true' (medians)
   memory      host RSS after the first and after all memory calls
 
@@ -53,6 +55,7 @@ The bridge runs in this process; the sandboxed loops need bash.`,
 	f.IntVarP(&o.M, "calls-each", "m", 125, "calls per parallel caller")
 	f.IntVar(&o.PollN, "poll-calls", 100, "sequential calls in poll mode")
 	f.IntVar(&o.SlowN, "slow-calls", 10, "calls to the 200ms gate")
+	f.IntVar(&o.HTTPN, "http-calls", 100, "requests through the http gate, and with curl (0 skips the row)")
 	f.IntVar(&o.SessionN, "session-runs", 11, "runs of 'run -- true' and 'sh -c true'")
 	f.IntVar(&o.MemFirst, "mem-first", 1000, "calls before the first RSS sample")
 	f.IntVar(&o.MemCalls, "mem-calls", 10000, "calls before the second RSS sample (0 skips the memory row)")

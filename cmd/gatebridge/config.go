@@ -19,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/configview"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -37,6 +38,11 @@ type Config struct {
 	Gates   GatesConfig   `mapstructure:"gates"`
 	Audit   AuditConfig   `mapstructure:"audit"`
 	MCP     MCPConfig     `mapstructure:"mcp"`
+
+	// Secrets, by name: credentials gates use (broker.go).
+	Secrets map[string]SecretConfig `mapstructure:"secrets"`
+	// secrets holds them once checked; nil when there are none.
+	secrets *secrets.Store
 
 	// configFile is the resolved path of the config file read, if any;
 	// configGiven the absolute path it was named by.
@@ -129,6 +135,9 @@ type GatesConfig struct {
 	MaxSearchFiles     int             `mapstructure:"max_search_files"`
 	MaxSearchFileBytes int64           `mapstructure:"max_search_file_bytes"`
 	Commands           []CommandConfig `mapstructure:"commands"`
+
+	// HTTP are the http gates (broker.go).
+	HTTP []HTTPGateConfig `mapstructure:"http"`
 }
 
 type CommandConfig struct {
@@ -260,6 +269,7 @@ var defaults = map[string]any{
 	"gates.max_search_files":              gates.DefaultMaxSearchFiles,
 	"gates.max_search_file_bytes":         gates.DefaultMaxSearchFileBytes,
 	"gates.commands":                      []any{},
+	"gates.http":                          []any{},
 	"audit.path":                          "",
 	"mcp.sessions.max_sandboxes":          defaultMCPMaxSandboxes,
 	"mcp.sessions.idle_timeout":           defaultMCPIdleTimeout.String(),
@@ -317,6 +327,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 	v.AutomaticEnv()
 	v.SetConfigType("yaml")
 	used, real := "", ""
+	var data []byte // the file, for what viper loses (a key's case)
 	if path == "" {
 		path = os.Getenv("GATEBRIDGE_CONFIG")
 	}
@@ -335,11 +346,10 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		}
 	}
 	if used != "" {
-		data, r, err := readTrustedConfig(used)
-		if err != nil {
+		var err error
+		if data, real, err = readTrustedConfig(used); err != nil {
 			return nil, used, err
 		}
-		real = r
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 			return nil, used, &configError{Msg: fmt.Sprintf("%s: %v", used, err), Help: "the file must be YAML; `gatebridge config example` prints an annotated one"}
 		}
@@ -370,6 +380,9 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		return nil, used, decodeError(err, v)
 	}
 	if err := cfg.Validate(backends); err != nil {
+		return nil, used, err
+	}
+	if err := cfg.loadSecrets(data); err != nil { // scrubs env secrets' variables
 		return nil, used, err
 	}
 	if used != "" {

@@ -103,6 +103,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry, kinds 
 	}
 
 	add(gatesCheck(ctx, cfg, kinds))
+	checks = append(checks, secretChecks(ctx, cfg)...)
 	checks = append(checks, inotifyChecks(readProc)...)
 
 	sessionDir := cfg.Bridge.SessionDir

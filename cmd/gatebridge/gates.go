@@ -14,6 +14,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -27,7 +28,7 @@ type gateDoc struct {
 	Usage   string        `json:"usage"`
 	Params  []gates.Param `json:"params"`
 	Stdin   string        `json:"stdin"`
-	Kind    string        `json:"kind"` // builtin, command, mcp (newKinds)
+	Kind    string        `json:"kind"` // builtin, command, http, mcp (newKinds)
 }
 
 func newGatesCmd(a *app) *cobra.Command {
@@ -114,6 +115,10 @@ func gateSources(cfg *Config) []gateSource {
 		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
 			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", commandSpec(c)})
 	}
+	for i, h := range cfg.Gates.HTTP {
+		srcs = append(srcs, gateSource{httpgate.KindHTTP, fmt.Sprintf("gates.http[%d]", i),
+			"see docs/broker.md and the gates.http example in configs/gatebridge.yaml", httpConfig(h)})
+	}
 	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
@@ -131,13 +136,7 @@ func gateSources(cfg *Config) []gateSource {
 // gates left out (MCP tools refused or whose name is taken). The caller
 // closes the registry (it stops the MCP servers).
 func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, workspace, inside string, warn func(string)) (*gates.Registry, map[string]string, error) {
-	// Where the sandbox can write: no gate's program may come from there.
-	sessions := cfg.Bridge.SessionDir
-	if sessions == "" {
-		sessions = mailbox.DefaultDir()
-	}
-	env := gates.Env{Workspace: workspace, Inside: inside,
-		Untrusted: []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}}
+	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: untrustedDirs(cfg, workspace), Secrets: cfg.secrets}
 	reg := gates.NewRegistry()
 	kindOf := map[string]string{}
 	for _, src := range gateSources(cfg) {
@@ -154,7 +153,9 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 		names, err := k.Add(ctx, reg, src.settings, env)
 		if err != nil {
 			reg.Close()
-			return nil, nil, sourceError(src, err)
+			ce := sourceError(src, err)
+			ce.Msg = cfg.secrets.Redactor().String(ce.Msg) // a server's error may quote what it was sent
+			return nil, nil, ce
 		}
 		for _, n := range names {
 			kindOf[n] = src.kind
@@ -163,10 +164,21 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	return reg, kindOf, nil
 }
 
+// untrustedDirs are where the sandbox can write (the workspace, the
+// writable root, the session directories): no gate's program, secret
+// file or CA file may come from there.
+func untrustedDirs(cfg *Config, workspace string) []string {
+	sessions := cfg.Bridge.SessionDir
+	if sessions == "" {
+		sessions = mailbox.DefaultDir()
+	}
+	return []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
+}
+
 // sourceError is a kind's error about src as a config error: its key
 // names the setting at fault (a gates.SettingError's field), with the
 // kind's hint, or src's.
-func sourceError(src gateSource, err error) error {
+func sourceError(src gateSource, err error) *configError {
 	key, help := src.key, src.hint
 	var se *gates.SettingError
 	if errors.As(err, &se) {

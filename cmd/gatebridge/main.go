@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/internal/buildinfo"
 	"github.com/gatebridge/gatebridge/internal/hint"
@@ -160,13 +161,15 @@ func newBackends() *sandbox.Registry {
 }
 
 // newKinds is the gate kinds gatebridge offers: package gates' own
-// (builtin, command), then mcp, registered here and nowhere else. A new
-// kind needs its Register call here and its config section (its keys in
-// config.go, its sources in gateSources).
+// (builtin, command), then http and mcp, registered here and nowhere
+// else. A new kind needs its Register call here and its config section
+// (its keys in config.go, its sources in gateSources).
 func newKinds() *gates.KindRegistry {
 	kinds := gates.NewKindRegistry()
-	if err := mcptools.Register(kinds); err != nil {
-		panic(err) // a fresh registry has no mcp yet
+	for _, register := range []func(*gates.KindRegistry) error{httpgate.Register, mcptools.Register} {
+		if err := register(kinds); err != nil {
+			panic(err) // a fresh registry has neither
+		}
 	}
 	return kinds
 }

@@ -180,6 +180,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		RescanInterval: cfg.Bridge.RescanInterval,
 		Keep:           cfg.Bridge.KeepSession,
 		Audit:          audit,
+		Redact:         cfg.secrets.Redactor(),
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
 		Approve:        refuseApprovalGates(cfg, reg),
 		SubmitLines:    cfg.Bridge.SubmitLines,

@@ -264,6 +264,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			PollInterval:   cfg.Bridge.PollInterval,
 			RescanInterval: cfg.Bridge.RescanInterval,
 			Audit:          audit,
+			Redact:         cfg.secrets.Redactor(),
 			Logf:           logf,
 			SubmitLines:    cfg.Bridge.SubmitLines,
 		},

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // Register adds the "mcp" kind ([KindMCP]) to kinds. Its settings are a
@@ -26,6 +28,9 @@ func Register(kinds *gates.KindRegistry) error {
 }
 
 func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, error) {
+	if err := secretSettings(ctx, &s, env); err != nil {
+		return nil, err
+	}
 	if len(s.Command) > 0 {
 		prog, err := exec.LookPath(s.Command[0])
 		if err == nil {
@@ -52,6 +57,36 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 		}
 	}
 	return gs, nil
+}
+
+// secretSettings refuses a secret reference where none is taken (the
+// command, the url), reads every secret env and headers reference (an
+// error naming the setting when one cannot be read), and sets s.Expand,
+// which expands them when the server starts and with each request.
+func secretSettings(ctx context.Context, s *Server, env gates.Env) error {
+	for i, a := range s.Command {
+		if secrets.Mentions(a) {
+			return &gates.SettingError{Field: "command", Err: fmt.Errorf("element %d references a secret: only env and headers take ${secret:NAME}", i),
+				Help: func(key string) string { return "pass the secret in " + key + ".env" }}
+		}
+	}
+	if secrets.Mentions(s.URL) {
+		return &gates.SettingError{Field: "url", Err: errors.New("the url references a secret: only env and headers take ${secret:NAME}"),
+			Help: func(key string) string { return "pass the secret in a header (" + key + ".headers)" }}
+	}
+	headers := make([]string, 0, len(s.Headers))
+	for _, v := range s.Headers {
+		headers = append(headers, v)
+	}
+	for field, list := range map[string][]string{"env": s.Env, "headers": headers} {
+		if err := env.Secrets.Resolve(ctx, list, env.Untrusted); err != nil {
+			h := hint.Of(err)
+			return &gates.SettingError{Field: field, Err: err, Help: func(string) string { return h }}
+		}
+	}
+	st, untrusted := env.Secrets, env.Untrusted
+	s.Expand = func(ctx context.Context, v string) (string, error) { return st.Expand(ctx, v, untrusted) }
+	return nil
 }
 
 // kindError names the setting err is about, with a hint.

@@ -79,6 +79,10 @@ type Server struct {
 	Env     []string // added to gatebridge's environment for Command
 	URL     string
 	Headers map[string]string
+	// Expand, when set, expands the values of Env (when the server
+	// starts) and of Headers (with each request): secret references
+	// (${secret:NAME}). The tool-list cache is keyed by Env unexpanded.
+	Expand func(ctx context.Context, v string) (string, error)
 	// Tools, when set, are the only tools made into gates: each must be
 	// one the server has. The server may list more tools than MaxTools.
 	Tools []string
@@ -253,12 +257,16 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
 		var t mcp.Transport
 		if len(s.Command) > 0 {
+			env, err := expandAll(ctx, s.Expand, s.Env)
+			if err != nil {
+				return nil, err
+			}
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
-			cmd.Env = append(os.Environ(), s.Env...)
+			cmd.Env = append(os.Environ(), env...)
 			cmd.Stderr = c.stderr
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
-			hc, err := httpClient(s.URL, s.Headers)
+			hc, err := httpClient(s.URL, s.Headers, s.Expand)
 			if err != nil {
 				return nil, err
 			}
@@ -548,14 +556,14 @@ func writeCache(path string, tools []*mcp.Tool) {
 // only hide the move, and the request would fail anyway.) The headers are
 // also set per request only for the endpoint's origin, whatever asked for
 // the request.
-func httpClient(endpoint string, headers map[string]string) (*http.Client, error) {
+func httpClient(endpoint string, headers map[string]string, expand func(context.Context, string) (string, error)) (*http.Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("url %q is not an absolute http or https URL", endpoint)
 	}
 	home := originOf(u)
 	return &http.Client{
-		Transport: headerTransport{origin: home, headers: headers, base: http.DefaultTransport},
+		Transport: headerTransport{origin: home, headers: headers, expand: expand, base: http.DefaultTransport},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if o := originOf(req.URL); o != home {
 				return &redirectError{from: home, to: o}
@@ -597,16 +605,39 @@ func (e *redirectError) Error() string {
 type headerTransport struct {
 	origin  string
 	headers map[string]string
+	expand  func(ctx context.Context, v string) (string, error) // nil: as they are
 	base    http.RoundTripper
 }
 
-// RoundTrip sends r, with the headers when r goes to the origin; a
-// response that is one message (not an event stream, whose events the
-// SDK bounds) is cut off past maxFrameBytes: the SDK reads it whole.
+// expandAll expands each value of list with expand (nil: list itself).
+func expandAll(ctx context.Context, expand func(context.Context, string) (string, error), list []string) ([]string, error) {
+	if expand == nil {
+		return list, nil
+	}
+	out := make([]string, len(list))
+	for i, v := range list {
+		var err error
+		if out[i], err = expand(ctx, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// RoundTrip sends r, with the headers (their secrets expanded) when r
+// goes to the origin; a response that is one message (not an event
+// stream, whose events the SDK bounds) is cut off past maxFrameBytes: the
+// SDK reads it whole.
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(h.headers) > 0 && originOf(r.URL) == h.origin {
 		r = r.Clone(r.Context())
 		for k, v := range h.headers {
+			if h.expand != nil {
+				var err error
+				if v, err = h.expand(r.Context(), v); err != nil {
+					return nil, err
+				}
+			}
 			r.Header.Set(k, v)
 		}
 	}

@@ -100,6 +100,18 @@ func serveTestTools() {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil, nil
 		})
+	if os.Getenv("GATEBRIDGE_TEST_MCP_ENVTOOL") == "1" {
+		mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Print an environment variable of the server."},
+			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+				Name string `json:"name"`
+			}) (*mcp.CallToolResult, any, error) {
+				v, ok := os.LookupEnv(in.Name)
+				if !ok {
+					v = "unset"
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: v}}}, nil, nil
+			})
+	}
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
 

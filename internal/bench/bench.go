@@ -1,7 +1,8 @@
 // Package bench measures gate calls from inside a sandbox: the round
 // trip against the floor of any mailbox wrapper (a shell, mkdir, cat), poll
-// mode, parallel callers, the CPU of a slow gate, the session overhead of
-// `gatebridge run` and host memory. `gatebridge bench` prints its [Report].
+// mode, parallel callers, the CPU of a slow gate, the http gate against
+// curl, the session overhead of `gatebridge run` and host memory.
+// `gatebridge bench` prints its [Report].
 //
 // The bridge runs in the calling process (the memory row samples it); the
 // sandboxed loops need bash.
@@ -14,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +35,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -45,11 +49,12 @@ type Options struct {
 	MemFirst   int // calls before the first RSS sample
 	MemCalls   int // calls before the second RSS sample
 	MemWorkers int // callers making the memory calls
+	HTTPN      int // requests through the http gate, and with curl (0: no http row)
 }
 
 // Validate refuses counts a run cannot use.
 func (o Options) Validate() error {
-	if o.N < 1 || o.K < 1 || o.M < 1 || o.PollN < 1 || o.SlowN < 1 || o.SessionN < 1 || o.MemWorkers < 1 || o.MemCalls < 0 {
+	if o.N < 1 || o.K < 1 || o.M < 1 || o.PollN < 1 || o.SlowN < 1 || o.SessionN < 1 || o.MemWorkers < 1 || o.MemCalls < 0 || o.HTTPN < 0 {
 		return errors.New("bench: counts must be positive")
 	}
 	if o.MemCalls > 0 && o.MemFirst >= o.MemCalls {
@@ -74,6 +79,7 @@ type Report struct {
 	Parallel *ParallelRow `json:"parallel"`
 	Slow     *SlowRow     `json:"slow_gate"`
 	Session  *SessionRow  `json:"session"`
+	HTTP     *HTTPRow     `json:"http_gate,omitempty"`
 	Memory   *MemoryRow   `json:"memory"`
 	Targets  []Target     `json:"targets"`
 }
@@ -117,6 +123,16 @@ type SlowRow struct {
 	// runs in-process) over the same interval, from getrusage(RUSAGE_SELF).
 	HostCPUPerCallMS float64 `json:"host_cpu_per_call_ms"`
 	Failed           int     `json:"failed"`
+}
+
+// HTTPRow is N GET requests to a server on 127.0.0.1 through the http
+// gate, from the sandbox, against curl to the same server run N times by
+// bash on the host (no sandbox has a network to run it in). The gate keeps
+// its connection between calls; each curl opens one.
+type HTTPRow struct {
+	Gate  *LatencyRow `json:"gate"`
+	Curl  *LatencyRow `json:"curl,omitempty"`  // nil without curl on the host
+	Ratio float64     `json:"ratio,omitempty"` // gate p50 / curl p50
 }
 
 type SessionRow struct {
@@ -186,7 +202,7 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 		en.Progress = func(string) {}
 	}
 	// The bench makes far more calls than a default session allows.
-	en.Limits.MaxCalls = max(en.Limits.MaxCalls, o.MemCalls+o.K*o.M+2*o.N+1000)
+	en.Limits.MaxCalls = max(en.Limits.MaxCalls, o.MemCalls+o.K*o.M+2*o.N+o.HTTPN+1000)
 	ws, err := os.MkdirTemp("", "gb-bench-ws-")
 	if err != nil {
 		return nil, err
@@ -215,6 +231,12 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 	progress(fmt.Sprintf("slow gate, %d calls", o.SlowN))
 	if rep.Slow, err = e.slow(ctx, o.SlowN); err != nil {
 		return nil, err
+	}
+	if o.HTTPN > 0 {
+		progress(fmt.Sprintf("http gate and curl, %d requests each", o.HTTPN))
+		if rep.HTTP, err = e.httpRow(ctx, o.HTTPN); err != nil {
+			return nil, err
+		}
 	}
 	progress(fmt.Sprintf("session, %d runs each", o.SessionN))
 	if rep.Session, err = e.session(ctx, o.SessionN); err != nil {
@@ -761,6 +783,13 @@ func (r *Report) Print(w io.Writer) {
 	if s := r.Slow; s != nil {
 		fmt.Fprintf(tw, "slow gate\t%d\t%.1f\t\t\t%d\twall/call; CPU/call: sandbox %.2f ms, host %.2f ms\n", s.Calls, s.WallPerCallMS, s.Failed, s.SandboxCPUPerCallMS, s.HostCPUPerCallMS)
 	}
+	if h := r.HTTP; h != nil {
+		note := "GET to 127.0.0.1 from the sandbox; no curl on the host to compare"
+		if h.Curl != nil {
+			note = fmt.Sprintf("curl to it from the host: p50 %.2f ms, p99 %.2f ms; %.2fx", h.Curl.P50MS, h.Curl.P99MS, h.Ratio)
+		}
+		lat("http gate", h.Gate, note)
+	}
 	if s := r.Session; s != nil {
 		fmt.Fprintf(tw, "session\t%d\t%.2f\t\t\t\trun -- true (median); sh -c true %.2f ms; %.2fx\n", s.Runs, s.GBMedianMS, s.ShMedianMS, s.Ratio)
 	}
@@ -780,4 +809,82 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Target, t.Value, met)
 	}
 	tw.Flush()
+}
+
+// httpScript is seqScript for requests: it runs each command given after
+// N and URL as `CMD -s URL`, N times, and the server answers hello.
+const httpScript = `n=$1 u=$2; shift 2
+o=${TMPDIR:-/tmp}/bench-http.$$
+log=
+for ((i=0; i<n; i++)); do
+	for c in "$@"; do
+		a=$EPOCHREALTIME
+		"$c" -s "$u" > "$o"; x=$?
+		b=$EPOCHREALTIME
+		r=; read -r r < "$o"
+		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
+			log+="T ${c##*/} ${a/[.,]/} ${b/[.,]/}"$'\n'
+		else
+			log+="F ${c##*/} $x ${r:0:40}"$'\n'
+		fi
+	done
+done
+printf '%s' "$log"
+`
+
+// httpRow serves "hello" on 127.0.0.1, makes an http gate for it (in the
+// session's registry, while the row runs), and times n requests through
+// it from the sandbox and n with curl from the host.
+func (e *env) httpRow(ctx context.Context, n int) (*HTTPRow, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello\n") }),
+		ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/"
+	g, err := httpgate.New(ctx, httpgate.Config{Name: "http", Rules: []httpgate.Rule{{URL: url, AllowPrivate: true}}}, gates.Env{})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.reg.Register(g); err != nil {
+		g.Close()
+		return nil, err
+	}
+	defer e.reg.Unregister("http")
+	out, _, err := e.run(ctx, bridge.WatchAuto, httpScript, false, strconv.Itoa(n), url, "http")
+	if err != nil {
+		return nil, err
+	}
+	rows, _, err := latencies(out)
+	if err != nil {
+		return nil, err
+	}
+	row := &HTTPRow{Gate: rows["http"]}
+	if row.Gate == nil {
+		return nil, fmt.Errorf("bench: http row printed nothing: %s", tail(out, 300))
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		return row, nil
+	}
+	tmp, err := os.MkdirTemp("", "gb-bench-curl-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	c := exec.CommandContext(ctx, "bash", "-c", httpScript, "bench", strconv.Itoa(n), url, "curl")
+	c.Env = append(os.Environ(), "TMPDIR="+tmp)
+	b, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("bench: curl loop: %w", err)
+	}
+	if rows, _, err = latencies(string(b)); err != nil {
+		return nil, err
+	}
+	if row.Curl = rows["curl"]; row.Curl != nil && row.Curl.P50MS > 0 {
+		row.Ratio = round2(row.Gate.P50MS / row.Curl.P50MS)
+	}
+	return row, nil
 }

@@ -21,6 +21,7 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.N = 0 },
 		func(o *Options) { o.MemCalls = -1 },
 		func(o *Options) { o.MemFirst = 2 },
+		func(o *Options) { o.HTTPN = -1 },
 	} {
 		o := ok
 		bad(&o)
@@ -70,18 +71,22 @@ func TestRunLocal(t *testing.T) {
 		RescanInterval: time.Second,
 		RunCommand:     []string{"true"}, // stands in for gatebridge run
 		Progress:       func(w string) { progress = append(progress, w) },
-	}, Options{N: 3, K: 2, M: 2, PollN: 2, SlowN: 1, SessionN: 1, MemFirst: 2, MemCalls: 4, MemWorkers: 1})
+	}, Options{N: 3, K: 2, M: 2, PollN: 2, SlowN: 1, SessionN: 1, MemFirst: 2, MemCalls: 4, MemWorkers: 1, HTTPN: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Sandbox != "local" || rep.RoundTrip.Calls != 3 || rep.Alone.Calls != 3 || rep.Alone.Failed != 0 || rep.Floor.Calls != 3 || rep.Process.Calls != 3 || rep.RoundTrip.Failed != 0 ||
 		rep.Poll.Calls != 2 || rep.Parallel.OK != 4 || rep.Slow.Calls != 1 || rep.Session.Runs != 1 ||
-		rep.Memory == nil || rep.Memory.Failed != 0 || len(rep.Targets) != 7 || len(progress) != 6 {
+		rep.Memory == nil || rep.Memory.Failed != 0 || len(rep.Targets) != 7 || len(progress) != 7 ||
+		rep.HTTP == nil || rep.HTTP.Gate.Calls != 2 || rep.HTTP.Gate.Failed != 0 {
 		t.Fatalf("report: %+v (progress %q)", rep, progress)
+	}
+	if _, err := exec.LookPath("curl"); err == nil && (rep.HTTP.Curl == nil || rep.HTTP.Curl.Calls != 2 || rep.HTTP.Curl.Failed != 0 || rep.HTTP.Ratio <= 0) {
+		t.Errorf("curl half of the http row: %+v", rep.HTTP.Curl)
 	}
 	var out bytes.Buffer
 	rep.Print(&out)
-	for _, want := range []string{"gatebridge bench: sandbox local;", "round trip", "wrapper alone", "floor", "poll mode", "parallel", "slow gate", "session", "memory", "target", "round trip vs floor", "process start", "round trip vs process start"} {
+	for _, want := range []string{"gatebridge bench: sandbox local;", "round trip", "wrapper alone", "floor", "poll mode", "parallel", "slow gate", "session", "memory", "target", "round trip vs floor", "process start", "round trip vs process start", "http gate"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}

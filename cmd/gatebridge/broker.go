@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/httpgate"
+	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/hint"
+)
+
+// SecretConfig is one secret (secrets.NAME; docs/broker.md): one of env,
+// file, command.
+type SecretConfig struct {
+	Env     string        `mapstructure:"env"`
+	File    string        `mapstructure:"file"`
+	Command []string      `mapstructure:"command"`
+	Refresh time.Duration `mapstructure:"refresh"`
+}
+
+// HTTPGateConfig is one http gate (gates.http[i]).
+type HTTPGateConfig struct {
+	Name             string           `mapstructure:"name"`
+	Timeout          time.Duration    `mapstructure:"timeout"`
+	MaxResponseBytes int64            `mapstructure:"max_response_bytes"`
+	MaxRequestBytes  int64            `mapstructure:"max_request_bytes"`
+	Rules            []HTTPRuleConfig `mapstructure:"rules"`
+}
+
+// HTTPRuleConfig is one rule of an http gate.
+type HTTPRuleConfig struct {
+	URL          string            `mapstructure:"url"`
+	Methods      []string          `mapstructure:"methods"`
+	Headers      map[string]string `mapstructure:"headers"`
+	AllowPrivate bool              `mapstructure:"allow_private"`
+	CAFile       string            `mapstructure:"ca_file"`
+}
+
+// httpConfig is one http gate's settings.
+func httpConfig(c HTTPGateConfig) httpgate.Config {
+	out := httpgate.Config{Name: c.Name, Timeout: c.Timeout, MaxResponseBytes: c.MaxResponseBytes, MaxRequestBytes: c.MaxRequestBytes}
+	for _, r := range c.Rules {
+		out.Rules = append(out.Rules, httpgate.Rule{URL: r.URL, Methods: r.Methods, Headers: r.Headers, AllowPrivate: r.AllowPrivate, CAFile: r.CAFile})
+	}
+	return out
+}
+
+// loadSecrets checks the secrets section and makes cfg.secrets of it (nil
+// when there are none), then removes the variables env secrets come from
+// from this process: no program gatebridge starts inherits them. raw is
+// the config file, where a name's case is still as written (viper
+// lower-cases keys).
+func (c *Config) loadSecrets(raw []byte) error {
+	var file struct {
+		Secrets map[string]any `yaml:"secrets"`
+	}
+	if yaml.Unmarshal(raw, &file) == nil {
+		for _, name := range sortedMapKeys(file.Secrets) {
+			if !secrets.ValidName(name) {
+				return &configError{Key: "secrets." + name, Msg: fmt.Sprintf("%q is not a secret name", name),
+					Help: "name secrets with lower-case letters, digits and _, starting with a letter (gh, db_pass)"}
+			}
+		}
+	}
+	if len(c.Secrets) == 0 {
+		return nil
+	}
+	srcs := map[string]secrets.Source{}
+	for n, s := range c.Secrets {
+		srcs[n] = secrets.Source{Env: s.Env, File: s.File, Command: s.Command, Refresh: s.Refresh}
+	}
+	st, err := secrets.New(srcs, secrets.Options{TrustProgram: gates.TrustedCommand})
+	if err != nil {
+		return secretError(err)
+	}
+	st.ScrubEnv()
+	c.secrets = st
+	return nil
+}
+
+// secretError names the key of a secret's error.
+func secretError(err error) error {
+	var se *secrets.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	key := "secrets." + se.Name
+	if se.Field != "" {
+		key += "." + se.Field
+	}
+	return &configError{Key: key, Msg: se.Err.Error(), Help: se.Help}
+}
+
+// secretChecks are doctor's lines for the secrets: each read (command
+// sources run) and said to resolve or not; never a value.
+func secretChecks(ctx context.Context, cfg *Config) []checkResult {
+	var out []checkResult
+	ws, _ := resolveWorkspace(cfg.Sandbox.Workspace)
+	errs := cfg.secrets.Check(ctx, untrustedDirs(cfg, ws))
+	for _, name := range cfg.secrets.Names() {
+		src, _ := cfg.secrets.Source(name)
+		c := checkResult{Check: "secret " + name, Status: statusOK, Detail: "resolves (" + src.String() + ")"}
+		if err := errs[name]; err != nil {
+			c.Status, c.Detail = statusProblem, fmt.Sprintf("does not resolve (%s): %v", src, errors.Unwrap(err))
+			c.Hint = hint.Of(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package mcptools
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
+	"github.com/gatebridge/gatebridge/gates/secrets"
+)
+
+const mcpSecret = "mcp-token-0123456789"
+
+func secretStore(t *testing.T) *secrets.Store {
+	t.Helper()
+	t.Setenv("GB_TEST_MCP_SECRET", mcpSecret)
+	st, err := secrets.New(map[string]secrets.Source{"tok": {Env: "GB_TEST_MCP_SECRET"}}, secrets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ScrubEnv()
+	return st
+}
+
+// A stdio server gets a secret through its own env entry; the variable
+// the secret comes from is not in its environment (gatebridge's own,
+// which it inherits, was scrubbed).
+func TestStdioServerEnvSecret(t *testing.T) {
+	st := secretStore(t)
+	exe, _ := os.Executable()
+	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"env"},
+		Env: []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1", "MCP_TOKEN=${secret:tok}"}}
+	reg := gates.NewRegistry()
+	defer reg.Close()
+	if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Secrets: st}); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := call(t, reg, "t_env", "", "name=MCP_TOKEN"); strings.TrimSpace(out) != mcpSecret {
+		t.Errorf("MCP_TOKEN = %q, want the secret", out)
+	}
+	if _, out, _ := call(t, reg, "t_env", "", "name=GB_TEST_MCP_SECRET"); strings.TrimSpace(out) != "unset" {
+		t.Errorf("the secret's own variable reached the server: %q", out)
+	}
+}
+
+// A streamable HTTP server gets the secret in a header of each request.
+func TestHTTPServerHeaderSecret(t *testing.T) {
+	st := secretStore(t)
+	var bad int
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.Hostile() }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+mcpSecret {
+			bad++
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	reg := gates.NewRegistry()
+	defer reg.Close()
+	srv := Server{Name: "h", URL: ts.URL, Tools: []string{"lookup"}, Headers: map[string]string{"authorization": "Bearer ${secret:tok}"}}
+	if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Secrets: st}); err != nil || bad != 0 {
+		t.Fatalf("add: %v (%d unauthorized requests)", err, bad)
+	}
+}
+
+// A reference where none is taken, or to a secret that does not exist,
+// is an error naming the setting, before anything starts.
+func TestSecretSettingErrors(t *testing.T) {
+	st := secretStore(t)
+	for _, tc := range []struct {
+		srv   Server
+		field string
+	}{
+		{Server{Name: "a", Command: []string{"/bin/echo", "${secret:tok}"}}, "command"},
+		{Server{Name: "b", URL: "https://x/?t=${secret:tok}"}, "url"},
+		{Server{Name: "c", URL: "https://x/", Headers: map[string]string{"x": "${secret:nope}"}}, "headers"},
+		{Server{Name: "d", Command: []string{"/bin/echo"}, Env: []string{"X=${secret:Bad}"}}, "env"},
+	} {
+		_, err := mcpKind(t).New(context.Background(), tc.srv, gates.Env{Secrets: st})
+		var se *gates.SettingError
+		if !errors.As(err, &se) || se.Field != tc.field || se.Help("k") == "" {
+			t.Errorf("%s: %v", tc.srv.Name, err)
+		}
+	}
+}
