@@ -72,6 +72,14 @@ type WorkspaceMapper interface {
 	WorkspaceInside(host string) (inside string, ok bool)
 }
 
+// EventsReporter is implemented by backends whose sandboxes may write a
+// session in a way the host's filesystem events do not report (an OCI
+// runtime whose file sharing bypasses the host kernel). HostEvents false
+// means the host must scan calls/ on a timer (bridge.WatchPoll).
+type EventsReporter interface {
+	HostEvents(ctx context.Context) bool
+}
+
 // SessionDirs are the paths of one gatebridge session (the mailbox
 // package owns the layout).
 type SessionDirs = mailbox.Layout

@@ -33,6 +33,23 @@ func GrantSession(d SessionDirs, uid, gid int) error {
 		}
 		return nil
 	}
+	return grantOwners(d, uid, gid, fail)
+}
+
+// GrantSessionOwners hands the session to uid:gid by ownership alone, as
+// [GrantSession] does where the filesystem has no ACLs: for a sandbox
+// that checks permissions itself and ignores ACLs (gVisor). Members of
+// group gid can then read bin/ and responses/ too.
+func GrantSessionOwners(d SessionDirs, uid, gid int) error {
+	if d.Root == "" || (uid == os.Geteuid() && gid == os.Getegid()) {
+		return nil
+	}
+	return grantOwners(d, uid, gid, func(err error) error {
+		return fmt.Errorf("grant session to %d:%d: %w (only root can run commands as another user)", uid, gid, err)
+	})
+}
+
+func grantOwners(d SessionDirs, uid, gid int, fail func(error) error) error {
 	for _, e := range []struct {
 		path     string
 		uid, gid int

@@ -55,7 +55,11 @@ func (b *Backend) available(ctx context.Context) error {
 			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, ErrImageMissing, b.cfg.Image),
 			Help: imageHint(b.cfg.Image)}
 	}
-	return nil
+	if err := b.checkRuntime(ctx); err != nil {
+		return err
+	}
+	_, err = b.crossing(ctx)
+	return err
 }
 
 // prepare checks the engine and the image (pulling a missing one), then
