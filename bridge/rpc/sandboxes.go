@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,16 +151,19 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	o := c.srv.opts
 	ctx := c.ctx
 	settings := o.Settings
-	if p.Image != "" {
-		if p.Backend != docker.Name {
-			return errorf(CodeInvalidParams, "invalid params: \"image\" applies to the docker backend only (backend %q)", p.Backend)
+	for field, v := range map[string]string{"image": p.Image, "runtime": p.Runtime} {
+		if v != "" && p.Backend != docker.Name {
+			return errorf(CodeInvalidParams, "invalid params: %q applies to the docker backend only (backend %q)", field, p.Backend)
 		}
+	}
+	if p.Image != "" || p.Runtime != "" {
 		extra := map[string]any{}
 		for k, v := range settings.Extra {
 			extra[k] = v
 		}
 		dc, _ := extra[docker.Name].(docker.Config)
-		dc.Image = p.Image
+		dc.Image = cmp.Or(p.Image, dc.Image)
+		dc.Runtime = cmp.Or(p.Runtime, dc.Runtime)
 		extra[docker.Name] = dc
 		settings.Extra = extra
 	}
@@ -173,6 +177,11 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 		if err != nil {
 			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("no sandbox backend is usable (%s)", why),
 				Data: map[string]string{"hint": "install bubblewrap, or start Docker with the image present; or pass backend \"local\" (no isolation)"}}
+		}
+		if dc, _ := settings.Extra[docker.Name].(docker.Config); dc.Runtime != "" && e.Name != docker.Name {
+			sandbox.Close(b) // an OCI runtime was asked for: never quietly a weaker sandbox
+			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("OCI runtime %s is configured, but the docker backend cannot run (%s)", dc.Runtime, why),
+				Data: map[string]string{"hint": "fix docker (gatebridge doctor), or open with backend \"bwrap\""}}
 		}
 		sb.backend, sb.entry, sb.reason = b, e, "auto: "+why
 	} else {
@@ -379,6 +388,9 @@ func (c *conn) openSession(sb *sbox) (*spareSession, error) {
 	bcfg.Approve = c.approver(sb, func() *proc { return ss.owner.Load() })
 	if sb.dir != "" {
 		bcfg.Dir = sb.dir
+	}
+	if r, ok := sb.backend.(sandbox.EventsReporter); ok && (bcfg.Watch == "" || bcfg.Watch == bridge.WatchAuto) && !r.HostEvents(c.ctx) {
+		bcfg.Watch = bridge.WatchPoll // the OCI runtime hides the container's writes from inotify
 	}
 	sess, err := bridge.Open(bcfg)
 	if err != nil {
