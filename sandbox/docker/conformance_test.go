@@ -90,3 +90,23 @@ func persistentConformance(t *testing.T, cfg Config) {
 	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sb }, sandboxtest.Options{Isolated: false})
 }
+
+// TestConformanceRunsc runs the suite under gVisor (OCI runtime runsc):
+// wrappers poll (a FIFO does not cross), sessions are handed over by
+// ownership (gVisor ignores ACLs). It skips where the engine has no
+// runsc, and fails where GATEBRIDGE_REQUIRE_BACKENDS names docker-runsc.
+func TestConformanceRunsc(t *testing.T) {
+	needRuntime(t, engine(t), "runsc")
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{Runtime: "runsc"})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: noLeftovers})
+}
+
+// TestConformancePersistentRunsc: a persistent sandbox under gVisor;
+// FIFOs do not cross, so commands go through the exec API, not the agent.
+func TestConformancePersistentRunsc(t *testing.T) {
+	needRuntime(t, engine(t), "runsc")
+	persistentConformance(t, Config{Runtime: "runsc", Agent: agentBinary(t)})
+}

@@ -610,7 +610,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
 	cctx, cancel := cleanupCtx(ctx)
-	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: withLimits(b.hostConfig(ctx, mounts), spec.Limits)})
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.scalePids(ctx, withLimits(b.hostConfig(ctx, mounts), spec.Limits))})
 	cancel()
 	if err != nil {
 		return nil, b.createError(err)

@@ -3,6 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +176,26 @@ func waitExited(t *testing.T, b *Backend, id string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s still running", id)
+}
+
+// required reports whether GATEBRIDGE_REQUIRE_BACKENDS names token.
+func required(token string) bool {
+	return slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), token)
+}
+
+// needRuntime skips unless the engine has the OCI runtime name (fails
+// instead where GATEBRIDGE_REQUIRE_BACKENDS names docker-NAME).
+func needRuntime(t testing.TB, cli client.APIClient, name string) {
+	t.Helper()
+	res, err := cli.Info(context.Background(), client.InfoOptions{})
+	if err == nil {
+		if _, ok := res.Info.Runtimes[name]; ok {
+			return
+		}
+		err = fmt.Errorf("the engine has no OCI runtime %s (register it: .ci/docker-runtime %s PATH)", name, name)
+	}
+	if required("docker-" + name) {
+		t.Fatalf("docker-%s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %v", name, err)
+	}
+	t.Skipf("docker-%s unusable: %v", name, err)
 }

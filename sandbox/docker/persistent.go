@@ -305,7 +305,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.hostConfig(ctx, mounts)})
+		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.scalePids(ctx, b.hostConfig(ctx, mounts))})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
@@ -351,7 +351,7 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	}
 	l := c.Config.Labels
 	if w := l[LabelWake]; w == "poll" || w == "fifo" {
-		b.setCrossing(Crossing{FIFO: w == "fifo", Events: l[LabelHostEvents] != "false", ACL: l[LabelGrant] != grantOwners})
+		b.setCrossing(Crossing{FIFO: w == "fifo", Events: l[LabelHostEvents] != "false", ACL: l[LabelGrant] != grantOwners, HostTasks: 1})
 	}
 	return &Sandbox{b: b, id: c.ID, name: name, image: c.Config.Image, user: l[LabelUser],
 		sessionsRoot: l[LabelSessionsRoot], sessionsPath: l[LabelSessionsPath],

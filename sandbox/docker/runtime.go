@@ -53,11 +53,22 @@ type Crossing struct {
 	// ACL: a POSIX ACL entry for the container user is honoured inside;
 	// false hands sessions over by ownership ([sandbox.GrantSessionOwners]).
 	ACL bool `json:"acl"`
+	// HostTasks is how many host tasks (threads, processes) one process
+	// inside costs, by which the pids limit is scaled: 1 on the host's
+	// kernel; gVisor's sentry (ptrace platform) runs a stub process per
+	// address space besides its own threads (about 10 host tasks per
+	// process measured here), and when the host's pids cgroup refuses it
+	// one the whole sandbox ends (exit 2), not one fork.
+	HostTasks int `json:"host_tasks,omitempty"`
 }
+
+// gVisorHostTasks scales the pids limit under gVisor (see
+// [Crossing.HostTasks]): 100 sleeping processes held 988 host tasks here.
+const gVisorHostTasks = 16
 
 // hostKernel is what runc-like runtimes give: the host's own kernel
 // behind the bind mount.
-var hostKernel = Crossing{FIFO: true, Events: true, ACL: true}
+var hostKernel = Crossing{FIFO: true, Events: true, ACL: true, HostTasks: 1}
 
 // RuntimeReport is what gatebridge found about one OCI runtime by running
 // a container under it ([Backend.ProbeRuntime]).
@@ -84,6 +95,17 @@ type RuntimeReport struct {
 	// Measured is when; Key names the engine and runtime it holds for.
 	Measured time.Time `json:"measured"`
 	Key      string    `json:"key"`
+}
+
+// scalePids scales the pids limit of hc by what one process costs the
+// host under the OCI runtime ([Crossing.HostTasks]).
+func (b *Backend) scalePids(ctx context.Context, hc *container.HostConfig) *container.HostConfig {
+	c, _ := b.crossing(ctx)
+	if hc.PidsLimit != nil && *hc.PidsLimit > 0 && c.HostTasks > 1 {
+		p := *hc.PidsLimit * int64(c.HostTasks)
+		hc.PidsLimit = &p
+	}
+	return hc
 }
 
 // Usable says why the mailbox cannot work under the runtime ("" when it
@@ -237,14 +259,14 @@ func (b *Backend) setCrossing(c Crossing) {
 
 func (b *Backend) measureCrossing(ctx context.Context) (Crossing, error) {
 	if runtime.GOOS != "linux" {
-		return Crossing{Events: true, ACL: true}, nil
+		return Crossing{Events: true, ACL: true, HostTasks: 1}, nil
 	}
 	f := b.facts(ctx)
 	if f.err != nil {
 		return hostKernel, nil // the run itself will say the engine is unreachable
 	}
 	if isDockerDesktop(f.os) {
-		return Crossing{Events: true, ACL: true}, nil
+		return Crossing{Events: true, ACL: true, HostTasks: 1}, nil
 	}
 	name := b.runtimeName(f)
 	rt, ok := f.runtimes[name]
@@ -254,7 +276,7 @@ func (b *Backend) measureCrossing(ctx context.Context) (Crossing, error) {
 	r, err := b.cachedProbe(ctx, f, name)
 	if err != nil {
 		// Cannot tell: the slow but safe ways.
-		return Crossing{Events: false, ACL: false}, err
+		return Crossing{Events: false, ACL: false, HostTasks: gVisorHostTasks}, err
 	}
 	if why := r.Usable(); why != "" {
 		return Crossing{}, &sandbox.Error{Backend: Name, Op: "use OCI runtime " + name,
@@ -520,11 +542,15 @@ func (b *Backend) ProbeRuntime(ctx context.Context, name string) (RuntimeReport,
 		r.Poll, r.PollMS = true, ms(time.Since(t0))
 	}
 	r.ACL = exists(probeACL) || os.Geteuid() != 0 || uid == os.Geteuid()
+	r.HostTasks = 1
 	if k, err := os.ReadFile(filepath.Join(p, probeKernel)); err == nil {
 		r.Kernel = strings.TrimSpace(string(k))
 	}
 	if d, err := os.ReadFile(filepath.Join(p, probeDmesg)); err == nil {
 		r.GVisor = strings.Contains(string(d), "gVisor")
+	}
+	if r.GVisor {
+		r.HostTasks = gVisorHostTasks
 	}
 	_ = os.WriteFile(filepath.Join(p, probeDone), nil, 0o644)
 	return r, nil
