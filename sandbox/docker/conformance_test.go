@@ -110,3 +110,27 @@ func TestConformancePersistentRunsc(t *testing.T) {
 	needRuntime(t, engine(t), "runsc")
 	persistentConformance(t, Config{Runtime: "runsc", Agent: agentBinary(t)})
 }
+
+// TestConformancePodman runs the suite against Podman's Docker-compatible
+// API (rootful `podman system service`): the same backend, with the
+// rlimits Podman needs (podmanUlimits).
+func TestConformancePodman(t *testing.T) {
+	cli := podman(t)
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{Client: cli})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: func(t *testing.T, marker string) {
+		sandboxtest.HostNoLeftovers(t, marker)
+		tag, _ := tags.Load(t.Name())
+		if ids := containersWith(t, cli, tag.(string)); len(ids) != 0 {
+			t.Errorf("containers left after Run returned: %v", ids)
+		}
+	}})
+}
+
+// TestConformancePersistentPodman: a persistent sandbox under Podman, its
+// commands through the agent.
+func TestConformancePersistentPodman(t *testing.T) {
+	persistentConformance(t, Config{Client: podman(t), Agent: agentBinary(t)})
+}
