@@ -123,4 +123,3 @@ func TestRuntimeGVisorSignals(t *testing.T) {
 		t.Errorf("killed by TERM: exit %d, want 143", out.Code)
 	}
 }
-
