@@ -44,7 +44,10 @@ example: build
 # Every test: lint, unit and integration tests (race detector on), and
 # short fuzz runs. Docker tests need the engine and the test image (built
 # here when the engine answers); CI sets GATEBRIDGE_REQUIRE_BACKENDS so a
-# skipped backend test fails there.
+# skipped backend test fails there. The sandbox conformance suite and the
+# hostile-mailbox tests also run under gVisor (when the engine has the
+# OCI runtime runsc) and against Podman (GATEBRIDGE_PODMAN_HOST); the
+# other integration tests do not run again there.
 test: lint test-deploy test-image-if-engine unit test-clients fuzz-short
 
 unit: build
@@ -105,6 +108,10 @@ test-image-if-engine:
 	@if docker info >/dev/null 2>&1 || [ -S /var/run/docker.sock ]; then \
 		$(MAKE) test-image; \
 	else echo "no docker engine: skipping the test image (docker tests will skip)"; fi
+	@if [ -n "$$GATEBRIDGE_PODMAN_HOST" ]; then \
+		echo "test image into podman at $$GATEBRIDGE_PODMAN_HOST"; \
+		DOCKER_HOST=$$GATEBRIDGE_PODMAN_HOST $(GO) run ./sandbox/docker/testimage; \
+	fi
 
 bench: build
 	$(BIN) bench
