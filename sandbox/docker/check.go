@@ -57,6 +57,9 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.checkRuntime(ctx); err != nil {
 		return err
 	}
+	if err := b.checkLimits(ctx, b.cfg.Memory, b.cfg.NanoCPUs, b.cfg.PidsLimit); err != nil {
+		return err
+	}
 	ok, err := b.ImagePresent(ctx)
 	if err != nil {
 		return err

@@ -479,8 +479,13 @@ func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) *contain
 		p := b.cfg.PidsLimit
 		hc.PidsLimit = &p
 	}
-	if b.facts(ctx).podman {
+	if f := b.facts(ctx); f.podman {
 		hc.Ulimits = podmanUlimits()
+		if f.rootless && os.Geteuid() != 0 {
+			// Our uid is the same uid inside, so the session (ours,
+			// 0700) is the container user's, as under docker.
+			hc.UsernsMode = "keep-id"
+		}
 	}
 	return hc
 }
@@ -536,6 +541,9 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	}
 	user, uid, gid, err := b.containerUser(spec.UID, spec.GID, spec.AllowRoot)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.checkLimits(ctx, max(b.cfg.Memory, spec.Limits.Memory), max(b.cfg.NanoCPUs, int64(spec.Limits.CPUs*1e9)), max(b.cfg.PidsLimit, spec.Limits.Pids)); err != nil {
 		return nil, err
 	}
 	if err := b.grant(ctx, spec.Session, uid, gid); err != nil {

@@ -207,6 +207,9 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	if err := b.checkRuntime(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.checkLimits(ctx, b.cfg.Memory, b.cfg.NanoCPUs, b.cfg.PidsLimit); err != nil {
+		return nil, err
+	}
 	cross, err := b.crossing(ctx)
 	if err != nil {
 		return nil, err

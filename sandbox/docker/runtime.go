@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -164,6 +165,17 @@ func (b *Backend) facts(ctx context.Context) *engineFacts {
 			for _, c := range v.Components {
 				if strings.Contains(strings.ToLower(c.Name), "podman") {
 					f.podman = true
+				}
+			}
+		}
+		// Podman 4.3 says nothing of rootless in /info: its rootless
+		// service listens on a socket its (non-root) user owns.
+		if f.podman && !f.rootless {
+			if sock, ok := strings.CutPrefix(b.cli.DaemonHost(), "unix://"); ok {
+				if fi, err := os.Stat(sock); err == nil {
+					if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+						f.rootless = true
+					}
 				}
 			}
 		}
@@ -589,4 +601,24 @@ func (b *Backend) Runtimes(ctx context.Context) ([]RuntimeReport, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// ErrLimitsUnenforced is resource limits configured where the engine
+// cannot set them: rootless Podman on a cgroup v1 host.
+var ErrLimitsUnenforced = errors.New("resource limits cannot be enforced")
+
+// checkLimits refuses limits the engine would silently not apply:
+// rootless Podman on a cgroup v1 host runs the container in no cgroup of
+// its own (it warns and goes on), so memory, pids and CPU limits would not
+// hold and a fork bomb or a memory hog would reach the user's own limits.
+// The /tmp size (a tmpfs option) and the rest hold.
+func (b *Backend) checkLimits(ctx context.Context, memory, nanoCPUs, pids int64) error {
+	f := b.facts(ctx)
+	if !f.podman || !f.rootless || !f.cgroupsV1 || (memory <= 0 && nanoCPUs <= 0 && pids <= 0) {
+		return nil
+	}
+	return &sandbox.Error{Backend: Name, Op: "set resource limits",
+		Err: fmt.Errorf("%w: rootless Podman on a cgroup v1 host runs containers without memory, pids and CPU limits", ErrLimitsUnenforced),
+		Help: "use rootful Podman or Docker (or a cgroup v2 host), or set sandbox.limits.memory, sandbox.limits.pids and sandbox.limits.cpus to 0 " +
+			"to accept running without them (the command is then bounded only by your user's own limits)"}
 }
