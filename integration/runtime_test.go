@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge/rpc"
 )
 
 // TestRuntimeUnknown: an OCI runtime the engine has not registered is an
@@ -121,5 +123,29 @@ func TestRuntimeGVisorSignals(t *testing.T) {
 	out = gb(t, dockerRunsc, Run{Command: []string{"sh", "-c", `kill -TERM $$; sleep 5`}})
 	if out.Code != 143 {
 		t.Errorf("killed by TERM: exit %d, want 143", out.Code)
+	}
+}
+
+// TestServeRuntime: sandbox/open's "runtime" runs a protocol sandbox
+// under gVisor, gates answering (through the runtime's own gate too), and
+// an unknown one is an error naming the engine's runtimes.
+func TestServeRuntime(t *testing.T) {
+	needBackend(t, dockerRunsc)
+	s := startServe(t, nil)
+	s.Call(rpc.MethodGateRegister, rpc.GateRegisterParams{Name: "ask_runtime"}, nil)
+	if e := s.CallErr(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "bad", Backend: "docker", Runtime: "nosuch", Workspace: workspace(t)}); e == nil ||
+		!strings.Contains(e.Message, `unknown OCI runtime "nosuch"`) || !strings.Contains(e.Message, "runsc") {
+		t.Errorf("runtime nosuch: %+v", e)
+	}
+	if e := s.CallErr(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "bw", Backend: "bwrap", Runtime: "runsc", Workspace: workspace(t)}); e == nil || !strings.Contains(e.Message, `"runtime"`) {
+		t.Errorf("runtime with bwrap: %+v", e)
+	}
+	s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "sb", Backend: "docker", Runtime: "runsc", Workspace: workspace(t)}, nil)
+	answer := func(p rpc.GateCallParams) rpc.GateCallResult {
+		return rpc.GateCallResult{Stdout: []byte("answer " + strings.Join(p.Args, ",") + "\n")}
+	}
+	o := s.Run("sb", "p", answer, "sh", "-c", "uname -r; ask_runtime x; gb_echo y")
+	if o.Exited.ExitCode != 0 || string(o.Stdout) != "4.4.0\nanswer x\ny\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", o.Exited.ExitCode, o.Stdout, o.Stderr)
 	}
 }
