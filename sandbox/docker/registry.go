@@ -154,6 +154,11 @@ func runtimeFinding(r RuntimeReport, chosen string) sandbox.Finding {
 	if why := r.Usable(); why != "" {
 		f.Status, f.Detail = sandbox.StatusProblem, head+": "+why
 		f.Hint = "gatebridge cannot run sandboxes with it here; pick another with sandbox.docker.runtime (--runtime)"
+		if strings.Contains(r.Err, "root network namespace") {
+			// runsc's own network setup on some hosts (this VM): gatebridge's
+			// containers need no network.
+			f.Hint = "register it with runtimeArgs [\"--network=none\"] (.ci/docker-runtime " + r.Name + " " + r.Path + " --network=none)"
+		}
 		if r.Name != chosen {
 			f.Status = sandbox.StatusWarn
 		}
