@@ -85,7 +85,10 @@ deps:
 # and why. Each step runs even when one before it failed (the summary
 # names the failed ones; the exit code is 1). Docker tests need the engine
 # and the test image (built here when the engine answers); CI sets
-# GATEBRIDGE_REQUIRE_BACKENDS so a skipped backend test fails there.
+# GATEBRIDGE_REQUIRE_BACKENDS so a skipped backend test fails there. The
+# sandbox conformance suite and the hostile-mailbox tests also run under
+# gVisor (when the engine has the OCI runtime runsc) and against Podman
+# (GATEBRIDGE_PODMAN_HOST); the other integration tests do not run again.
 # make unit PKGS=./bridge/... tests fewer packages.
 PKGS ?= ./...
 TEST_STEPS := deps lint test-deploy test-image-if-engine unit test-clients fuzz-short
@@ -185,9 +188,14 @@ test-image-if-engine:
 		msg="docker test image: not built: no /bin/busybox or /bin/bash-static (busybox-static, bash-static: make deps) (the docker tests skip)"; \
 	else $(MAKE) --no-print-directory test-image || exit 1; msg="docker test image: built"; fi; \
 	echo "$$msg" | tee $(REPORT)/30-image.txt
+	@if [ -n "$$GATEBRIDGE_PODMAN_HOST" ]; then \
+		echo "test image into podman at $$GATEBRIDGE_PODMAN_HOST"; \
+		DOCKER_HOST=$$GATEBRIDGE_PODMAN_HOST $(GO) run ./sandbox/docker/testimage; \
+	fi
 
 bench: build
 	$(BIN) bench
+	GB=$(abspath $(BIN)) internal/bench/bench-runtimes.sh
 	$(GO) test -run '^$$' -bench 'ProcessStart|GateCall' -benchtime 300x ./bridge/rpc
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 clients/python/bench.py 20
 	GATEBRIDGE_SOAK=1 $(GO) test -count=1 -timeout 30m -run '^TestServeSoak$$' -v ./integration

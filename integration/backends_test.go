@@ -100,10 +100,9 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("local: %+v", byName["backend local"])
 	}
 	// What doctor says about bwrap and docker agrees with whether they run.
-	probe()
 	for name, check := range map[string]string{"bwrap": "backend bwrap", "docker": "docker image"} {
-		if (probeErr[name] == nil) != (byName[check].Status == "ok") {
-			t.Errorf("%s runs: %v; doctor says %+v", name, probeErr[name] == nil, byName[check])
+		if err := probe(name); (err == nil) != (byName[check].Status == "ok") {
+			t.Errorf("%s runs: %v; doctor says %+v", name, err == nil, byName[check])
 		}
 	}
 }

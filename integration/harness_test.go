@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,35 +69,103 @@ func required(name string) bool {
 }
 
 var (
-	probeOnce sync.Once
-	probeErr  = map[string]error{}
+	probeMu  sync.Mutex
+	probeErr = map[string]*error{}
 )
 
-// probe runs `gatebridge run --sandbox NAME -- true` once per backend.
-func probe() {
-	probeOnce.Do(func() {
-		for _, b := range []string{"local", "bwrap", "docker"} {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			cmd := exec.CommandContext(ctx, binary, "run", "--sandbox", b, "--", "true")
-			cmd.Dir = os.TempDir()
-			out, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				probeErr[b] = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
-			}
+// probe runs `gatebridge run --sandbox NAME -- true` once per backend
+// (and per variant: docker-runsc, podman).
+func probe(name string) error {
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if e, ok := probeErr[name]; ok {
+		return *e
+	}
+	var err error
+	if name == "podman" {
+		err = loadPodmanImage()
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		args, env := backendArgs(name)
+		cmd := exec.CommandContext(ctx, binary, append(append([]string{"run"}, args...), "--", "true")...)
+		cmd.Dir = os.TempDir()
+		cmd.Env = append(os.Environ(), env...)
+		out, rerr := cmd.CombinedOutput()
+		cancel()
+		if rerr != nil {
+			err = fmt.Errorf("%v: %s", rerr, strings.TrimSpace(string(out)))
 		}
-	})
+	}
+	probeErr[name] = &err
+	return err
 }
 
 // needBackend skips (or fails, where required) when name cannot run here.
 func needBackend(t testing.TB, name string) {
 	t.Helper()
-	probe()
-	if err := probeErr[name]; err != nil {
+	if err := probe(name); err != nil {
 		if required(name) {
 			t.Fatalf("backend %s is required here (GATEBRIDGE_REQUIRE_BACKENDS) but cannot run: %v", name, err)
 		}
 		t.Skipf("backend %s cannot run here: %v", name, err)
+	}
+}
+
+// Backend variants: the docker backend under gVisor (OCI runtime runsc),
+// and against Podman's Docker-compatible API (GATEBRIDGE_PODMAN_HOST, as
+// .ci/run starts it, else the podman.socket unit's socket). Only the
+// hostile-mailbox tests run on them (forEachHostileBackend).
+const (
+	dockerRunsc = "docker-runsc"
+	podmanName  = "podman"
+)
+
+func podmanHost() string {
+	if h := os.Getenv("GATEBRIDGE_PODMAN_HOST"); h != "" {
+		return h
+	}
+	return "unix:///run/podman/podman.sock"
+}
+
+// backendArgs are the run flags and extra env that select backend name.
+func backendArgs(name string) (args, env []string) {
+	switch name {
+	case dockerRunsc:
+		return []string{"--sandbox", "docker", "--runtime", "runsc"}, nil
+	case podmanName:
+		return []string{"--sandbox", "docker"}, []string{"DOCKER_HOST=" + podmanHost()}
+	}
+	return []string{"--sandbox", name}, nil
+}
+
+// isDocker: the backend is docker, under any engine or OCI runtime.
+func isDocker(name string) bool { return name == "docker" || name == dockerRunsc || name == podmanName }
+
+// loadPodmanImage puts the test image into Podman (make test-image does
+// it for the docker engine).
+func loadPodmanImage() error {
+	_, file, _, _ := runtime.Caller(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "./sandbox/docker/testimage")
+	cmd.Dir = filepath.Dir(filepath.Dir(file))
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+podmanHost())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("load the test image into podman at %s: %v: %s", podmanHost(), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// forEachHostileBackend is forEachBackend plus docker under gVisor and
+// docker against Podman: the hostile-mailbox tests run on every engine
+// and OCI runtime CI has.
+func forEachHostileBackend(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, b := range append(slices.Clone(backends), dockerRunsc, podmanName) {
+		t.Run(b, func(t *testing.T) {
+			needBackend(t, b)
+			fn(t, b)
+		})
 	}
 }
 
@@ -144,7 +213,8 @@ func gb(t testing.TB, backend string, r Run) Out {
 	if r.Dir == "" {
 		r.Dir = workspace(t)
 	}
-	args := []string{"run", "--sandbox", backend}
+	bargs, benv := backendArgs(backend)
+	args := append([]string{"run"}, bargs...)
 	if r.Config != "" {
 		p := filepath.Join(t.TempDir(), "gatebridge.yaml")
 		if err := os.WriteFile(p, []byte(r.Config), 0o644); err != nil {
@@ -155,7 +225,7 @@ func gb(t testing.TB, backend string, r Run) Out {
 	args = append(args, r.Args...)
 	args = append(args, "--")
 	args = append(args, r.Command...)
-	return gbRaw(t, r.Dir, r.Env, r.Stdin, r.Timeout, args...)
+	return gbRaw(t, r.Dir, append(benv, r.Env...), r.Stdin, r.Timeout, args...)
 }
 
 func gbRaw(t testing.TB, dir string, env []string, stdin []byte, timeout time.Duration, args ...string) Out {

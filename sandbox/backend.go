@@ -103,6 +103,14 @@ func (d SessionDirs) Rebase(root string) SessionDirs {
 	return SessionDirs{Root: root, Bin: move(d.Bin), Calls: move(d.Calls), Responses: move(d.Responses), Tmp: move(d.Tmp)}
 }
 
+// EventsReporter is implemented by backends whose sandboxes may write a
+// session in a way the host's filesystem events do not report (an OCI
+// runtime whose file sharing bypasses the host kernel). HostEvents false
+// means the host must scan calls/ on a timer (bridge.WatchPoll).
+type EventsReporter interface {
+	HostEvents(ctx context.Context) bool
+}
+
 // Spec describes one command to run.
 type Spec struct {
 	// Command is argv; Command[0] is looked up in the sandbox's PATH.

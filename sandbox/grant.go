@@ -16,7 +16,8 @@ import (
 // command can never change bin/ or responses/. It is idempotent. Without
 // ACLs it falls back to ownership: calls/ and tmp/, which the command
 // writes, are chowned to uid:gid (0700); bin/ and responses/, which it
-// only reads, stay owned by gatebridge with group gid and mode 0750; the
+// only reads, stay owned by gatebridge with group gid and mode 2750 (setgid,
+// so the responses written there later are group gid's too); the
 // session root becomes 0711 so it can be traversed but not listed. Then
 // members of group gid can read bin/ and responses/ too. Nothing is
 // followed: a symlink in place of a directory is an error.
@@ -33,6 +34,23 @@ func GrantSession(d SessionDirs, uid, gid int) error {
 		}
 		return nil
 	}
+	return grantOwners(d, uid, gid, fail)
+}
+
+// GrantSessionOwners hands the session to uid:gid by ownership alone, as
+// [GrantSession] does where the filesystem has no ACLs: for a sandbox
+// that checks permissions itself and ignores ACLs (gVisor). Members of
+// group gid can then read bin/ and responses/ too.
+func GrantSessionOwners(d SessionDirs, uid, gid int) error {
+	if d.Root == "" || (uid == os.Geteuid() && gid == os.Getegid()) {
+		return nil
+	}
+	return grantOwners(d, uid, gid, func(err error) error {
+		return fmt.Errorf("grant session to %d:%d: %w (only root can run commands as another user)", uid, gid, err)
+	})
+}
+
+func grantOwners(d SessionDirs, uid, gid int, fail func(error) error) error {
 	for _, e := range []struct {
 		path     string
 		uid, gid int
@@ -40,8 +58,10 @@ func GrantSession(d SessionDirs, uid, gid int) error {
 	}{
 		{d.Calls, uid, gid, 0o700},
 		{d.Tmp, uid, gid, 0o700},
-		{d.Bin, os.Geteuid(), gid, 0o750},
-		{d.Responses, os.Geteuid(), gid, 0o750},
+		// setgid: what the host writes in them later (0640 responses)
+		// gets group gid, not gatebridge's own group.
+		{d.Bin, os.Geteuid(), gid, 0o750 | os.ModeSetgid},
+		{d.Responses, os.Geteuid(), gid, 0o750 | os.ModeSetgid},
 		{d.Root, os.Geteuid(), os.Getegid(), 0o711},
 	} {
 		if e.path == "" {

@@ -38,7 +38,11 @@ type Settings struct {
 	// Image, when set, is the image to run, over the backend's own
 	// configuration; only a backend whose entry has Images takes one.
 	Image string
-	Extra map[string]any
+	// Runtime, when set, is the OCI runtime to run the sandbox with
+	// (runsc, runc, …), over the backend's own configuration; only a
+	// backend whose entry has Runtimes takes one.
+	Runtime string
+	Extra   map[string]any
 }
 
 // BackendEntry describes one kind of backend: how to make it, how to tell
@@ -51,6 +55,9 @@ type BackendEntry struct {
 	// Images is set when the backend runs images and New honours
 	// [Settings].Image (docker).
 	Images bool
+	// Runtimes is set when the backend runs its sandboxes with an OCI
+	// runtime and New honours [Settings].Runtime (docker).
+	Runtimes bool
 	// Strength orders `--sandbox auto`: it tries stronger isolation first
 	// (same strength: registry order). 0 isolates nothing: auto uses such
 	// a backend only when unsandboxed runs are allowed, and last.

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,22 +151,31 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	o := c.srv.opts
 	ctx := c.ctx
 	settings := o.Settings
-	if p.Image != "" {
-		var images []string // the backends that run images
+	for _, f := range []struct {
+		field, value string
+		takes        func(sandbox.BackendEntry) bool
+	}{
+		{"image", p.Image, func(e sandbox.BackendEntry) bool { return e.Images }},
+		{"runtime", p.Runtime, func(e sandbox.BackendEntry) bool { return e.Runtimes }},
+	} {
+		if f.value == "" {
+			continue
+		}
+		var takers []string // the backends that take this field
 		for _, e := range o.Backends.Entries() {
-			if e.Images {
-				images = append(images, e.Name)
+			if f.takes(e) {
+				takers = append(takers, e.Name)
 			}
 		}
-		if !slices.Contains(images, p.Backend) {
-			which := "the " + strings.Join(images, " or ") + " backend only"
-			if len(images) == 0 {
+		if !slices.Contains(takers, p.Backend) {
+			which := "the " + strings.Join(takers, " or ") + " backend only"
+			if len(takers) == 0 {
 				which = "no backend this server offers"
 			}
-			return errorf(CodeInvalidParams, "invalid params: \"image\" applies to %s (backend %q)", which, p.Backend)
+			return errorf(CodeInvalidParams, "invalid params: %q applies to %s (backend %q)", f.field, which, p.Backend)
 		}
-		settings.Image = p.Image
 	}
+	settings.Image, settings.Runtime = cmp.Or(p.Image, settings.Image), cmp.Or(p.Runtime, settings.Runtime)
 	if p.Backend == "auto" {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		b, e, why, err := o.Backends.Auto(cctx, settings, o.AllowUnsandboxed)
@@ -176,6 +186,11 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 		if err != nil {
 			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("no sandbox backend is usable (%s)", why),
 				Data: map[string]string{"hint": "install bubblewrap, or start Docker with the image present; or pass backend \"local\" (no isolation)"}}
+		}
+		if settings.Runtime != "" && !e.Runtimes {
+			sandbox.Close(b) // an OCI runtime was asked for: never quietly a weaker sandbox
+			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("OCI runtime %s is configured, but the docker backend cannot run (%s)", settings.Runtime, why),
+				Data: map[string]string{"hint": "fix docker (gatebridge doctor), or open with backend \"bwrap\""}}
 		}
 		sb.backend, sb.entry, sb.reason = b, e, "auto: "+why
 	} else {
@@ -382,6 +397,9 @@ func (c *conn) openSession(sb *sbox) (*spareSession, error) {
 	bcfg.Approve = c.approver(sb, func() *proc { return ss.owner.Load() })
 	if sb.dir != "" {
 		bcfg.Dir = sb.dir
+	}
+	if r, ok := sb.backend.(sandbox.EventsReporter); ok && (bcfg.Watch == "" || bcfg.Watch == bridge.WatchAuto) && !r.HostEvents(c.ctx) {
+		bcfg.Watch = bridge.WatchPoll // the OCI runtime hides the container's writes from inotify
 	}
 	sess, err := bridge.Open(bcfg)
 	if err != nil {

@@ -134,12 +134,16 @@ type ConnLimits struct {
 
 // SandboxOpenParams are the params of sandbox/open.
 type SandboxOpenParams struct {
-	SandboxID         string            `json:"sandboxId"`
-	Backend           string            `json:"backend,omitempty"` // "auto" (default), "local", "bwrap", "docker"
-	Workspace         string            `json:"workspace"`
-	WritableWorkspace bool              `json:"writableWorkspace,omitempty"`
-	Image             string            `json:"image,omitempty"` // a backend that runs images (docker)
-	Env               map[string]string `json:"env,omitempty"`
+	SandboxID         string `json:"sandboxId"`
+	Backend           string `json:"backend,omitempty"` // "auto" (default), "local", "bwrap", "docker"
+	Workspace         string `json:"workspace"`
+	WritableWorkspace bool   `json:"writableWorkspace,omitempty"`
+	Image             string `json:"image,omitempty"` // a backend that runs images (docker)
+	// Runtime is the OCI runtime to run the sandbox with (runsc, runc, …;
+	// a backend that has them: docker): one the engine has registered,
+	// else the error names those it has.
+	Runtime string            `json:"runtime,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 // SandboxOpenResult is sandbox/open's result.

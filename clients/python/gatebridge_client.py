@@ -1422,6 +1422,7 @@ class Client:
         env: Optional[Mapping[str, str]] = None,
         *,
         sandbox_id: Optional[str] = None,
+        runtime: Optional[str] = None,
     ) -> "Sandbox":
         """Opens a sandbox: ``backend`` is ``"auto"`` (docker or bwrap,
         never unsandboxed unless the server's config allows it), ``"bwrap"``,
@@ -1429,7 +1430,9 @@ class Client:
         the current directory) is the commands' working directory and the
         file gates' root; read-only unless ``writable_workspace``. The
         sandbox lives until :meth:`Sandbox.close` or the client closes:
-        files written in it persist across its processes."""
+        files written in it persist across its processes. ``runtime`` is
+        the OCI runtime of a ``"docker"`` sandbox (``"runsc"`` for gVisor;
+        one the engine has registered)."""
         sid = sandbox_id or "sb%d" % next(self._sandbox_ids)
         p: Dict[str, Any] = {"sandboxId": sid, "backend": backend,
                              "workspace": os.path.abspath(workspace or os.getcwd())}
@@ -1437,6 +1440,8 @@ class Client:
             p["writableWorkspace"] = True
         if image:
             p["image"] = image
+        if runtime:
+            p["runtime"] = runtime
         e = _env(env)
         if e:
             p["env"] = e

@@ -59,7 +59,7 @@ func (c *chosenBackend) insideWorkspace(host string) string {
 func dockerConfig(cfg *Config) docker.Config {
 	d, l := cfg.Sandbox.Docker, cfg.Sandbox.Limits
 	dc := docker.Config{
-		Image: d.Image, User: d.User, Memory: l.Memory, PidsLimit: l.Pids,
+		Image: d.Image, Runtime: d.Runtime, User: d.User, Memory: l.Memory, PidsLimit: l.Pids,
 		Network: d.Network, TmpfsSize: l.TmpSize, WritableRootfs: d.WritableRootfs,
 		AllowNewPrivileges: d.AllowNewPrivileges, CapAdd: d.CapAdd, NoInit: d.NoInit,
 	}
@@ -73,6 +73,9 @@ func dockerConfig(cfg *Config) docker.Config {
 	}
 	if l.Pids == 0 {
 		dc.PidsLimit = -1
+	}
+	if c, err := os.UserCacheDir(); err == nil {
+		dc.ProbeCache = filepath.Join(c, "gatebridge", "oci-runtimes.json")
 	}
 	dc.Agent = agentBinary()
 	if dc.Agent == "" {
@@ -118,7 +121,8 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 // it.
 func backendSettings(cfg *Config) sandbox.Settings {
 	return sandbox.Settings{
-		Limits: sandboxLimits(cfg),
+		Limits:  sandboxLimits(cfg),
+		Runtime: cfg.Sandbox.Docker.Runtime,
 		Extra: map[string]any{
 			bwrap.Name:  bwrap.Backend{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
 			docker.Name: dockerConfig(cfg),
@@ -142,6 +146,12 @@ func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry,
 		b, e, why, err := chooseAuto(ctx, cfg, backends, s)
 		if err != nil {
 			return nil, err
+		}
+		if rt := cfg.Sandbox.Docker.Runtime; rt != "" && e.Name != docker.Name {
+			sandbox.Close(b) // an OCI runtime asked for: never quietly a weaker sandbox
+			return nil, &sandbox.Error{Backend: docker.Name, Op: "choose backend",
+				Err:  fmt.Errorf("%w: sandbox.docker.runtime is %s, but docker cannot run (%s)", sandbox.ErrUnavailable, rt, why),
+				Help: "fix docker (see `gatebridge doctor`), or unset sandbox.docker.runtime to let auto pick another backend"}
 		}
 		chosen = &chosenBackend{backend: b, entry: e, reason: "auto: " + why}
 		if e.Strength == 0 {

@@ -50,6 +50,7 @@ The bridge runs in this process; the sandboxed loops need bash.`,
 	f := cmd.Flags()
 	f.String("sandbox", local.Name, "sandbox backend: "+strings.Join(a.backends.Names(), ", ")+" (auto means "+local.Name+")")
 	f.String("image", "", "docker image (docker backend)")
+	f.String("runtime", "", "OCI runtime of the docker engine (docker backend; config sandbox.docker.runtime)")
 	f.IntVarP(&o.N, "calls", "n", 300, "sequential calls for the round trip and the floor")
 	f.IntVarP(&o.K, "callers", "k", 8, "parallel callers")
 	f.IntVarP(&o.M, "calls-each", "m", 125, "calls per parallel caller")

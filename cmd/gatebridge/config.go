@@ -87,6 +87,7 @@ type SandboxLimits struct {
 
 type DockerConfig struct {
 	Image              string   `mapstructure:"image"`
+	Runtime            string   `mapstructure:"runtime"`
 	User               string   `mapstructure:"user"`
 	Network            string   `mapstructure:"network"`
 	WritableRootfs     bool     `mapstructure:"writable_rootfs"`
@@ -223,6 +224,7 @@ var defaults = map[string]any{
 	"sandbox.writable_workspace":          false,
 	"sandbox.docker.image":                "gatebridge-test:latest",
 	"sandbox.docker.user":                 "",
+	"sandbox.docker.runtime":              "",
 	"sandbox.limits.memory":               512 << 20,
 	"sandbox.limits.cpus":                 1.0,
 	"sandbox.limits.pids":                 256,
@@ -302,6 +304,7 @@ var flagKeys = map[string]string{
 	"writable-workspace": "sandbox.writable_workspace",
 	"max-output":         "sandbox.max_output",
 	"image":              "sandbox.docker.image",
+	"runtime":            "sandbox.docker.runtime",
 	"reuse":              "sandbox.docker.reuse",
 	"sessions-root":      "sandbox.docker.sessions_root",
 	"keep-session":       "bridge.keep_session",

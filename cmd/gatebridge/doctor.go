@@ -59,6 +59,7 @@ backend (sandbox.backend) cannot run here, else 0.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list of {check, status, detail, hint}")
 	cmd.Flags().String("sandbox", "", "backend to judge the exit code by: "+backendChoices(a.backends)+" (default: config sandbox.backend)")
 	cmd.Flags().String("image", "", "docker image to look for (default: config sandbox.docker.image)")
+	cmd.Flags().String("runtime", "", "OCI runtime to judge the docker backend by (default: config sandbox.docker.runtime)")
 	return needsConfig(cmd)
 }
 

@@ -56,6 +56,7 @@ Clients send Authorization: Bearer TOKEN.`,
 	f.String("workspace", "", "directory the commands start in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
+	f.String("runtime", "", "OCI runtime of the docker engine, e.g. runsc (docker backend; config sandbox.docker.runtime)")
 	f.Duration("timeout", 0, "default time limit of one bash call (config sandbox.timeout, 10m)")
 	f.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio: one sandbox per MCP session")
 	f.String("token-file", "", "with --http (required): clients must send 'Authorization: Bearer TOKEN', TOKEN read from this file (at least 32 bytes: openssl rand -hex 32)")

@@ -52,6 +52,7 @@ itself failed (bad config, sandbox unavailable).`,
 	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json (head and tail kept)")
 	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
 	f.String("image", "", "docker image (docker backend)")
+	f.String("runtime", "", "OCI runtime of the docker engine, e.g. runsc for gVisor (docker backend)")
 	f.String("reuse", "", "run inside the persistent docker sandbox NAME (see 'gatebridge sandbox start')")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object with the result instead of streaming output")
@@ -187,6 +188,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
+	}
+	if r, ok := chosen.backend.(sandbox.EventsReporter); ok && bcfg.Watch == bridge.WatchAuto && !r.HostEvents(ctx) {
+		bcfg.Watch = bridge.WatchPoll // the OCI runtime hides the container's writes from inotify
 	}
 	sess, err := bridge.Open(bcfg)
 	if err != nil {

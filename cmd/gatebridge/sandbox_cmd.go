@@ -262,6 +262,7 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 	f.String("workspace", "", "directory mounted at /workspace (default: current directory)")
 	f.Bool("writable-workspace", false, "let commands write the workspace")
 	f.String("image", "", "docker image (default: config sandbox.docker.image)")
+	f.String("runtime", "", "OCI runtime of the docker engine, e.g. runsc (default: config sandbox.docker.runtime)")
 	return needsConfig(cmd)
 }
 

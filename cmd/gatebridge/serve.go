@@ -67,6 +67,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.StringVar(&sf.attach, "attach", "", "serve a pod's sandbox: commands go to 'gatebridge agent --dir DIR/agent' in a container sharing `DIR` (and the workspace) at the same paths; the only backend is then \"attached\"")
 	f.BoolVar(&sf.attachReadOnly, "attach-readonly-workspace", false, "with --attach: the sandbox mounts the workspace read-only (then only read-only sandboxes open; without it only writable ones: gatebridge cannot enforce either)")
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
+	f.String("runtime", "", "OCI runtime of the docker engine (docker backend), when sandbox/open gives none")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
 	return needsConfig(cmd)
 }

@@ -54,8 +54,18 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.Ping(ctx); err != nil {
 		return err
 	}
+	if err := b.checkRuntime(ctx); err != nil {
+		return err
+	}
+	if err := b.checkLimits(ctx, b.cfg.Memory, b.cfg.NanoCPUs, b.cfg.PidsLimit); err != nil {
+		return err
+	}
 	ok, err := b.ImagePresent(ctx)
-	if err != nil || ok {
+	if err != nil {
+		return err
+	}
+	if ok {
+		_, err := b.crossing(ctx)
 		return err
 	}
 	fmt.Fprintf(b.cfg.PullProgress, "gatebridge: image %s not found locally, pulling\n", b.cfg.Image)
@@ -64,7 +74,8 @@ func (b *Backend) Check(ctx context.Context) error {
 			Err:  fmt.Errorf("%w: %w: image %s is not present and pulling it failed: %w", sandbox.ErrUnavailable, sandbox.ErrImageMissing, b.cfg.Image, perr),
 			Help: imageHint(b.cfg.Image)}
 	}
-	return nil
+	_, err = b.crossing(ctx)
+	return err
 }
 
 func (b *Backend) pull(ctx context.Context) error {

@@ -90,3 +90,47 @@ func persistentConformance(t *testing.T, cfg Config) {
 	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sb }, sandboxtest.Options{Isolated: false})
 }
+
+// TestConformanceRunsc runs the suite under gVisor (OCI runtime runsc):
+// wrappers poll (a FIFO does not cross), sessions are handed over by
+// ownership (gVisor ignores ACLs). It skips where the engine has no
+// runsc, and fails where GATEBRIDGE_REQUIRE_BACKENDS names docker-runsc.
+func TestConformanceRunsc(t *testing.T) {
+	needRuntime(t, engine(t), "runsc")
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{Runtime: "runsc"})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: noLeftovers})
+}
+
+// TestConformancePersistentRunsc: a persistent sandbox under gVisor;
+// FIFOs do not cross, so commands go through the exec API, not the agent.
+func TestConformancePersistentRunsc(t *testing.T) {
+	needRuntime(t, engine(t), "runsc")
+	persistentConformance(t, Config{Runtime: "runsc", Agent: agentBinary(t)})
+}
+
+// TestConformancePodman runs the suite against Podman's Docker-compatible
+// API (rootful `podman system service`): the same backend, with the
+// rlimits Podman needs (podmanUlimits).
+func TestConformancePodman(t *testing.T) {
+	cli := podman(t)
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{Client: cli})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: func(t *testing.T, marker string) {
+		sandboxtest.HostNoLeftovers(t, marker)
+		tag, _ := tags.Load(t.Name())
+		if ids := containersWith(t, cli, tag.(string)); len(ids) != 0 {
+			t.Errorf("containers left after Run returned: %v", ids)
+		}
+	}})
+}
+
+// TestConformancePersistentPodman: a persistent sandbox under Podman, its
+// commands through the agent.
+func TestConformancePersistentPodman(t *testing.T) {
+	persistentConformance(t, Config{Client: podman(t), Agent: agentBinary(t)})
+}

@@ -41,7 +41,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +59,8 @@ import (
 
 var _ sandbox.Backend = (*Backend)(nil)
 var _ sandbox.Checker = (*Backend)(nil)
+var _ sandbox.EventsReporter = (*Backend)(nil)
+var _ sandbox.EventsReporter = (*Sandbox)(nil)
 
 // Labels set on every container.
 const (
@@ -99,6 +100,10 @@ const (
 type Config struct {
 	// Image to run; default [TestImage]. Run never pulls; Check tries to.
 	Image string
+	// Runtime is the OCI runtime the engine runs containers with (runc,
+	// runsc for gVisor, crun, kata, …): a name the engine has registered
+	// ("" the engine's default). See [Backend.Runtimes].
+	Runtime string
 	// User is the container user as "uid:gid"; default the host uid:gid,
 	// or [NobodyUser] when gatebridge runs as root.
 	User string
@@ -130,6 +135,10 @@ type Config struct {
 	WorkspacePath string
 	// Wake is WakeAuto (default), WakePoll or WakeFIFO.
 	Wake string
+	// ProbeCache is a file where measurements of OCI runtimes are kept
+	// ([Backend.ProbeRuntime]), so that each is measured once, not at every
+	// run; "" measures once per Backend.
+	ProbeCache string
 	// Labels are added to every container (Spec.Labels too).
 	Labels map[string]string
 	// Client talks to the engine; default client.New(client.FromEnv)
@@ -171,8 +180,13 @@ type Backend struct {
 	cli        client.APIClient
 	ownsClient bool
 
-	wakeOnce sync.Once
-	wakePoll bool
+	factsOnce sync.Once
+	engine    *engineFacts
+
+	crossMu  sync.Mutex
+	crossSet bool
+	cross    Crossing
+	crossErr error
 
 	stageOnce sync.Once
 	stage     bool // protected paths are staged (stageProtected)
@@ -264,25 +278,27 @@ func parseUser(s string) (uid, gid int, ok bool) {
 // the engine is Docker Desktop's (asked once) or the host is not Linux.
 func (b *Backend) ForcePoll(ctx context.Context) bool { return b.usePoll(ctx) }
 
-// usePoll reports whether FIFO wake-ups cannot cross into the container.
+// usePoll reports whether FIFO wake-ups cannot cross into the container
+// (Docker Desktop's VM, an OCI runtime measured so: see [Crossing]).
 func (b *Backend) usePoll(ctx context.Context) bool {
-	switch b.cfg.Wake {
-	case WakePoll:
-		return true
-	case WakeFIFO:
-		return false
+	c, _ := b.crossing(ctx)
+	return !c.FIFO
+}
+
+// grant hands a private session to the container user: by ACL, or by
+// ownership where the OCI runtime does not honour ACLs.
+func (b *Backend) grant(ctx context.Context, d sandbox.SessionDirs, uid, gid int) error {
+	if c, _ := b.crossing(ctx); !c.ACL {
+		return sandbox.GrantSessionOwners(d, uid, gid)
 	}
-	b.wakeOnce.Do(func() {
-		if runtime.GOOS != "linux" {
-			b.wakePoll = true
-			return
-		}
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		info, err := b.cli.Info(ictx, client.InfoOptions{})
-		b.wakePoll = err == nil && isDockerDesktop(info.Info.OperatingSystem)
-	})
-	return b.wakePoll
+	return sandbox.GrantSession(d, uid, gid)
+}
+
+// HostEvents implements [sandbox.EventsReporter]: false when the host's
+// inotify does not see what the OCI runtime's containers write.
+func (b *Backend) HostEvents(ctx context.Context) bool {
+	c, _ := b.crossing(ctx)
+	return c.Events
 }
 
 func isDockerDesktop(os string) bool { return strings.Contains(os, "Docker Desktop") }
@@ -417,7 +433,7 @@ func bind(src, dst string, ro bool) mount.Mount {
 	return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: ro}
 }
 
-func (b *Backend) hostConfig(mounts []mount.Mount) *container.HostConfig {
+func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) *container.HostConfig {
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(b.cfg.Network),
 		ReadonlyRootfs: !b.cfg.WritableRootfs,
@@ -426,6 +442,7 @@ func (b *Backend) hostConfig(mounts []mount.Mount) *container.HostConfig {
 		Mounts:         mounts,
 		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", b.cfg.TmpfsSize)},
 		LogConfig:      container.LogConfig{Type: "none"},
+		Runtime:        b.cfg.Runtime,
 	}
 	if !b.cfg.AllowNewPrivileges {
 		hc.SecurityOpt = []string{"no-new-privileges"}
@@ -445,7 +462,35 @@ func (b *Backend) hostConfig(mounts []mount.Mount) *container.HostConfig {
 		p := b.cfg.PidsLimit
 		hc.PidsLimit = &p
 	}
+	if f := b.facts(ctx); f.podman {
+		hc.Ulimits = podmanUlimits()
+		if f.rootless && os.Geteuid() != 0 {
+			// Our uid is the same uid inside, so the session (ours,
+			// 0700) is the container user's, as under docker.
+			hc.UsernsMode = "keep-id"
+		}
+	}
 	return hc
+}
+
+// podmanUlimits are the rlimits a container gets under Podman. Without
+// them Podman asks for its own maximums (1048576 open files), which a
+// host with lower hard limits refuses ("error setting rlimit …
+// operation not permitted"): these fit under any usual hard limit, and
+// under ours.
+func podmanUlimits() []*container.Ulimit {
+	lim := func(res int, name string, soft, hard int64) *container.Ulimit {
+		var rl unix.Rlimit
+		if unix.Getrlimit(res, &rl) == nil && rl.Max != unix.RLIM_INFINITY {
+			hard = min(hard, int64(rl.Max))
+			soft = min(soft, hard)
+		}
+		return &container.Ulimit{Name: name, Soft: soft, Hard: hard}
+	}
+	return []*container.Ulimit{
+		lim(unix.RLIMIT_NOFILE, "nofile", 1024, 4096),
+		lim(unix.RLIMIT_NPROC, "nproc", 4096, 4096),
+	}
 }
 
 // withLimits applies the spec's limits over the backend's defaults.
@@ -481,7 +526,10 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if err != nil {
 		return nil, err
 	}
-	if err := sandbox.GrantSession(spec.Session, uid, gid); err != nil {
+	if err := b.checkLimits(ctx, max(b.cfg.Memory, spec.Limits.Memory), max(b.cfg.NanoCPUs, int64(spec.Limits.CPUs*1e9)), max(b.cfg.PidsLimit, spec.Limits.Pids)); err != nil {
+		return nil, err
+	}
+	if err := b.grant(ctx, spec.Session, uid, gid); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
 	inside := spec.Session.Rebase(b.cfg.SessionPath)
@@ -553,7 +601,7 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
 	cctx, cancel := cleanupCtx(ctx)
-	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: withLimits(b.hostConfig(mounts), spec.Limits)})
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.scalePids(ctx, withLimits(b.hostConfig(ctx, mounts), spec.Limits))})
 	cancel()
 	if err != nil {
 		return nil, b.createError(err)

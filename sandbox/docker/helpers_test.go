@@ -3,8 +3,10 @@ package docker
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +62,9 @@ var (
 // their containers.
 func newBackend(t testing.TB, cfg Config) (*Backend, string) {
 	t.Helper()
-	cfg.Client = engine(t)
+	if cfg.Client == nil {
+		cfg.Client = engine(t)
+	}
 	tag := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000000")
 	cfg.Labels = map[string]string{"io.gatebridge.test": tag}
 	b, err := New(cfg)
@@ -177,3 +181,73 @@ func waitExited(t *testing.T, b *Backend, id string) {
 	}
 	t.Fatalf("%s still running", id)
 }
+
+// required reports whether GATEBRIDGE_REQUIRE_BACKENDS names token.
+func required(token string) bool {
+	return slices.Contains(strings.Split(os.Getenv("GATEBRIDGE_REQUIRE_BACKENDS"), ","), token)
+}
+
+// needRuntime skips unless the engine has the OCI runtime name (fails
+// instead where GATEBRIDGE_REQUIRE_BACKENDS names docker-NAME).
+func needRuntime(t testing.TB, cli client.APIClient, name string) {
+	t.Helper()
+	res, err := cli.Info(context.Background(), client.InfoOptions{})
+	if err == nil {
+		if _, ok := res.Info.Runtimes[name]; ok {
+			return
+		}
+		err = fmt.Errorf("the engine has no OCI runtime %s (register it: .ci/docker-runtime %s PATH)", name, name)
+	}
+	if required("docker-" + name) {
+		t.Fatalf("docker-%s required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %v", name, err)
+	}
+	t.Skipf("docker-%s unusable: %v", name, err)
+}
+
+// podmanHost is where the tests find Podman's Docker-compatible API:
+// GATEBRIDGE_PODMAN_HOST (.ci/run starts one with .ci/podman-service),
+// else the socket of the podman.socket unit.
+func podmanHost() string {
+	if h := os.Getenv("GATEBRIDGE_PODMAN_HOST"); h != "" {
+		return h
+	}
+	return "unix:///run/podman/podman.sock"
+}
+
+// podman returns a client of Podman's Docker-compatible API with the test
+// image loaded, skipping (or failing where GATEBRIDGE_REQUIRE_BACKENDS
+// names podman) when it does not answer.
+func podman(t testing.TB) client.APIClient {
+	t.Helper()
+	podmanOnce.Do(func() {
+		cli, err := client.New(client.WithHost(podmanHost()))
+		if err != nil {
+			podmanErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+			podmanErr = fmt.Errorf("%s: %w (start one: .ci/podman-service DIR)", podmanHost(), err)
+			return
+		}
+		if _, err := BuildTestImage(ctx, cli, TestImageOptions{}); err != nil {
+			podmanErr = err
+			return
+		}
+		podmanCli = cli
+	})
+	if podmanErr != nil {
+		if required("podman") {
+			t.Fatalf("podman required by GATEBRIDGE_REQUIRE_BACKENDS but unusable: %v", podmanErr)
+		}
+		t.Skipf("podman unusable: %v", podmanErr)
+	}
+	return podmanCli
+}
+
+var (
+	podmanOnce sync.Once
+	podmanCli  client.APIClient
+	podmanErr  error
+)

@@ -36,6 +36,12 @@ const (
 	// container ("fifo") or wrappers must poll ("poll"), so each exec need
 	// not ask the engine (GET /info) again.
 	LabelWake = "io.gatebridge.wake"
+	// LabelHostEvents is "false" when the host's inotify does not see
+	// what the container writes (its OCI runtime, measured at start), and
+	// LabelGrant "owner" when sessions are handed to it by ownership, not
+	// by ACL ([Crossing]).
+	LabelHostEvents = "io.gatebridge.host-events"
+	LabelGrant      = "io.gatebridge.grant"
 	// LabelOwned marks a persistent sandbox that lives only as long as the
 	// process that started it (StartOptions.Owned): "true".
 	LabelOwned = "io.gatebridge.owned"
@@ -198,6 +204,16 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkRuntime(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.checkLimits(ctx, b.cfg.Memory, b.cfg.NanoCPUs, b.cfg.PidsLimit); err != nil {
+		return nil, err
+	}
+	cross, err := b.crossing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	mounts := []mount.Mount{bind(root, opts.SessionsPath, false)}
 	var protected []sandbox.Protected
 	started := false
@@ -260,6 +276,12 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		LabelWake:              wakeLabel(b.usePoll(ctx)),
 		LabelUser:              user,
 	})
+	if !cross.Events {
+		labels[LabelHostEvents] = "false"
+	}
+	if !cross.ACL {
+		labels[LabelGrant] = grantOwners
+	}
 	if opts.Owned {
 		labels[LabelOwned] = "true"
 	}
@@ -286,7 +308,7 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.hostConfig(mounts)})
+		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.scalePids(ctx, b.hostConfig(ctx, mounts))})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,
@@ -332,7 +354,7 @@ func (b *Backend) Open(ctx context.Context, name string) (*Sandbox, error) {
 	}
 	l := c.Config.Labels
 	if w := l[LabelWake]; w == "poll" || w == "fifo" {
-		b.wakeOnce.Do(func() { b.wakePoll = w == "poll" })
+		b.setCrossing(Crossing{FIFO: w == "fifo", Events: l[LabelHostEvents] != "false", ACL: l[LabelGrant] != grantOwners, HostTasks: 1})
 	}
 	return &Sandbox{b: b, id: c.ID, name: name, image: c.Config.Image, user: l[LabelUser],
 		sessionsRoot: l[LabelSessionsRoot], sessionsPath: l[LabelSessionsPath],
@@ -604,7 +626,7 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		return nil, &sandbox.Error{Backend: "docker", Op: "map workspace", Err: errors.New("the sandbox's workspace is read-only"),
 			Help: "start the sandbox with --writable-workspace"}
 	}
-	if err := s.prepareSession(spec.Session); err != nil {
+	if err := s.prepareSession(ctx, spec.Session); err != nil {
 		return nil, &sandbox.Error{Backend: "docker", Op: "prepare session", Err: err}
 	}
 
@@ -729,12 +751,12 @@ func (s *Sandbox) execError(op string, err error) error {
 // ACL; group-readable only on a filesystem without ACLs), never writable,
 // which matters here because the whole sessions root is mounted
 // read-write.
-func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
+func (s *Sandbox) prepareSession(ctx context.Context, d sandbox.SessionDirs) error {
 	uid, gid, ok := parseUser(s.user)
 	if !ok || os.Geteuid() != 0 || uid == 0 {
 		return nil
 	}
-	if err := sandbox.GrantSession(d, uid, gid); err != nil {
+	if err := s.b.grant(ctx, d, uid, gid); err != nil {
 		return err
 	}
 	// Files already in bin/ and responses/ (wrappers, early responses)
@@ -758,6 +780,13 @@ func (s *Sandbox) prepareSession(d sandbox.SessionDirs) error {
 	}
 	return nil
 }
+
+// grantOwners is LabelGrant's value for sessions handed over by
+// ownership.
+const grantOwners = "owner"
+
+// HostEvents implements [sandbox.EventsReporter] (see [Backend.HostEvents]).
+func (s *Sandbox) HostEvents(ctx context.Context) bool { return s.b.HostEvents(ctx) }
 
 // startGrace is how long prune leaves a persistent sandbox that was
 // created but is not running yet (a start in progress).

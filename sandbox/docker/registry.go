@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -17,7 +18,7 @@ const Name = "docker"
 // Register adds the docker backend to reg. It is not registered by
 // importing this package: a program that offers docker says so. Its
 // constructor reads a [Config] from [sandbox.Settings].Extra[Name] (the
-// defaults when absent), with [sandbox.Settings].Image over its Image.
+// defaults when absent), with [sandbox.Settings].Image and Runtime over its own.
 func Register(reg *sandbox.Registry) error { return reg.Register(Entry()) }
 
 // Entry describes the docker backend for a [sandbox.Registry]. auto
@@ -30,10 +31,12 @@ func Entry() sandbox.BackendEntry {
 		Isolates:  "container: own root filesystem, no network, capabilities dropped, cgroup limits",
 		Platforms: []string{"linux"},
 		Images:    true,
+		Runtimes:  true,
 		Strength:  2,
 		New: func(s sandbox.Settings) (sandbox.Backend, error) {
 			cfg, _ := s.Extra[Name].(Config)
 			cfg.Image = cmp.Or(s.Image, cfg.Image)
+			cfg.Runtime = cmp.Or(s.Runtime, cfg.Runtime)
 			return New(cfg)
 		},
 		Available: func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).available(ctx) },
@@ -58,7 +61,11 @@ func (b *Backend) available(ctx context.Context) error {
 			Err:  fmt.Errorf("%w: %w: image %s not present", sandbox.ErrUnavailable, sandbox.ErrImageMissing, b.cfg.Image),
 			Help: imageHint(b.cfg.Image)}
 	}
-	return nil
+	if err := b.checkRuntime(ctx); err != nil {
+		return err
+	}
+	_, err = b.crossing(ctx)
+	return err
 }
 
 // prepare checks the engine and the image (pulling a missing one), then
@@ -104,8 +111,80 @@ func (b *Backend) doctor(ctx context.Context) []sandbox.Finding {
 	if f, ok := wakeFinding(engineOS); ok {
 		out = append(out, f)
 	}
+	out = append(out, b.runtimeFindings(ctx)...)
 	out = append(out, b.agentFinding(ctx))
 	return out
+}
+
+// runtimeFindings lists the engine's OCI runtimes, each with what a probe
+// container found, then whether the configured one is usable.
+func (b *Backend) runtimeFindings(ctx context.Context) []sandbox.Finding {
+	var out []sandbox.Finding
+	reports, err := b.Runtimes(ctx)
+	if err != nil {
+		out = append(out, sandbox.ProblemFinding("docker OCI runtimes", err))
+	}
+	f := b.facts(ctx)
+	if f.podman && f.err == nil {
+		out = append(out, sandbox.Finding{Check: "docker OCI runtimes", Status: sandbox.StatusOK,
+			Detail: "the engine is Podman: its Docker-compatible API runs every container with its default OCI runtime, " + f.defaultRT +
+				" (containers.conf also names " + strings.Join(f.runtimeNames(), ", ") + ")"})
+	}
+	for _, r := range reports {
+		out = append(out, runtimeFinding(r, b.runtimeName(f)))
+	}
+	if err := b.checkRuntime(ctx); err != nil {
+		out = append(out, sandbox.ProblemFinding("docker OCI runtime "+b.cfg.Runtime, err))
+	}
+	return out
+}
+
+// runtimeFinding says what one probe found, and what gatebridge does
+// about it.
+func runtimeFinding(r RuntimeReport, chosen string) sandbox.Finding {
+	f := sandbox.Finding{Check: "docker OCI runtime " + r.Name, Status: sandbox.StatusOK}
+	var tags []string
+	if r.Default {
+		tags = append(tags, "the engine's default")
+	}
+	if r.Name == chosen {
+		tags = append(tags, "gatebridge uses it")
+	}
+	head := r.Path
+	if len(r.Args) > 0 {
+		head += " " + strings.Join(r.Args, " ")
+	}
+	if len(tags) > 0 {
+		head += " (" + strings.Join(tags, ", ") + ")"
+	}
+	if why := r.Usable(); why != "" {
+		f.Status, f.Detail = sandbox.StatusProblem, head+": "+why
+		f.Hint = "gatebridge cannot run sandboxes with it here; pick another with sandbox.docker.runtime (--runtime)"
+		if strings.Contains(r.Err, "root network namespace") {
+			// runsc's own network setup on some hosts (this VM): gatebridge's
+			// containers need no network.
+			f.Hint = "register it with runtimeArgs [\"--network=none\"] (.ci/docker-runtime " + r.Name + " " + r.Path + " --network=none)"
+		}
+		if r.Name != chosen {
+			f.Status = sandbox.StatusWarn
+		}
+		return f
+	}
+	kernel := "the host's kernel " + r.Kernel
+	if r.GVisor {
+		kernel = "gVisor's kernel (uname " + r.Kernel + "), not the host's"
+	}
+	yes := func(ok bool, y, n string) string {
+		if ok {
+			return y
+		}
+		return n
+	}
+	f.Detail = fmt.Sprintf("%s: %s; started in %.0f ms; wake: %s; host inotify: %s; ACLs: %s", head, kernel, r.StartMS,
+		yes(r.FIFO, fmt.Sprintf("FIFO (%.1f ms)", r.FIFOMS), fmt.Sprintf("poll (a FIFO does not cross; a response is seen in %.0f ms)", r.PollMS)),
+		yes(r.Events, "sees the container's writes", "blind (the host scans calls/)"),
+		yes(r.ACL, "honoured", "ignored (sessions handed over by ownership)"))
+	return f
 }
 
 // agentFinding says how persistent sandboxes will run their commands.
