@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs inside `make test`; `make fuzz` runs longer.
 FUZZTIME ?= 5s
 FUZZLONG ?= 2m
-FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge/mailbox:FuzzReadCall
+FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge:FuzzReadCall ./bridge/mailbox:FuzzDecodeArgv
 
 .PHONY: all build install test unit test-clients fuzz-short fuzz lint test-image bench example clean
 

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -171,7 +171,7 @@ func checkConfigPlace(path, real string, cfg *Config) error {
 	}
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = mailbox.DefaultParent()
+		sessions = bridge.DefaultParent()
 	}
 	for _, d := range []struct{ dir, key string }{
 		{ws, "sandbox.workspace"},

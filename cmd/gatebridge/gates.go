@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -130,7 +130,7 @@ func buildRegistry(cfg *Config, workspace, inside string, warn func(string)) (*g
 	// Where the sandbox can write: a command gate's program must not be there.
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = mailbox.DefaultDir()
+		sessions = bridge.DefaultDir()
 	}
 	untrusted := []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
 	for i, c := range cfg.Gates.Commands {

@@ -266,6 +266,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			Audit:          audit,
 			Logf:           logf,
 			SubmitLines:    cfg.Bridge.SubmitLines,
+			LimitKey:       limitKey,
 		},
 		Process: sandboxSpecTemplate(cfg),
 		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },

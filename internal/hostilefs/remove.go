@@ -56,8 +56,13 @@ func RemoveTreeWithin(path string, d time.Duration) error {
 		return err
 	}
 	defer unix.Close(parent)
+	return RemoveTreeAt(parent, filepath.Base(path), d)
+}
+
+// RemoveTreeAt is [RemoveTreeWithin] of the entry name under dirfd.
+func RemoveTreeAt(dirfd int, name string, d time.Duration) error {
 	budget := RemoveMaxEntries
-	return removeTreeAt(parent, filepath.Base(path), &budget, time.Now().Add(d))
+	return removeTreeAt(dirfd, name, &budget, time.Now().Add(d))
 }
 
 // RemoveAllAt removes name under dirfd and everything below it (see
