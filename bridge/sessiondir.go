@@ -78,7 +78,11 @@ func (l *lease) release(keep bool) {
 }
 
 // sessionDir is a session directory just made, with descriptors of its
-// directories.
+// directories: what the host writes there at first (wrappers) and reads
+// from then on (calls/, responses/) is reached through them, never by
+// path, so nothing the sandbox renames or links in the parent (the
+// sessions root of a persistent sandbox, which its container may write)
+// redirects it.
 type sessionDir struct {
 	layout                      mailbox.Layout
 	lease                       *lease
@@ -90,6 +94,14 @@ type sessionDir struct {
 // and takes its lease. The name cannot be guessed, so even a parent others
 // can traverse does not lead them to a session. Before the directory it
 // creates parent/gb-<hex>.lock and locks it.
+//
+// Everything is made relative to a descriptor of parent (parent's own
+// path is the host's, and followed): each directory is made with mkdirat,
+// opened without following a link and checked to be the empty directory
+// of ours just made, and given its mode through its fd
+// ([hostilefs.MkdirOpenAt]). A link or directory a sandbox that writes
+// parent swaps in meanwhile fails the creation instead of receiving the
+// session.
 func createSessionDir(parent string) (*sessionDir, error) {
 	sd, err := makeSessionDir(parent)
 	if err != nil {
@@ -99,88 +111,86 @@ func createSessionDir(parent string) (*sessionDir, error) {
 }
 
 func makeSessionDir(parent string) (*sessionDir, error) {
-	root, fd, err := mkSessionDir(parent)
+	if abs, err := filepath.Abs(parent); err == nil {
+		parent = abs
+	}
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: parent, Err: err}
 	}
-	if abs, err := filepath.Abs(root); err == nil {
-		root = abs
-	}
-	l := mailbox.LayoutAt(root)
-	sd := &sessionDir{layout: l, lease: &lease{root: root, fd: fd}, root: -1, bin: -1, calls: -1, responses: -1}
-	// 0700 everywhere: no other host user may list, read or write a
-	// session. A command running as another uid is let in by an explicit
-	// grant (sandbox.GrantSession).
-	for _, d := range []string{l.Bin, l.Calls, l.Responses, l.Tmp} {
-		err := os.Mkdir(d, 0o700)
-		if err == nil {
-			err = os.Chmod(d, 0o700) // umask
-		}
-		if err != nil {
-			hostilefs.RemoveTree(root)
-			sd.lease.release(false)
-			return nil, err
-		}
-	}
-	for _, d := range []struct {
-		path string
-		fd   *int
-	}{{root, &sd.root}, {l.Bin, &sd.bin}, {l.Calls, &sd.calls}, {l.Responses, &sd.responses}} {
-		fd, err := hostilefs.OpenDirNoFollow(d.path)
-		if err != nil {
-			sd.close()
-			hostilefs.RemoveTree(root)
-			sd.lease.release(false)
-			return nil, err
-		}
-		*d.fd = fd
-	}
-	return sd, nil
-}
-
-func mkSessionDir(parent string) (root string, lockFd int, err error) {
+	defer unix.Close(pfd)
 	for range 5 {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return "", -1, err
+			return nil, err
 		}
 		name := mailbox.SessionPrefix + hex.EncodeToString(b[:])
 		if testHookSessionName != nil {
 			name = testHookSessionName(name)
 		}
 		root := filepath.Join(parent, name)
-		fd, err := unix.Open(root+mailbox.LockSuffix, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		lockFd, err := unix.Openat(pfd, name+mailbox.LockSuffix, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
 		if err != nil {
-			return "", -1, err
+			return nil, &fs.PathError{Op: "open", Path: root + mailbox.LockSuffix, Err: err}
 		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			unix.Close(fd)
-			os.Remove(root + mailbox.LockSuffix)
-			return "", -1, fmt.Errorf("lock %s: %w", root+mailbox.LockSuffix, err)
+		if err := unix.Flock(lockFd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(lockFd)
+			unix.Unlinkat(pfd, name+mailbox.LockSuffix, 0)
+			return nil, fmt.Errorf("lock %s: %w", root+mailbox.LockSuffix, err)
 		}
-		err = os.Mkdir(root, 0o700)
-		if err == nil {
-			err = os.Chmod(root, 0o700) // umask
-		}
+		l := &lease{root: root, fd: lockFd}
+		rootFd, err := hostilefs.MkdirOpenAt(pfd, name, 0o700)
 		if err != nil {
-			os.Remove(root + mailbox.LockSuffix)
-			unix.Close(fd)
-			if errors.Is(err, fs.ErrExist) {
+			unix.Unlinkat(pfd, name+mailbox.LockSuffix, 0)
+			unix.Close(lockFd)
+			if errors.Is(err, unix.EEXIST) {
 				continue
 			}
-			return "", -1, err
+			return nil, fmt.Errorf("%s: %w", parent, err)
 		}
-		return root, fd, nil
+		if testHookSessionDirMade != nil {
+			testHookSessionDirMade(root)
+		}
+		sd := &sessionDir{layout: mailbox.LayoutAt(root), lease: l, root: rootFd, bin: -1, calls: -1, responses: -1}
+		// 0700 everywhere: no other host user may list, read or write a
+		// session. A command running as another uid is let in by an
+		// explicit grant (sandbox.GrantSession).
+		for _, d := range []struct {
+			name string
+			fd   *int
+		}{{mailbox.DirBin, &sd.bin}, {mailbox.DirCalls, &sd.calls}, {mailbox.DirResponses, &sd.responses}, {mailbox.DirTmp, nil}} {
+			fd, err := hostilefs.MkdirOpenAt(rootFd, d.name, 0o700)
+			if err != nil {
+				sd.close()
+				hostilefs.RemoveTreeAt(pfd, name, hostilefs.RemoveMaxTime)
+				l.release(false)
+				return nil, fmt.Errorf("%s: %w", root, err)
+			}
+			if d.fd == nil {
+				unix.Close(fd)
+			} else {
+				*d.fd = fd
+			}
+			if testHookSessionDirMade != nil {
+				testHookSessionDirMade(filepath.Join(root, d.name))
+			}
+		}
+		return sd, nil
 	}
-	return "", -1, errors.New("could not pick a new session name")
+	return nil, errors.New("could not pick a new session name")
 }
 
-// testHookSessionName, set by tests only, replaces the random name of a
-// new session directory (to plant something where it will be made).
-var testHookSessionName func(name string) string
+// Set by tests only: testHookSessionName replaces the random name of a
+// new session directory (to plant something where it will be made);
+// testHookSessionDirMade runs once each of its directories is made (to
+// swap it, as a sandbox that writes the parent can).
+var (
+	testHookSessionName    func(name string) string
+	testHookSessionDirMade func(path string)
+)
 
 // close closes the descriptors not handed on.
 func (sd *sessionDir) close() {
