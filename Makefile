@@ -12,7 +12,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Short fuzz runs inside `make test`; `make fuzz` runs longer.
 FUZZTIME ?= 5s
 FUZZLONG ?= 2m
-FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge/mailbox:FuzzReadCall ./gates/httpgate:FuzzParseURL ./gates/secrets:FuzzWriter
+FUZZ_TARGETS := ./wrappers:FuzzScript ./gates:FuzzParseArgs ./gates:FuzzCommandPolicy ./bridge:FuzzReadCall ./bridge/mailbox:FuzzDecodeArgv ./gates/httpgate:FuzzParseURL ./gates/secrets:FuzzWriter
 
 .PHONY: all build install deps test test-summary unit test-clients fuzz-short fuzz lint test-image bench example clean
 

@@ -109,6 +109,9 @@ func run(t *testing.T, cfg Config, script string) *Result {
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
+	if cfg.LimitKey == nil {
+		cfg.LimitKey = cliLimitKey
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := Run(ctx, cfg, shBackend{}, sandbox.Spec{Command: []string{"sh", "-c", script}, Workspace: t.TempDir()})
@@ -242,6 +245,38 @@ func TestSymlinkCallDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(target, "ready")); err != nil {
 		t.Fatalf("host touched the symlink target: %v", err)
+	}
+}
+
+// cliLimitKey names a limit's setting as the CLI does (its config key):
+// the messages these tests check are the CLI's.
+func cliLimitKey(l string) string { return "bridge.limits." + l }
+
+// TestLimitMessagesNameNoConfigKey: without Config.LimitKey, a message
+// about a limit names the limit, not a key of the CLI's config (a layer
+// above this one).
+func TestLimitMessagesNameNoConfigKey(t *testing.T) {
+	res := run(t, Config{Limits: Limits{MaxCalls: 1, MaxArgBytes: 4}, LimitKey: func(l string) string { return "<" + l + ">" }},
+		`t_echo 123456; t_echo 1; t_echo 2`)
+	for _, want := range []string{"arguments exceed 4 bytes (limit set by <max_arg_bytes>)", "session call limit reached (1 calls) (limit set by <max_calls>)"} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("stderr %q, want %q", res.Stderr, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{Gates: testRegistry(t), Dir: t.TempDir(), Limits: Limits{MaxCalls: 1, MaxArgBytes: 4}}, shBackend{},
+		sandbox.Spec{Command: []string{"sh", "-c", `t_echo 123456; t_echo 1; t_echo 2`}, Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"arguments exceed 4 bytes (limit max_arg_bytes)", "session call limit reached (1 calls) (limit max_calls)"} {
+		if !strings.Contains(res.Stderr, want) {
+			t.Errorf("without LimitKey: stderr %q, want %q", res.Stderr, want)
+		}
+	}
+	if strings.Contains(res.Stderr, "bridge.limits") {
+		t.Errorf("without LimitKey, a config key: %q", res.Stderr)
 	}
 }
 

@@ -1,11 +1,13 @@
 package bridge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/secrets"
 )
@@ -23,8 +25,9 @@ const (
 	WatchPoll WatchMode = "poll"
 )
 
-// Limits bound what one session accepts from the sandbox. Each field names
-// its config key (bridge.limits.KEY) in the errors the sandbox sees.
+// Limits bound what one session accepts from the sandbox. A message about
+// a limit names it by its JSON name ("max_args"), or by the setting
+// [Config.LimitKey] returns for that name.
 type Limits struct {
 	MaxCalls       int           `json:"max_calls"`        // calls per session
 	MaxConcurrent  int           `json:"max_concurrent"`   // gates running at once
@@ -64,40 +67,20 @@ var defaultLimits = Limits{
 
 func (l Limits) withDefaults() Limits {
 	d := defaultLimits
-	if l.MaxCalls > 0 {
-		d.MaxCalls = l.MaxCalls
+	// A zero or negative field takes the default.
+	return Limits{
+		MaxCalls:        cmp.Or(max(l.MaxCalls, 0), d.MaxCalls),
+		MaxConcurrent:   cmp.Or(max(l.MaxConcurrent, 0), d.MaxConcurrent),
+		MaxArgs:         cmp.Or(max(l.MaxArgs, 0), d.MaxArgs),
+		MaxArgBytes:     cmp.Or(max(l.MaxArgBytes, 0), d.MaxArgBytes),
+		MaxStdinBytes:   cmp.Or(max(l.MaxStdinBytes, 0), d.MaxStdinBytes),
+		MaxOutputBytes:  cmp.Or(max(l.MaxOutputBytes, 0), d.MaxOutputBytes),
+		GateTimeout:     cmp.Or(max(l.GateTimeout, 0), d.GateTimeout),
+		MaxScanEntries:  cmp.Or(max(l.MaxScanEntries, 0), d.MaxScanEntries),
+		MaxSessionBytes: cmp.Or(max(l.MaxSessionBytes, 0), d.MaxSessionBytes),
+		MaxRecords:      cmp.Or(max(l.MaxRecords, 0), d.MaxRecords),
+		MaxRecordBytes:  cmp.Or(max(l.MaxRecordBytes, 0), d.MaxRecordBytes),
 	}
-	if l.MaxConcurrent > 0 {
-		d.MaxConcurrent = l.MaxConcurrent
-	}
-	if l.MaxArgs > 0 {
-		d.MaxArgs = l.MaxArgs
-	}
-	if l.MaxArgBytes > 0 {
-		d.MaxArgBytes = l.MaxArgBytes
-	}
-	if l.MaxStdinBytes > 0 {
-		d.MaxStdinBytes = l.MaxStdinBytes
-	}
-	if l.MaxOutputBytes > 0 {
-		d.MaxOutputBytes = l.MaxOutputBytes
-	}
-	if l.GateTimeout > 0 {
-		d.GateTimeout = l.GateTimeout
-	}
-	if l.MaxScanEntries > 0 {
-		d.MaxScanEntries = l.MaxScanEntries
-	}
-	if l.MaxSessionBytes > 0 {
-		d.MaxSessionBytes = l.MaxSessionBytes
-	}
-	if l.MaxRecords > 0 {
-		d.MaxRecords = l.MaxRecords
-	}
-	if l.MaxRecordBytes > 0 {
-		d.MaxRecordBytes = l.MaxRecordBytes
-	}
-	return d
 }
 
 // Config configures a [Session].
@@ -105,7 +88,7 @@ type Config struct {
 	// Gates are the gates the sandbox may call. Required.
 	Gates *gates.Registry
 	// Dir is where session directories are created; "" means
-	// mailbox.DefaultParent(), private to this user.
+	// [DefaultParent](), private to this user.
 	Dir string
 	// Limits bound what the sandbox may ask for; zero fields take
 	// [DefaultLimits].
@@ -135,7 +118,43 @@ type Config struct {
 	// it, at most Limits.MaxArgBytes long (a longer line is no answer).
 	// The line stays in the output; stderr is not read.
 	SubmitLines bool
+	// LimitKey, when set, names the setting of a limit in the messages the
+	// sandbox and the call records get, given the limit's JSON name in
+	// [Limits] ("max_args"): the CLI returns its config key
+	// ("bridge.limits.max_args"). Unset, messages name the limit itself.
+	LimitKey func(limit string) string
 }
+
+// limitKey names limit l: its setting, or l itself.
+func (c *Config) limitKey(l string) string {
+	if c.LimitKey != nil {
+		return c.LimitKey(l)
+	}
+	return l
+}
+
+// limitNote is what a message about limit l adds in parentheses: "limit
+// set by bridge.limits.max_args" (or "limit max_args" without LimitKey).
+func (c *Config) limitNote(l string) string {
+	if c.LimitKey != nil {
+		return "limit set by " + c.LimitKey(l)
+	}
+	return "limit " + l
+}
+
+// limitError is e as the sandbox and the records see it, naming the
+// setting of its limit.
+func (c *Config) limitError(e *mailbox.LimitError) error {
+	return &limitError{e, e.What + " (" + c.limitNote(e.Limit) + ")"}
+}
+
+type limitError struct {
+	e   *mailbox.LimitError
+	msg string
+}
+
+func (e *limitError) Error() string { return e.msg }
+func (e *limitError) Unwrap() error { return e.e }
 
 // ErrNoGates is returned by [Open] when Config.Gates is nil.
 var ErrNoGates = errors.New("bridge: config has no gate registry")

@@ -163,7 +163,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 	} else if ok {
 		if len(args) > d.cfg.Limits.MaxArgs {
 			rec.Decision, rec.ExitCode = DecisionRejected, gates.ExitDenied
-			rec.Error = fmt.Sprintf("its JSON parameters make more than %d arguments (limit set by bridge.limits.max_args)", d.cfg.Limits.MaxArgs)
+			rec.Error = fmt.Sprintf("its JSON parameters make more than %d arguments (%s)", d.cfg.Limits.MaxArgs, d.cfg.limitNote("max_args"))
 			resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + rec.Error + "\n")
 			return d.done(resp, rec)
 		}
@@ -208,7 +208,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 	case errors.Is(gerr, context.DeadlineExceeded):
 		rec.Decision = DecisionTimedOut
 		rec.Error = fmt.Sprintf("timed out after %v", timeout)
-		source := "gate timeout, bridge.limits.gate_timeout"
+		source := "gate timeout, " + d.cfg.limitKey("gate_timeout")
 		if spec.Timeout > 0 {
 			source = "gate timeout, set by the gate itself"
 		}
@@ -225,8 +225,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		resp.Stderr = appendMsg(resp.Stderr, "gatebridge: "+req.Gate+": "+strings.TrimPrefix(gerr.Error(), req.Gate+": "))
 	}
 	if dropped := stdout.Dropped() + stderr.Dropped(); dropped > 0 {
-		resp.Stderr = appendMsg(resp.Stderr, fmt.Sprintf("gatebridge: %s: output truncated: %d bytes dropped (bridge.limits.max_output_bytes=%d)",
-			req.Gate, dropped, lim))
+		resp.Stderr = appendMsg(resp.Stderr, fmt.Sprintf("gatebridge: %s: output truncated: %d bytes dropped (%s=%d)",
+			req.Gate, dropped, d.cfg.limitKey("max_output_bytes"), lim))
 	}
 	return d.done(resp, rec)
 }
@@ -322,7 +322,7 @@ func cause(ctx context.Context) error {
 // the rest are counted) and to the audit log.
 func (d *Dispatcher) Record(rec CallRecord) {
 	rec = d.redact(rec) // the transport may have added to it
-	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes)
+	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes, d.cfg.limitKey)
 	rec.ArgsBase64 = lossless.List(rec.Args)
 	d.mu.Lock()
 	if len(d.records) < d.cfg.Limits.MaxRecords {
@@ -447,13 +447,13 @@ func appendMsg(b []byte, msg string) []byte {
 }
 
 // capRecordArgs keeps at most max bytes of arguments in a record, marking
-// what was cut.
-func capRecordArgs(args []string, max int) []string {
+// what was cut (and naming the limit's setting: key("max_record_bytes")).
+func capRecordArgs(args []string, max int, key func(string) string) []string {
 	total := 0
 	for i, a := range args {
 		if total+len(a) > max {
 			out := append(args[:i:i], lossless.Cut(a, max-total)+"…")
-			return append(out, fmt.Sprintf("… %d more bytes cut (bridge.limits.max_record_bytes)", bytesFrom(args[i:])-(max-total)))
+			return append(out, fmt.Sprintf("… %d more bytes cut (%s)", bytesFrom(args[i:])-(max-total), key("max_record_bytes")))
 		}
 		total += len(a)
 	}

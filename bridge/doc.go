@@ -52,9 +52,13 @@
 //
 // # Hostile input
 //
-// Everything under calls/ is written by the sandbox and read through
-// package mailbox: fd-relative, without following links, only regular files
-// with one link, every read capped. [Limits] bound what one session accepts
-// (calls, arguments, stdin, output, unread response bytes); a refusal names
-// the config key that sets the limit.
+// Everything under calls/ is written by the sandbox and read by the
+// mailbox server (callfile.go) through internal/hostilefs: fd-relative,
+// without following links, only regular files with one link, every read
+// capped, in the encodings of package mailbox. A session's directories
+// are made relative to their parent's descriptor and reached through
+// descriptors from then on (sessiondir.go). [Limits] bound what one
+// session accepts (calls, arguments, stdin, output, unread response
+// bytes); a refusal names the limit, or the setting [Config].LimitKey
+// names for it.
 package bridge

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/local"
@@ -70,7 +69,7 @@ func TestResponsesRemovedOnceRead(t *testing.T) {
 func TestSessionBytesCap(t *testing.T) {
 	reg := gates.NewRegistry()
 	reg.MustRegister(bigGate(4096))
-	s, err := Open(Config{Gates: reg, Dir: t.TempDir(), Limits: Limits{MaxSessionBytes: 10000}})
+	s, err := Open(Config{Gates: reg, Dir: t.TempDir(), Limits: Limits{MaxSessionBytes: 10000}, LimitKey: cliLimitKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +187,7 @@ func TestPrune(t *testing.T) {
 	other := filepath.Join(dir, "not-a-session")
 	os.Mkdir(other, 0o700)
 
-	removed, err := mailbox.Prune(dir)
+	removed, err := PruneSessions(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestPlantedParentRefused(t *testing.T) {
 	}
 	defer os.RemoveAll(shm)
 	t.Setenv("XDG_RUNTIME_DIR", shm)
-	parent := mailbox.DefaultParent()
+	parent := DefaultParent()
 	if filepath.Dir(parent) != shm {
 		t.Skipf("%s is not a writable tmpfs: DefaultParent is %s", shm, parent)
 	}
@@ -232,7 +232,7 @@ func TestPruneDeadOwner(t *testing.T) {
 	mustOK(t, err)
 	defer live.Close()
 
-	if removed, err := mailbox.Prune(dir); len(removed) != 0 || err != nil {
+	if removed, err := PruneSessions(dir); len(removed) != 0 || err != nil {
 		t.Fatalf("Prune removed %v (%v) while the owners live", removed, err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(root, "calls", "x")); len(m) != 1 {
@@ -240,7 +240,7 @@ func TestPruneDeadOwner(t *testing.T) {
 	}
 	mustOK(t, child.Process.Signal(syscall.SIGKILL))
 	child.Wait()
-	removed, err := mailbox.Prune(dir)
+	removed, err := PruneSessions(dir)
 	if err != nil || len(removed) != 1 || removed[0] != root {
 		t.Errorf("Prune after the owner died: removed %v, %v; want [%s]", removed, err, root)
 	}
@@ -258,12 +258,12 @@ func TestPruneDeadOwner(t *testing.T) {
 	// killed between the two) goes once it is a minute old.
 	stale := filepath.Join(dir, mailbox.SessionPrefix+strings.Repeat("ab", 16))
 	mustOK(t, os.Mkdir(stale, 0o700))
-	if removed, _ := mailbox.Prune(dir); len(removed) != 0 {
+	if removed, _ := PruneSessions(dir); len(removed) != 0 {
 		t.Errorf("Prune removed a fresh lockless dir: %v", removed)
 	}
 	old := time.Now().Add(-2 * time.Minute)
 	mustOK(t, os.Chtimes(stale, old, old))
-	if removed, _ := mailbox.Prune(dir); len(removed) != 1 || removed[0] != stale {
+	if removed, _ := PruneSessions(dir); len(removed) != 1 || removed[0] != stale {
 		t.Errorf("Prune of a stale lockless dir: %v", removed)
 	}
 }

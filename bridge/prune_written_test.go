@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // A dead session that something still writes to (a process of a persistent
@@ -18,11 +19,11 @@ import (
 // host removes them) costs a start at most openPruneTime: Open prunes it
 // within that and goes on; what is left waits for the next prune.
 func TestOpenPruneBounded(t *testing.T) {
-	dir, err := os.MkdirTemp(mailbox.DefaultDir(), "gbtest-open-")
+	dir, err := os.MkdirTemp(DefaultDir(), "gbtest-open-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mailbox.RemoveTree(dir)
+	defer hostilefs.RemoveTree(dir)
 	root := filepath.Join(dir, mailbox.SessionPrefix+strings.Repeat("e", 32))
 	mustOK(t, os.MkdirAll(filepath.Join(root, "calls"), 0o700))
 	mustOK(t, os.WriteFile(root+mailbox.LockSuffix, nil, 0o600)) // free: its owner died
@@ -71,7 +72,7 @@ func TestOpenPruneBounded(t *testing.T) {
 	if took > openPruneTime+3*time.Second {
 		t.Errorf("Open took %v with a written leftover (bound %v)", took, openPruneTime)
 	}
-	if err := mailbox.RemoveTree(root); err != nil {
+	if err := hostilefs.RemoveTree(root); err != nil {
 		t.Errorf("removing the leftover once the writer stopped: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // errCallerGone cancels a gate whose wrapper went away (killed, or gave up
@@ -29,7 +31,7 @@ const callerCheck = 50 * time.Millisecond
 // writes the answer back. It is the only reader of the hostile mailbox.
 type server struct {
 	cfg       *Config
-	box       *mailbox.Box
+	box       *box
 	d         *Dispatcher
 	callsPath string
 	mode      WatchMode // effective: events or poll
@@ -57,11 +59,11 @@ type server struct {
 	runCtx    context.Context // parent of the calls' contexts, replaced per run
 	runCancel context.CancelCauseFunc
 	respBytes map[string]int64 // unacknowledged response bytes per call
-	heldBytes int64            // their sum (bridge.limits.max_session_bytes)
+	heldBytes int64            // their sum (Limits.MaxSessionBytes)
 	peakHeld  int64
 	closed    bool
 
-	// Call slots (see mailbox.MakeSlot): prepared lazily, once a call
+	// Call slots (see box.makeSlot): prepared lazily, once a call
 	// has shown that the sandbox is running with its grant in place.
 	slotFree  map[string]bool // made and not yet seen claimed
 	slotNext  int
@@ -84,7 +86,7 @@ const (
 
 // claimed is a call whose ready marker was seen.
 type claimed struct {
-	dir   *mailbox.CallDir
+	dir   *callDir
 	start time.Time
 }
 
@@ -94,12 +96,12 @@ type fdWatch struct {
 	path string
 }
 
-func newServer(cfg *Config, box *mailbox.Box, d *Dispatcher) (*server, error) {
+func newServer(cfg *Config, box *box, d *Dispatcher) (*server, error) {
 	s := &server{
 		cfg:       cfg,
 		box:       box,
 		d:         d,
-		callsPath: box.Layout().Calls,
+		callsPath: box.layout.Calls,
 		kick:      make(chan struct{}, 1),
 		drainCh:   make(chan chan struct{}),
 		pending:   map[string]struct{}{},
@@ -162,7 +164,7 @@ func (s *server) fillSlots() {
 			continue
 		}
 		s.mu.Unlock()
-		err := s.box.MakeSlot(name)
+		err := s.box.makeSlot(name)
 		s.mu.Lock()
 		switch {
 		case err == nil:
@@ -170,7 +172,7 @@ func (s *server) fillSlots() {
 		case errors.Is(err, unix.EEXIST): // the sandbox took the name: next
 		default:
 			s.slotsOff = true
-			if !errors.Is(err, mailbox.ErrSlotsUnsupported) {
+			if !errors.Is(err, errSlotsUnsupported) {
 				s.logf("gatebridge: cannot prepare call slots (%v); wrappers make their own call directories", err)
 			}
 		}
@@ -186,7 +188,7 @@ func (s *server) dropSlots() {
 	s.slotFree = map[string]bool{}
 	s.mu.Unlock()
 	for name := range names {
-		s.box.Remove(name, 8)
+		s.box.remove(name, 8)
 	}
 }
 
@@ -264,7 +266,7 @@ func (s *server) loop() {
 
 // scan lists calls/ (up to MaxScanEntries names) and considers each.
 func (s *server) scan() {
-	names, err := s.box.List(s.cfg.Limits.MaxScanEntries)
+	names, err := s.box.list(s.cfg.Limits.MaxScanEntries)
 	if err != nil {
 		s.logf("gatebridge: scan calls: %v", err)
 	}
@@ -294,7 +296,7 @@ func (s *server) heartbeat() {
 			return
 		case <-t.C:
 		}
-		names, _ := s.box.List(s.cfg.Limits.MaxScanEntries)
+		names, _ := s.box.list(s.cfg.Limits.MaxScanEntries)
 		for _, id := range names {
 			if s.ctx.Err() != nil {
 				return
@@ -302,9 +304,9 @@ func (s *server) heartbeat() {
 			if !mailbox.ValidID(id) {
 				continue
 			}
-			if c, err := s.box.OpenCall(id); err == nil {
-				c.Wake()
-				c.Close()
+			if c, err := s.box.openCall(id); err == nil {
+				c.wake()
+				c.close()
 			}
 		}
 	}
@@ -321,7 +323,7 @@ func (s *server) consider(id string) {
 	}
 	if st == stateInvalid {
 		s.mu.Unlock()
-		s.box.Remove(id, 64)
+		s.box.remove(id, 64)
 		return
 	}
 	if st == 0 && len(s.state) >= 2*s.cfg.Limits.MaxCalls+s.cfg.Limits.MaxScanEntries {
@@ -340,12 +342,12 @@ func (s *server) consider(id string) {
 		s.mu.Lock()
 		s.state[id] = stateInvalid
 		s.mu.Unlock()
-		s.box.Remove(id, 64)
-		s.d.Record(s.d.Reject(mailbox.QuoteCap(id, 64), start, -1,
+		s.box.remove(id, 64)
+		s.d.Record(s.d.Reject(lossless.QuoteCap(id, 64), start, -1,
 			errors.New("invalid call id (want 1-128 bytes of [A-Za-z0-9_.-], not starting with a dot)")).Record)
 		return
 	}
-	c, err := s.box.OpenCall(id)
+	c, err := s.box.openCall(id)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			if st == stateWatched { // gone before ready: forget it
@@ -361,8 +363,8 @@ func (s *server) consider(id string) {
 		s.answer(&claimed{start: start}, id, s.d.Reject(id, start, gates.ExitDenied, fmt.Errorf("call %v", err)))
 		return
 	}
-	rerr := c.Ready()
-	if errors.Is(rerr, mailbox.ErrNotReady) {
+	rerr := c.ready()
+	if errors.Is(rerr, errNotReady) {
 		if st == 0 && s.mode == WatchEvents {
 			s.mu.Lock()
 			canWatch := len(s.watches) < 4*s.cfg.Limits.MaxConcurrent+64
@@ -373,16 +375,16 @@ func (s *server) consider(id string) {
 			s.mu.Unlock()
 			if canWatch {
 				st = stateWatched
-				fd, path := theHub.addCallDir(s, id, c.Fd())
+				fd, path := theHub.addCallDir(s, id, c.fd)
 				s.mu.Lock()
 				s.watches[id] = fdWatch{fd, path}
 				s.mu.Unlock()
-				c.PrepareWake() // saves the wrapper's mkfifo
+				c.prepareWake() // saves the wrapper's mkfifo
 			}
-			rerr = c.Ready() // watch, then look again
+			rerr = c.ready() // watch, then look again
 		}
-		if errors.Is(rerr, mailbox.ErrNotReady) {
-			c.Close()
+		if errors.Is(rerr, errNotReady) {
+			c.close()
 			return
 		}
 	}
@@ -404,7 +406,7 @@ func (s *server) consider(id string) {
 			rerr = fmt.Errorf("call %w", rerr)
 		}
 		s.answer(cl, id, s.d.Reject(id, start, gates.ExitDenied, rerr))
-		c.Close()
+		c.close()
 		return
 	}
 	s.mu.Lock()
@@ -413,7 +415,7 @@ func (s *server) consider(id string) {
 	select {
 	case s.queue <- cl:
 	case <-s.ctx.Done():
-		c.Close()
+		c.close()
 		s.finish()
 	}
 }
@@ -424,7 +426,7 @@ func (s *server) consider(id string) {
 // removed whatever it is (never followed). An ack for a call that was never
 // answered only removes the entry.
 func (s *server) acknowledge(name, base string) {
-	s.box.Remove(name, 8)
+	s.box.remove(name, 8)
 	s.release(base)
 }
 
@@ -439,7 +441,7 @@ func (s *server) release(base string) {
 	}
 	s.mu.Unlock()
 	if ok {
-		s.box.RemoveAnswer(base)
+		s.box.removeAnswer(base)
 	}
 }
 
@@ -451,17 +453,17 @@ func (s *server) release(base string) {
 func (s *server) refuseUntracked(id string) {
 	start := time.Now()
 	if !mailbox.ValidID(id) {
-		if s.box.Remove(id, 64) == nil {
-			s.countIgnored(s.d.Reject(mailbox.QuoteCap(id, 64), start, -1, errors.New("invalid call id")).Record)
+		if s.box.remove(id, 64) == nil {
+			s.countIgnored(s.d.Reject(lossless.QuoteCap(id, 64), start, -1, errors.New("invalid call id")).Record)
 		}
 		return
 	}
-	c, err := s.box.OpenCall(id)
+	c, err := s.box.openCall(id)
 	if err != nil {
 		return
 	}
-	defer c.Close()
-	if c.Ready() != nil {
+	defer c.close()
+	if c.ready() != nil {
 		return // not published yet: seen again by a later scan
 	}
 	resp := s.d.Reject(id, start, gates.ExitDenied, s.errCallLimit())
@@ -521,20 +523,22 @@ func (s *server) worker() {
 	defer s.workWG.Done()
 	for c := range s.queue {
 		s.handle(c)
-		c.dir.Close()
+		c.dir.close()
 		s.finish()
 	}
 }
 
 // handle reads, dispatches and answers one claimed call.
 func (s *server) handle(c *claimed) {
-	id := c.dir.ID
+	id := c.dir.id
 	lim := s.cfg.Limits
-	call, err := c.dir.Read(mailbox.Limits{MaxArgs: lim.MaxArgs, MaxArgBytes: lim.MaxArgBytes, MaxStdinBytes: lim.MaxStdinBytes})
+	call, err := c.dir.read(mailbox.Limits{MaxArgs: lim.MaxArgs, MaxArgBytes: lim.MaxArgBytes, MaxStdinBytes: lim.MaxStdinBytes})
 	if err != nil {
 		code := gates.ExitUsage
 		var le *mailbox.LimitError
-		if errors.As(err, &le) || mailbox.Refused(err) {
+		if errors.As(err, &le) {
+			code, err = gates.ExitDenied, s.cfg.limitError(le)
+		} else if hostilefs.Refused(err) {
 			code = gates.ExitDenied
 		}
 		s.answer(c, id, s.d.Reject(id, c.start, code, err))
@@ -546,14 +550,14 @@ func (s *server) handle(c *claimed) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	stop := s.watchCaller(c.dir, cancel)
-	st := newStreamer(s, c.dir, id, call.Version)
-	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.Gate, Args: call.Args, Stdin: call.Stdin, Cwd: call.Cwd, Start: c.start,
+	st := newStreamer(s, c.dir, id, call.version)
+	resp := s.d.Dispatch(ctx, &Request{ID: id, Gate: call.gate, Args: call.args, Stdin: call.stdin, Cwd: call.cwd, Start: c.start,
 		Stdout: st.stdout(), Stderr: st.stderr()})
 	stop()
 	out, errOut, streamed := st.finish()
 	if errors.Is(context.Cause(ctx), errCallerGone) {
 		// No one will read the answer: record it and drop the call.
-		s.box.Remove(id, lim.MaxArgs+64)
+		s.box.remove(id, lim.MaxArgs+64)
 		s.release(id)
 		s.d.Record(resp.Record)
 		return
@@ -564,7 +568,7 @@ func (s *server) handle(c *claimed) {
 	if st.errText != "" {
 		resp.Record.Error = strings.TrimSpace(resp.Record.Error + " (stream: " + st.errText + ")")
 	}
-	s.deliver(c, id, call.Version, resp, streamed)
+	s.deliver(c, id, call.version, resp, streamed)
 	s.d.Record(resp.Record)
 }
 
@@ -573,12 +577,12 @@ func (s *server) handle(c *claimed) {
 // signal), or it stopped holding the wake FIFO open (killed, or gave up
 // waiting). Only a caller seen waiting at the start is watched for the
 // FIFO; the marker is watched for every caller, polling ones included.
-func (s *server) watchCaller(c *mailbox.CallDir, cancel context.CancelCauseFunc) (stop func()) {
-	if c.Canceled() {
+func (s *server) watchCaller(c *callDir, cancel context.CancelCauseFunc) (stop func()) {
+	if c.canceled() {
 		cancel(errCallerGone)
 		return func() {}
 	}
-	waiting, known := c.Waiting()
+	waiting, known := c.waiting()
 	fifo := known && waiting
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -593,9 +597,9 @@ func (s *server) watchCaller(c *mailbox.CallDir, cancel context.CancelCauseFunc)
 				return
 			case <-t.C:
 			}
-			gone := c.Canceled()
+			gone := c.canceled()
 			if !gone && fifo {
-				waiting, known := c.Waiting()
+				waiting, known := c.waiting()
 				gone = known && !waiting
 			}
 			if gone {
@@ -626,15 +630,15 @@ func (s *server) deliver(c *claimed, id string, version int, resp *Response, str
 	rec := &resp.Record
 	ans := mailbox.Answer{Code: resp.ExitCode, Stdout: resp.Stdout, Stderr: resp.Stderr}
 	if !s.reserve(id, streamed+ans.Size()) {
-		msg := fmt.Sprintf("response of %d bytes refused: the session already holds %d bytes of unread responses (limit set by bridge.limits.max_session_bytes=%d)",
-			ans.Size(), s.held(), s.cfg.Limits.MaxSessionBytes)
+		msg := fmt.Sprintf("response of %d bytes refused: the session already holds %d bytes of unread responses (%s=%d)",
+			ans.Size(), s.held(), s.cfg.limitNote("max_session_bytes"), s.cfg.Limits.MaxSessionBytes)
 		rec.ExitCode, rec.Decision = gates.ExitDenied, DecisionRejected
 		rec.Error = strings.TrimSpace(rec.Error + "; " + msg)
 		ans = mailbox.Answer{Code: gates.ExitDenied, Stderr: []byte("gatebridge: " + msg + "\n")}
 		s.reserveAnyway(id, streamed+ans.Size())
 	}
 	rec.BytesOut = streamed + ans.Size()
-	werr := s.box.Respond(id, version, ans)
+	werr := s.box.respond(id, version, ans)
 	if werr != nil {
 		rec.Error = strings.TrimSpace(rec.Error + "; " + werr.Error())
 		// Session filesystem full (or the like): try a short error answer,
@@ -643,21 +647,21 @@ func (s *server) deliver(c *claimed, id string, version int, resp *Response, str
 		rec.ExitCode = gates.ExitFailure
 		ans = mailbox.Answer{Code: gates.ExitFailure, Stderr: []byte("gatebridge: cannot write the response: " + werr.Error() + "\n")}
 		rec.BytesOut = streamed + ans.Size()
-		if err := s.box.Respond(id, version, ans); err != nil {
+		if err := s.box.respond(id, version, ans); err != nil {
 			// Still no room: what this call streamed goes, so that its
 			// caller gets the error instead of waiting forever.
-			s.box.RemoveAnswer(id)
-			if err := s.box.Respond(id, version, ans); err != nil {
+			s.box.removeAnswer(id)
+			if err := s.box.respond(id, version, ans); err != nil {
 				rec.Error += "; error response: " + err.Error()
 			}
 		}
 	}
 	if c.dir != nil {
-		if err := c.dir.Wake(); err != nil && werr == nil {
+		if err := c.dir.wake(); err != nil && werr == nil {
 			rec.Error = strings.TrimSpace(rec.Error + " (wake: " + err.Error() + ")")
 		}
 	}
-	s.box.Remove(id, s.cfg.Limits.MaxArgs+64)
+	s.box.remove(id, s.cfg.Limits.MaxArgs+64)
 	rec.Duration = time.Since(c.start)
 	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
 }
@@ -693,9 +697,9 @@ func (s *server) held() int64 {
 	return s.heldBytes
 }
 
-// errCallLimit is the refusal of a call past bridge.limits.max_calls.
+// errCallLimit is the refusal of a call past Limits.MaxCalls.
 func (s *server) errCallLimit() error {
-	return &mailbox.LimitError{What: fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls), Key: "max_calls"}
+	return s.cfg.limitError(&mailbox.LimitError{Limit: "max_calls", What: fmt.Sprintf("session call limit reached (%d calls)", s.cfg.Limits.MaxCalls)})
 }
 
 // drain answers every call already published and waits until no call is in

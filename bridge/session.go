@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/wrappers"
@@ -32,12 +32,13 @@ type Session struct {
 	id     string
 	cfg    Config
 	layout mailbox.Layout
-	lease  *mailbox.Lease
-	box    *mailbox.Box
+	lease  *lease
+	box    *box
 	d      *Dispatcher
 	srv    *server
 
 	binMu      sync.Mutex // wrapper writes
+	binFd      int        // bin/, opened as it was made (under binMu)
 	wrote      bool       // bin/ was written (under binMu): later writes replace
 	stopWatch  func()     // registry watch
 	mu         sync.Mutex
@@ -55,28 +56,36 @@ func Open(cfg Config) (*Session, error) {
 	}
 	parent := cfg.Dir
 	if parent == "" {
-		parent = mailbox.DefaultParent()
-		if err := mailbox.EnsurePrivateParent(parent); err != nil {
+		parent = DefaultParent()
+		if err := EnsurePrivateParent(parent); err != nil {
 			return nil, err
 		}
 	}
 	prune(parent, cfg.Logf)
-	layout, lease, err := mailbox.Create(parent)
+	sd, err := createSessionDir(parent)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	s := &Session{id: uuid.NewString(), cfg: cfg, layout: layout, lease: lease}
+	layout := sd.layout
+	// bin/ stays open for the wrappers' writes; calls/ and responses/
+	// become the box's; the rest closes here.
+	s := &Session{id: uuid.NewString(), cfg: cfg, layout: layout, lease: sd.lease, binFd: sd.bin}
+	s.box = &box{layout: layout, callsFd: sd.calls, respFd: sd.responses}
+	sd.bin, sd.calls, sd.responses = -1, -1, -1
+	sd.close()
 	fail := func(err error) (*Session, error) {
 		if s.stopWatch != nil {
 			s.stopWatch()
 		}
-		if s.box != nil {
-			s.box.Close()
-		}
+		s.box.close()
+		s.binMu.Lock()
+		unix.Close(s.binFd)
+		s.binFd = -1
+		s.binMu.Unlock()
 		if !cfg.Keep {
-			mailbox.RemoveTree(layout.Root)
+			hostilefs.RemoveTree(layout.Root)
 		}
-		lease.Release(cfg.Keep)
+		s.lease.release(cfg.Keep)
 		return nil, err
 	}
 	// Wrappers follow the registry: a gate registered or removed while the
@@ -90,9 +99,6 @@ func Open(cfg Config) (*Session, error) {
 	if werr = s.writeWrappers(cfg.Gates.Specs()); werr != nil {
 		return fail(werr)
 	}
-	if s.box, err = mailbox.Open(layout); err != nil {
-		return fail(fmt.Errorf("bridge: %w", err))
-	}
 	if s.d, err = NewDispatcher(cfg, s.id); err != nil {
 		return fail(err)
 	}
@@ -102,7 +108,7 @@ func Open(cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// prune removes the dead sessions of parent (mailbox.PruneWithin): at the
+// prune removes the dead sessions of parent ([PruneSessionsWithin]): at the
 // first Open of parent in this process, before it goes on; then, in a
 // long-running process (serve), at an Open at least prunePeriod after the
 // last prune, in the background, one at a time. Sessions whose removal
@@ -125,7 +131,7 @@ func prune(parent string, logf func(string, ...any)) {
 	st.running = true
 	st.mu.Unlock()
 	run := func() {
-		if _, err := mailbox.PruneWithin(parent, openPruneTime); err != nil && logf != nil {
+		if _, err := PruneSessionsWithin(parent, openPruneTime); err != nil && logf != nil {
 			logf("gatebridge: cleaning up sessions of gatebridge processes that died: %v", err)
 		}
 		st.mu.Lock()
@@ -148,6 +154,10 @@ type pruneState struct {
 	last    time.Time // when the last prune ended
 }
 
+// maxBinEntries bounds the names of bin/ read when the wrappers change,
+// besides one per gate.
+const maxBinEntries = 4096
+
 // prunePeriod is how often, at most, Open prunes a parent again.
 var prunePeriod = time.Minute
 
@@ -164,26 +174,32 @@ func (s *Session) writeWrappers(specs []gates.Spec) error {
 		ws[i] = wrappers.Spec{Name: sp.Name, Summary: sp.Summary, Stdin: sp.Stdin}
 		keep[sp.Name] = true
 	}
+	if s.binFd < 0 {
+		return nil // closed
+	}
 	if !s.wrote {
 		// The first write, during Open: bin/ is new and empty, and no
 		// command runs yet.
 		s.wrote = true
-		if err := wrappers.CreateDir(s.layout.Bin, ws); err != nil {
+		if err := wrappers.CreateDirAt(s.binFd, ws); err != nil {
 			return fmt.Errorf("bridge: %w", err)
 		}
 		return nil
 	}
-	s.wrote = true
-	if err := wrappers.WriteDir(s.layout.Bin, ws); err != nil {
+	if err := wrappers.WriteDirAt(s.binFd, ws); err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
-	ents, err := os.ReadDir(s.layout.Bin)
+	// Through the fd that was made with bin/: a sandbox that can write
+	// the session's parent (a persistent one's sessions root) cannot
+	// point these writes elsewhere. At most so many names: a sandbox that
+	// can write bin/ too could fill it.
+	names, err := hostilefs.ListDir(s.binFd, maxBinEntries+len(specs))
 	if err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
-	for _, e := range ents {
-		if !keep[e.Name()] {
-			os.Remove(filepath.Join(s.layout.Bin, e.Name()))
+	for _, n := range names {
+		if !keep[n] {
+			unix.Unlinkat(s.binFd, n, 0)
 		}
 	}
 	return nil
@@ -247,7 +263,7 @@ func (s *Session) logf(format string, args ...any) {
 // Close stops answering, cancels the gates still running and waits for
 // them (up to a second: a gate that ignores cancellation is reported and
 // left running), and removes the session directory unless Config.Keep.
-func (s *Session) Close() error { return s.CloseWithin(mailbox.RemoveMaxTime) }
+func (s *Session) Close() error { return s.CloseWithin(hostilefs.RemoveMaxTime) }
 
 // CloseWithin is [Session.Close] spending at most d on the removal of the
 // session directory: what something still writes there (a persistent
@@ -266,19 +282,21 @@ func (s *Session) CloseWithin(d time.Duration) error {
 	err := s.d.Close(time.Second)
 	if n := s.srv.ignoredCalls(); n > 1 {
 		s.d.Record(CallRecord{Decision: DecisionRejected, ExitCode: gates.ExitDenied, Start: time.Now(),
-			Error: fmt.Sprintf("%d call entries refused while the call table was full (limit set by bridge.limits.max_calls)", n)})
+			Error: fmt.Sprintf("%d call entries refused while the call table was full (%s)", n, s.cfg.limitNote("max_calls"))})
 	}
-	s.box.Close()
+	s.box.close()
+	s.binMu.Lock() // a registry change in flight has finished writing
+	unix.Close(s.binFd)
+	s.binFd = -1
+	s.binMu.Unlock()
 	if !s.cfg.Keep {
 		// RemoveTree, not os.RemoveAll: the sandbox may have left
 		// directories it made unreadable (chmod 000).
-		if rerr := mailbox.RemoveTreeWithin(s.layout.Root, d); rerr != nil {
+		if rerr := hostilefs.RemoveTreeWithin(s.layout.Root, d); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("bridge: remove session dir %s: %w", s.layout.Root, rerr))
 		}
 	}
-	s.binMu.Lock() // a registry change in flight has finished writing
-	s.lease.Release(s.cfg.Keep)
-	s.binMu.Unlock()
+	s.lease.release(s.cfg.Keep)
 	return err
 }
 

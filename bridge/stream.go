@@ -28,11 +28,11 @@ const streamMax = 64 << 10
 // in order per stream.
 type streamer struct {
 	s       *server
-	dir     *mailbox.CallDir
+	dir     *callDir
 	id      string
 	mu      sync.Mutex
 	chunks  []chunk // held, in the order written
-	st      *mailbox.Stream
+	st      *stream
 	held    bool // streaming ended: hold the rest
 	done    bool
 	timer   *time.Timer
@@ -46,7 +46,7 @@ type chunk struct {
 
 // newStreamer starts the streamAfter timer for a v2 call (v1 clients do
 // not read streams: their output is held for the answer).
-func newStreamer(s *server, dir *mailbox.CallDir, id string, version int) *streamer {
+func newStreamer(s *server, dir *callDir, id string, version int) *streamer {
 	st := &streamer{s: s, dir: dir, id: id}
 	if version >= 2 {
 		st.timer = time.AfterFunc(streamAfter, st.begin)
@@ -74,7 +74,7 @@ func (st *streamer) write(stderr bool, p []byte) {
 		return // written after the gate returned: too late for its answer
 	}
 	if st.st != nil && !st.held && st.append(stderr, p) {
-		st.dir.Wake()
+		st.dir.wake()
 		return
 	}
 	st.chunks = append(st.chunks, chunk{stderr, append([]byte(nil), p...)})
@@ -87,7 +87,7 @@ func (st *streamer) begin() {
 	if st.done || st.st != nil {
 		return
 	}
-	s, err := st.s.box.OpenStream(st.id)
+	s, err := st.s.box.openStream(st.id)
 	if err != nil {
 		st.held, st.errText = true, err.Error()
 		return
@@ -100,7 +100,7 @@ func (st *streamer) begin() {
 		}
 	}
 	st.chunks = rest
-	st.dir.Wake()
+	st.dir.wake()
 }
 
 // append writes p to the stream when it can; false means streaming has
@@ -111,11 +111,11 @@ func (st *streamer) append(stderr bool, p []byte) bool {
 		return false
 	}
 	lines := mailbox.StreamLines(stderr, p)
-	if st.st.Size()+int64(len(lines)) > streamMax || !st.s.reserve(st.id, st.st.Size()+int64(len(lines))) {
+	if st.st.size()+int64(len(lines)) > streamMax || !st.s.reserve(st.id, st.st.size()+int64(len(lines))) {
 		st.held = true
 		return false
 	}
-	if err := st.st.Write(lines); err != nil {
+	if err := st.st.write(lines); err != nil {
 		st.held, st.errText = true, err.Error()
 		return false
 	}
@@ -132,8 +132,8 @@ func (st *streamer) finish() (stdout, stderr []byte, streamed int64) {
 		st.timer.Stop()
 	}
 	if st.st != nil {
-		streamed = st.st.Size()
-		st.st.Close()
+		streamed = st.st.size()
+		st.st.close()
 	}
 	for _, c := range st.chunks {
 		if c.stderr {

@@ -43,14 +43,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // Spec is what a wrapper needs to know about a gate.
@@ -90,22 +89,19 @@ func Script(s Spec) ([]byte, error) {
 // each as a temp file renamed into place, so a shell never runs a half
 // written wrapper.
 func WriteDir(dir string, specs []Spec) error {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("wrappers: open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	return WriteDirAt(dfd, specs)
+}
+
+// WriteDirAt is [WriteDir] into the directory dirfd: every file is
+// written relative to it, following no link ([hostilefs.WriteFileAt]).
+func WriteDirAt(dirfd int, specs []Spec) error {
 	return eachScript(specs, func(name string, script []byte) error {
-		tmp, err := os.CreateTemp(dir, ".wrapper-*")
-		if err != nil {
-			return err
-		}
-		_, werr := tmp.Write(script)
-		cerr := tmp.Close()
-		if err := firstErr(werr, cerr, os.Chmod(tmp.Name(), 0o755)); err != nil {
-			os.Remove(tmp.Name())
-			return err
-		}
-		if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-			os.Remove(tmp.Name())
-			return err
-		}
-		return nil
+		return hostilefs.WriteFileAt(dirfd, name, script, 0o755)
 	})
 }
 
@@ -122,14 +118,19 @@ func CreateDir(dir string, specs []Spec) error {
 		return fmt.Errorf("wrappers: open %s: %w", dir, err)
 	}
 	defer unix.Close(dfd)
+	return CreateDirAt(dfd, specs)
+}
+
+// CreateDirAt is [CreateDir] into the directory dirfd.
+func CreateDirAt(dirfd int, specs []Spec) error {
 	return eachScript(specs, func(name string, script []byte) error {
-		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o700)
+		fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o700)
 		if err != nil {
 			return err
 		}
 		werr := writeAll(fd, script)
 		if err := firstErr(werr, unix.Fchmod(fd, 0o755), unix.Close(fd)); err != nil { // Fchmod: umask
-			unix.Unlinkat(dfd, name, 0)
+			unix.Unlinkat(dirfd, name, 0)
 			return err
 		}
 		return nil

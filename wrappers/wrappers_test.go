@@ -107,79 +107,108 @@ func (h *fakeHost) loop() {
 }
 
 func (h *fakeHost) answer(id, cd string, exit int) {
-	box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
-	if err != nil {
+	if fi, err := os.Lstat(filepath.Join(cd, mailbox.FileReady)); err != nil || !fi.Mode().IsRegular() {
 		return
 	}
-	defer box.Close()
-	c, err := box.OpenCall(id)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	if c.Ready() != nil {
-		return
-	}
-	call, err := c.Read(mailbox.Limits{MaxArgs: 1000, MaxArgBytes: 1 << 20, MaxStdinBytes: 1 << 20})
 	var out bytes.Buffer
 	version, gate := 2, "?"
+	b, err := os.ReadFile(filepath.Join(cd, mailbox.FileArgv))
+	var args []string
+	if err == nil {
+		_, gate, args, err = mailbox.DecodeArgv(b, mailbox.Limits{MaxArgs: 1000, MaxArgBytes: 1 << 20})
+	}
 	if err != nil {
 		fmt.Fprintf(&out, "error: %v\n", err)
 	} else {
-		version, gate = call.Version, call.Gate
-		fmt.Fprintf(&out, "gate:%s\n", call.Gate)
-		for _, a := range call.Args {
+		fmt.Fprintf(&out, "gate:%s\n", gate)
+		for _, a := range args {
 			fmt.Fprintf(&out, "%d:%s\n", len(a), a)
 		}
-		if call.Stdin != nil {
-			fmt.Fprintf(&out, "stdin:%d:%s", len(call.Stdin), call.Stdin)
+		if stdin, err := os.ReadFile(filepath.Join(cd, mailbox.FileStdin)); err == nil {
+			fmt.Fprintf(&out, "stdin:%d:%s", len(stdin), stdin)
 		}
 	}
 	h.mu.Lock()
-	big, wake := h.big, h.wake
+	big, wake, stream := h.big, h.wake, h.stream
 	h.mu.Unlock()
 	if big {
 		out.WriteString(strings.Repeat("#", mailbox.InlineMax)) // past the inline limit: cat prints it
 	}
-	h.mu.Lock()
-	stream := h.stream
-	h.mu.Unlock()
+	x := filepath.Join(h.dir, mailbox.DirResponses, id)
 	if stream && mailbox.Streamable(out.Bytes()) {
-		st, err := box.OpenStream(id)
+		st, err := os.OpenFile(x+mailbox.ExtStream, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
 		if err != nil {
 			return
 		}
 		b := out.Bytes()
 		half := len(b) / 2
 		st.Write(mailbox.StreamLines(false, b[:half]))
-		c.Wake()
+		wakeFIFO(cd)
 		time.Sleep(50 * time.Millisecond)
 		st.Write(mailbox.StreamLines(false, b[half:]))
 		st.Close()
 		out.Reset()
 	}
-	box.Respond(id, version, mailbox.Answer{Code: exit, Stdout: out.Bytes(), Stderr: []byte("err-" + gate)})
+	respond(x, version, mailbox.Answer{Code: exit, Stdout: out.Bytes(), Stderr: []byte("err-" + gate)})
 	if wake {
-		c.Wake()
+		wakeFIFO(cd)
 	}
 }
 
+// respond writes an answer as the bridge does, with the mailbox's
+// encoding: the output files first when it is not inline, then the exit
+// file, each renamed into place. x is responses/<id>.
+func respond(x string, version int, a mailbox.Answer) {
+	exit, inline := mailbox.EncodeExit(version, a)
+	if !inline {
+		writeAtomic(x+mailbox.ExtStdout, a.Stdout)
+		writeAtomic(x+mailbox.ExtStderr, a.Stderr)
+	}
+	writeAtomic(x+mailbox.ExtExit, exit)
+}
+
+func writeAtomic(path string, b []byte) {
+	if len(b) == 0 && !strings.HasSuffix(path, mailbox.ExtExit) {
+		return
+	}
+	os.WriteFile(path+".tmp", b, 0o640)
+	os.Rename(path+".tmp", path)
+}
+
+// wakeFIFO writes a byte to the call's wake FIFO if someone reads it.
+func wakeFIFO(cd string) {
+	f, err := os.OpenFile(filepath.Join(cd, mailbox.FileWake), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	f.Write([]byte{'\n'})
+	f.Close()
+}
+
 // newFakeHostWithSlots is a fake host with call slots prepared as the
-// bridge prepares them.
+// bridge prepares them: a directory holding the wake FIFO, made in
+// responses/ and renamed into calls/ once complete.
 func newFakeHostWithSlots(t *testing.T, names ...string) *fakeHost {
 	t.Helper()
 	h := newFakeHost(t)
-	box, err := mailbox.Open(mailbox.LayoutAt(h.dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer box.Close()
 	for _, n := range names {
-		if err := box.MakeSlot(n); err != nil {
-			t.Fatal(err)
-		}
+		makeSlot(t, h.dir, n)
 	}
 	return h
+}
+
+func makeSlot(t *testing.T, dir, name string) {
+	t.Helper()
+	tmp := filepath.Join(dir, mailbox.DirResponses, ".slot-"+name)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(tmp, mailbox.FileWake), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, mailbox.DirCalls, name)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (h *fakeHost) install(t *testing.T, s Spec) string {

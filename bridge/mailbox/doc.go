@@ -1,9 +1,14 @@
-// Package mailbox owns the on-disk format of a gatebridge session: its
-// layout and file names, the environment the wrappers read, call ids and
-// gate names, and the host's fd-relative reading of hostile call files and
-// atomic writing of responses. Every other package (the wrapper generator,
-// the backends, the conformance suite, the host's mailbox server) takes
-// names and layout from here; none spells them itself.
+// Package mailbox is the wire format of a gatebridge session, and nothing
+// else: its layout and file names, the environment the wrappers read, call
+// ids and gate names, and the encodings of the files a call crosses
+// ([EncodeArgv], [DecodeArgv], [EncodeExit], [DecodeExit], [StreamLines],
+// [AckName], [ParseAck]). It does no I/O. Every other package (the
+// wrapper generator, the backends, the conformance suite, the host's
+// mailbox server in package bridge) takes names and layout from here;
+// none spells them itself. Golden vectors of the encodings are in the
+// repository's testdata/vectors (argv.txtar, exit.txtar, ack.txtar): the
+// Go tests and the wrappers' tests read them, and so can a second
+// implementation.
 //
 // # Layout
 //
@@ -38,7 +43,7 @@
 //	                    response
 //
 // A call directory is either made by the wrapper (mkdir calls/<id>) or a
-// slot the host prepared (calls/_N, see [Box.MakeSlot]), which the wrapper
+// slot the host prepared (calls/_N, see [SlotPrefix]), which the wrapper
 // claims by creating argv with O_EXCL (set -C): then a call starts no
 // process besides the wrapper.
 //
@@ -53,8 +58,10 @@
 //
 // # Hostile input
 //
-// Everything under calls/ is written by the sandbox. [Box] and [CallDir]
-// open it relative to directory descriptors, one component at a time, with
-// O_NOFOLLOW|O_NONBLOCK; only regular files with one link are read, every
-// read is capped, and ids and gate names are validated before use.
+// Everything under calls/ is written by the sandbox. The host (package
+// bridge, with internal/hostilefs) opens it relative to directory
+// descriptors, one component at a time, with O_NOFOLLOW|O_NONBLOCK; only
+// regular files with one link are read, every read is capped ([Limits],
+// [ArgvMax]), and ids and gate names are validated ([ValidID],
+// [ValidateName]) before use.
 package mailbox

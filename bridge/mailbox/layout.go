@@ -28,6 +28,13 @@ const (
 	ExtStdout = ".stdout"
 	ExtStderr = ".stderr"
 	ExtExit   = ".exit"
+	// ExtStream names responses/<id>.stream: the output of a call that
+	// runs long, written while its gate runs, in the inline answer's line
+	// format (o, O, e, E lines). A v2 client follows it while it waits (it
+	// is woken through the FIFO after each append) and reads it to its end
+	// once the exit file exists; the exit file then holds only what was
+	// not streamed.
+	ExtStream = ".stream"
 	// AckSuffix names calls/<id>.done, which the wrapper creates once it
 	// has printed the answer of call <id>.
 	AckSuffix = ".done"
@@ -35,6 +42,13 @@ const (
 	// (docker) holds open while it lives.
 	FileLease = "lease"
 )
+
+// SlotPrefix starts the names of call slots: call directories the host
+// prepares in calls/ (with their wake FIFO) so that a wrapper claims one
+// by creating its argv file with an exclusive-create redirection (set -C)
+// instead of running mkdir and mkfifo. A slot is a v2 call directory like
+// any other once claimed; the host treats it as hostile like any other.
+const SlotPrefix = "_"
 
 // MaxCwdLen is the longest working directory a call may send (PATH_MAX).
 const MaxCwdLen = 4096

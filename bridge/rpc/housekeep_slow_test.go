@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // A sandbox whose processes leave something writing in their sessions
@@ -32,13 +32,13 @@ import (
 // The writers are this test's goroutines, nesting directories in the
 // sessions' calls/ from the moment each process has named it, as fast as
 // they can, for a few seconds (what held the 30 s removal in a real
-// attack: mailbox.TestRemoveTreeWhileWritten).
+// attack: hostilefs.TestRemoveTreeWhileWritten).
 func TestSlowRemovalDelaysNoOtherSandbox(t *testing.T) {
 	parent, err := os.MkdirTemp("/dev/shm", "gb-test-housekeep-")
 	if err != nil {
 		t.Skipf("no /dev/shm: %v", err)
 	}
-	t.Cleanup(func() { mailbox.RemoveTree(parent) })
+	t.Cleanup(func() { hostilefs.RemoveTree(parent) })
 	opts := testOptions(t)
 	opts.Bridge.Dir = parent
 	c := newClient(t, opts)

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -225,31 +224,27 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 	if st, ok := sb.backend.(sandbox.Starter); ok {
 		parent := o.Bridge.Dir
 		if parent == "" {
-			parent = mailbox.DefaultParent()
-			if err := mailbox.EnsurePrivateParent(parent); err != nil {
+			parent = bridge.DefaultParent()
+			if err := bridge.EnsurePrivateParent(parent); err != nil {
 				return err
 			}
 		}
-		layout, lease, err := mailbox.Create(parent)
+		root, release, err := bridge.LeaseRoot(parent)
 		if err != nil {
 			return err
 		}
 		sb.closers = append(sb.closers, func() {
-			if err := mailbox.RemoveTree(layout.Root); err != nil {
+			if err := release(); err != nil {
 				// Its lease goes anyway: prune removes a lockless
 				// root (a minute old) and says what stays.
 				o.Logf("gatebridge: serve: remove the sessions root of sandbox %s: %v", sb.id, err)
 			}
-			lease.Release(false)
 		})
-		if err := os.Chmod(layout.Root, 0o711); err != nil {
-			return err
-		}
-		name := fmt.Sprintf("rpc-%d-%s-%s", os.Getpid(), strings.ToLower(filepath.Base(layout.Root))[3:11], sb.id)
+		name := fmt.Sprintf("rpc-%d-%s-%s", os.Getpid(), strings.ToLower(filepath.Base(root))[3:11], sb.id)
 		if len(name) > 63 { // the engine's limit for sandbox names
 			name = name[:63]
 		}
-		ds, err := st.StartSandbox(ctx, sandbox.StartSpec{Name: name, SessionsRoot: layout.Root, Workspace: sb.workspace,
+		ds, err := st.StartSandbox(ctx, sandbox.StartSpec{Name: name, SessionsRoot: root, Workspace: sb.workspace,
 			WorkspaceWritable: sb.writable, UID: sb.uid, GID: sb.gid, AllowRoot: o.Process.AllowRoot,
 			ProtectedPaths: o.Process.ProtectedPaths, Owned: true})
 		if err != nil {
@@ -262,7 +257,7 @@ func (c *conn) setUpSandbox(sb *sbox, p *SandboxOpenParams) error {
 				o.Logf("gatebridge: serve: remove sandbox %s: %v", sb.id, err)
 			}
 		})
-		sb.backend, sb.dir = ds, layout.Root
+		sb.backend, sb.dir = ds, root
 	}
 	sb.inside = sb.workspace
 	if m, ok := sb.backend.(sandbox.WorkspaceMapper); ok {

@@ -12,9 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
@@ -89,7 +90,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared Atta
 		return bad(err, "mount it owned by gatebridge's user, or with the sticky bit (chmod +t), so that the sandbox cannot rename what gatebridge keeps there")
 	}
 	agentDir := filepath.Join(dir, agent.AttachedAgentDir)
-	if err := mailbox.EnsureOwnedDir(agentDir, 0o755); err != nil {
+	if err := hostilefs.EnsureOwnedDir(agentDir, 0o755); err != nil {
 		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
 	}
 	if err := agent.Prepare(agentDir, -1, -1); err != nil {
@@ -99,7 +100,7 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared Atta
 	// agent's user alone. The check of the default session parent: a
 	// directory of ours, no link, no one else may write it.
 	sessions := filepath.Join(dir, agent.AttachedSessionsDir)
-	if err := mailbox.EnsurePrivateParent(sessions); err != nil {
+	if err := bridge.EnsurePrivateParent(sessions); err != nil {
 		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
 	}
 

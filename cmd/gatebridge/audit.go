@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
@@ -123,7 +123,7 @@ func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error
 	}
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = mailbox.DefaultParent()
+		sessions = bridge.DefaultParent()
 	}
 	places := []struct{ dir, key string }{
 		{cfg.Gates.WritableRoot, "gates.writable_root"},

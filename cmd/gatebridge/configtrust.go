@@ -1,16 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/internal/fspath"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -28,135 +26,51 @@ const maxConfigBytes = 4 << 20
 // (its owner can point it anywhere); the file itself must be a regular
 // file owned by us or root with no group or other write bit. The file is
 // then opened without following links and checked and read through that
-// one descriptor, so it cannot be swapped between the check and the read.
+// one descriptor, so it cannot be swapped between the check and the read
+// (hostilefs.ReadTrusted; the messages are worded here).
 func readTrustedConfig(path string) (data []byte, real string, err error) {
-	me := uint32(os.Geteuid())
-	real, err = resolveTrusted(path, me)
-	if err != nil {
-		return nil, "", err
+	data, real, err = hostilefs.ReadTrusted(path, hostilefs.Trust{MaxBytes: maxConfigBytes, Forbid: 0o022, Path: true})
+	var te *hostilefs.TrustError
+	if err == nil || !errors.As(err, &te) {
+		return data, real, err
 	}
-	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err),
-			Help: "pass an existing file to --config"}
-	}
-	f := os.NewFile(uintptr(fd), real)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err)}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, "", &configError{Msg: fmt.Sprintf("config file %s is not a regular file", path),
-			Help: "pass a regular file to --config"}
-	}
-	if err := trustedOwner("config file "+path, st.Uid, me); err != nil {
-		return nil, "", err
-	}
-	if st.Mode&0o022 != 0 {
-		return nil, "", &configError{Msg: fmt.Sprintf("refusing config file %s: writable by group or others (mode %v), so another user could define host commands", path, os.FileMode(st.Mode&0o777)),
-			Help: "chmod go-w " + real}
-	}
-	data, err = io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
-	if err != nil {
-		return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err)}
-	}
-	if len(data) > maxConfigBytes {
+	existing := "pass an existing file to --config"
+	switch te.Problem {
+	case hostilefs.TrustIO:
+		if te.Op == "open" || te.Op == "lstat" && te.Kind == "" {
+			return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, te.Err), Help: existing}
+		}
+		if te.Op == "stat" || te.Op == "read" {
+			return nil, "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, te.Err)}
+		}
+		return nil, "", &configError{Msg: fmt.Sprintf("config file %s: %v", path, te.Err)}
+	case hostilefs.TrustNotRegular:
+		return nil, "", &configError{Msg: fmt.Sprintf("config file %s is not a regular file", path), Help: "pass a regular file to --config"}
+	case hostilefs.TrustNotDir:
+		return nil, "", &configError{Msg: fmt.Sprintf("config file %s: %s is not a directory", path, te.Path)}
+	case hostilefs.TrustLinkLoop:
+		return nil, "", &configError{Msg: fmt.Sprintf("config file %s: too many levels of symbolic links", path)}
+	case hostilefs.TrustOwner:
+		what := "config file " + path
+		switch te.Kind {
+		case "directory":
+			what = fmt.Sprintf("directory %s (above config file %s)", te.Path, path)
+		case "symlink":
+			what = fmt.Sprintf("symlink %s (on the way to config file %s)", te.Path, path)
+		}
+		return nil, "", &configError{Msg: fmt.Sprintf("refusing %s: owned by uid %d, not you (uid %d) or root, so that user could define host commands", what, te.UID, os.Geteuid()),
+			Help: "use a config file you own, in a directory only you can write"}
+	case hostilefs.TrustWritable:
+		if te.Kind == "directory" {
+			return nil, "", &configError{Msg: fmt.Sprintf("refusing directory %s (above config file %s): writable by group or others (mode %v), so another user could replace the config", te.Path, path, te.Mode),
+				Help: "chmod go-w " + te.Path}
+		}
+		return nil, "", &configError{Msg: fmt.Sprintf("refusing config file %s: writable by group or others (mode %v), so another user could define host commands", path, te.Mode),
+			Help: "chmod go-w " + te.Path}
+	case hostilefs.TrustTooLarge:
 		return nil, "", &configError{Msg: fmt.Sprintf("config file %s is larger than %d bytes", path, maxConfigBytes)}
 	}
-	return data, real, nil
-}
-
-func trustedOwner(what string, uid, me uint32) error {
-	if uid != 0 && uid != me {
-		return &configError{Msg: fmt.Sprintf("refusing %s: owned by uid %d, not you (uid %d) or root, so that user could define host commands", what, uid, me),
-			Help: "use a config file you own, in a directory only you can write"}
-	}
-	return nil
-}
-
-// resolveTrusted resolves path like the kernel does (symlinks anywhere,
-// ".." after them), checking each directory and symlink it passes through,
-// and returns the resolved path of the last component (not checked here).
-func resolveTrusted(path string, me uint32) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", &configError{Msg: fmt.Sprintf("config file %s: %v", path, err)}
-	}
-	checkDir := func(dir string) error {
-		var st unix.Stat_t
-		if err := unix.Lstat(dir, &st); err != nil {
-			return &configError{Msg: fmt.Sprintf("config file %s: %v", path, err)}
-		}
-		what := fmt.Sprintf("directory %s (above config file %s)", dir, path)
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return &configError{Msg: fmt.Sprintf("config file %s: %s is not a directory", path, dir)}
-		}
-		if err := trustedOwner(what, st.Uid, me); err != nil {
-			return err
-		}
-		if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-			return &configError{Msg: fmt.Sprintf("refusing %s: writable by group or others (mode %v), so another user could replace the config", what, os.FileMode(st.Mode&0o777)),
-				Help: "chmod go-w " + dir}
-		}
-		return nil
-	}
-	if err := checkDir("/"); err != nil {
-		return "", err
-	}
-	resolved := "/"
-	rest := strings.Split(abs, "/")
-	for links := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		p := filepath.Join(resolved, c)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return "", &configError{Msg: fmt.Sprintf("cannot read config file %s: %v", path, err),
-				Help: "pass an existing file to --config"}
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if err := trustedOwner(fmt.Sprintf("symlink %s (on the way to config file %s)", p, path), st.Uid, me); err != nil {
-				return "", err
-			}
-			if links++; links > 40 {
-				return "", &configError{Msg: fmt.Sprintf("config file %s: too many levels of symbolic links", path)}
-			}
-			target, err := os.Readlink(p)
-			if err != nil {
-				return "", &configError{Msg: fmt.Sprintf("config file %s: %v", path, err)}
-			}
-			if filepath.IsAbs(target) {
-				resolved = "/"
-			}
-			rest = append(strings.Split(target, "/"), rest...)
-			continue
-		}
-		if remaining(rest) {
-			if err := checkDir(p); err != nil {
-				return "", err
-			}
-		}
-		resolved = p
-	}
-	return resolved, nil
-}
-
-// remaining reports whether rest still names a component.
-func remaining(rest []string) bool {
-	for _, c := range rest {
-		if c != "" && c != "." {
-			return true
-		}
-	}
-	return false
+	return nil, "", &configError{Msg: fmt.Sprintf("config file %s: %v", path, err)}
 }
 
 // checkConfigPlace refuses a config file (real: its resolved path) inside a
@@ -171,7 +85,7 @@ func checkConfigPlace(path, real string, cfg *Config) error {
 	}
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = mailbox.DefaultParent()
+		sessions = bridge.DefaultParent()
 	}
 	for _, d := range []struct{ dir, key string }{
 		{ws, "sandbox.workspace"},

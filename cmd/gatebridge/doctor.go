@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -109,7 +108,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry, kinds 
 
 	sessionDir := cfg.Bridge.SessionDir
 	if sessionDir == "" {
-		sessionDir = mailbox.DefaultDir() // where bridge.Open puts sessions
+		sessionDir = bridge.DefaultDir() // where bridge.Open puts sessions
 	}
 	add(fsCheck("session dir", sessionDir))
 	if root := cfg.Sandbox.Docker.SessionsRoot; root != "" {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 )
 
 func TestClassifyFS(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDoctorChecksDefaultSessionDir(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent")
 	var out, errb bytes.Buffer
 	run([]string{"doctor", "--sandbox", "local"}, nil, &out, &errb)
-	want := "session dir filesystem: " + mailbox.DefaultDir() + " is on"
+	want := "session dir filesystem: " + bridge.DefaultDir() + " is on"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("missing %q in\n%s", want, out.String())
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
@@ -170,7 +170,7 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 func untrustedDirs(cfg *Config, workspace string) []string {
 	sessions := cfg.Bridge.SessionDir
 	if sessions == "" {
-		sessions = mailbox.DefaultDir()
+		sessions = bridge.DefaultDir()
 	}
 	return []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -52,7 +54,7 @@ path it could not remove with the reason on stderr: then the exit code is
 				defer d.Close()
 			}
 
-			parents := []string{mailbox.DefaultParent()}
+			parents := []string{bridge.DefaultParent()}
 			if cfg.Bridge.SessionDir != "" {
 				parents = append(parents, cfg.Bridge.SessionDir)
 			}
@@ -61,19 +63,19 @@ path it could not remove with the reason on stderr: then the exit code is
 			}
 			// The default sessions roots, with their age before their
 			// sessions are pruned (which touches them).
-			roots := sandboxRoots(mailbox.DefaultParent())
+			roots := sandboxRoots(bridge.DefaultParent())
 			for _, r := range roots {
 				parents = append(parents, r.path)
 			}
 			n := 0
 			for _, p := range parents {
-				removed, err := mailbox.Prune(p)
+				removed, err := bridge.PruneSessions(p)
 				for _, r := range removed {
 					fmt.Fprintln(out, r)
 				}
 				n += len(removed)
 				for _, e := range unjoin(err) {
-					if pe, ok := e.(*mailbox.PruneError); ok {
+					if pe, ok := e.(*bridge.PruneError); ok {
 						fail(pe.Path, pe.Err)
 					} else {
 						fail(p, e)
@@ -228,7 +230,7 @@ func usedSessionsRoots(ctx context.Context, d *docker.Backend) ([]string, error)
 // roots of the engine's persistent sandboxes) that are older than grace
 // and hold no session any more (a live or kept one keeps its root). It
 // returns the paths removed and those it could not remove.
-func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration) (removed []string, failed []*mailbox.PruneError) {
+func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration) (removed []string, failed []*bridge.PruneError) {
 	used := map[string]bool{}
 	for _, u := range inUse {
 		used[filepath.Clean(u)] = true
@@ -246,8 +248,8 @@ func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration)
 		if hasSession(r.path) {
 			continue
 		}
-		if err := mailbox.RemoveTree(r.path); err != nil {
-			failed = append(failed, &mailbox.PruneError{Path: r.path, Err: err})
+		if err := hostilefs.RemoveTree(r.path); err != nil {
+			failed = append(failed, &bridge.PruneError{Path: r.path, Err: err})
 			continue
 		}
 		removed = append(removed, r.path)
@@ -258,7 +260,7 @@ func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration)
 // hasSession reports whether dir still holds a session (or its lock or
 // kept marker), or cannot be listed.
 func hasSession(dir string) bool {
-	fd, err := mailbox.OpenDir(dir)
+	fd, err := hostilefs.OpenDirNoFollow(dir)
 	if err != nil {
 		return true
 	}

@@ -17,7 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -105,20 +107,20 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // returns the default session parent, created.
 func isolateSessions(t *testing.T) string {
 	t.Helper()
-	dir := mailbox.DefaultDir()
+	dir := bridge.DefaultDir()
 	base, err := os.MkdirTemp(dir, "gbtest-xdg-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mailbox.RemoveTree(base) })
+	t.Cleanup(func() { hostilefs.RemoveTree(base) })
 	t.Setenv("XDG_RUNTIME_DIR", base)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GATEBRIDGE_CONFIG", "")
-	parent := mailbox.DefaultParent()
+	parent := bridge.DefaultParent()
 	if !strings.HasPrefix(parent, base+"/") {
 		t.Skipf("no tmpfs for the sessions here (%s is not one): they would go to %s", dir, parent)
 	}
-	if err := mailbox.EnsurePrivateParent(parent); err != nil {
+	if err := bridge.EnsurePrivateParent(parent); err != nil {
 		t.Fatal(err)
 	}
 	return parent

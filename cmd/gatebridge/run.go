@@ -185,6 +185,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
 		Approve:        refuseApprovalGates(cfg, reg),
 		SubmitLines:    cfg.Bridge.SubmitLines,
+		LimitKey:       limitKey,
 	}
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
@@ -344,6 +345,10 @@ func limitsOf(cfg *Config) bridge.Limits {
 		MaxSessionBytes: l.MaxSessionBytes, MaxRecords: l.MaxRecords, MaxRecordBytes: l.MaxRecordBytes,
 	}
 }
+
+// limitKey is the config key of a limit of bridge.Limits, named by its
+// JSON name: what the messages about it name.
+func limitKey(limit string) string { return "bridge.limits." + limit }
 
 // signalCode is 128+N for the signal that stopped the run (130 when it is
 // not known); it says so on stderr.

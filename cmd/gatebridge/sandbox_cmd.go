@@ -16,7 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -111,8 +112,8 @@ func printRemoved(cmd *cobra.Command, removed []string) {
 // Each sandbox mounts only its own root, so a command in one sandbox can
 // neither see nor write another sandbox's sessions.
 func defaultSessionsRoot(name string) (string, error) {
-	parent := mailbox.DefaultParent()
-	if err := mailbox.EnsurePrivateParent(parent); err != nil {
+	parent := bridge.DefaultParent()
+	if err := bridge.EnsurePrivateParent(parent); err != nil {
 		return "", err
 	}
 	return filepath.Join(parent, "sandbox-"+name), nil
@@ -182,7 +183,7 @@ func removeUnusedRoot(ctx context.Context, d *docker.Backend, root string) error
 			return nil
 		}
 	}
-	return mailbox.RemoveTree(root)
+	return hostilefs.RemoveTree(root)
 }
 
 func newSandboxStartCmd(a *app) *cobra.Command {
@@ -227,7 +228,7 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 			root, created, err := prepareSessionsRoot(root)
 			if err != nil {
 				if created {
-					mailbox.RemoveTree(root)
+					hostilefs.RemoveTree(root)
 				}
 				return err
 			}
@@ -343,7 +344,7 @@ func newSandboxStopCmd(a *app) *cobra.Command {
 			// left there is hostile (RemoveTree follows no link, at any
 			// depth).
 			if root, rerr := defaultSessionsRoot(args[0]); rerr == nil {
-				if err := mailbox.RemoveTree(root); err != nil {
+				if err := hostilefs.RemoveTree(root); err != nil {
 					return withHint(fmt.Errorf("sandbox stop: could not remove %s: %w", root, err),
 						"`gatebridge prune` tries again and says what stays")
 				}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
 )
 
 func TestSandboxArgs(t *testing.T) {
@@ -75,7 +75,7 @@ func TestDefaultSessionsRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := defaultSessionsRoot("b")
-	if a == b || filepath.Dir(a) != mailbox.DefaultParent() || filepath.Base(a) != "sandbox-a" {
+	if a == b || filepath.Dir(a) != bridge.DefaultParent() || filepath.Base(a) != "sandbox-a" {
 		t.Errorf("roots %s and %s", a, b)
 	}
 	if st, err := os.Stat(filepath.Dir(a)); err != nil || st.Mode().Perm() != 0o711 {

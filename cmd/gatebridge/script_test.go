@@ -12,7 +12,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // TestMain lets scripts run the gatebridge command in process (the test
@@ -57,11 +58,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GATEBRIDGE_BRIDGE_SESSION_DIR", env.Getenv("TMPDIR"))
 			// The default session parent (which `prune` cleans, with the
 			// persistent sandboxes' roots in it) is the script's own too.
-			xdg, err := os.MkdirTemp(mailbox.DefaultDir(), "gbtest-xdg-")
+			xdg, err := os.MkdirTemp(bridge.DefaultDir(), "gbtest-xdg-")
 			if err != nil {
 				return err
 			}
-			env.Defer(func() { mailbox.RemoveTree(xdg) })
+			env.Defer(func() { hostilefs.RemoveTree(xdg) })
 			env.Setenv("XDG_RUNTIME_DIR", xdg)
 			return nil
 		},

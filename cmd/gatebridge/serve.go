@@ -268,6 +268,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			Redact:         cfg.secrets.Redactor(),
 			Logf:           logf,
 			SubmitLines:    cfg.Bridge.SubmitLines,
+			LimitKey:       limitKey,
 		},
 		Process: sandboxSpecTemplate(cfg),
 		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },

@@ -5,16 +5,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // The files a network server (serve --listen, mcp --http) reads its
@@ -105,49 +105,39 @@ const (
 // effective uid or by root, whose mode grants nothing of forbid. One that
 // others may not read (a token, a key) must have one name only: another
 // hard link (in a workspace, say) would reach it under a path no check
-// sees.
+// sees (hostilefs.ReadTrusted; the messages are worded here).
 func readSecretFile(path string, forbid os.FileMode, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, &secretFileError{fmt.Sprintf("%s is a symbolic link (refused: it may point anywhere)", path),
-				"give the file itself, not a link to it (realpath " + path + ")"}
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil, fmt.Errorf("%s: cannot tell its owner", path)
+	b, _, err := hostilefs.ReadTrusted(path, hostilefs.Trust{MaxBytes: max, Forbid: forbid})
+	var te *hostilefs.TrustError
+	if err == nil || !errors.As(err, &te) {
+		return b, err
 	}
 	me := os.Geteuid()
-	perm := fi.Mode().Perm()
-	switch {
-	case !fi.Mode().IsRegular():
+	switch te.Problem {
+	case hostilefs.TrustSymlink:
+		return nil, &secretFileError{fmt.Sprintf("%s is a symbolic link (refused: it may point anywhere)", path),
+			"give the file itself, not a link to it (realpath " + path + ")"}
+	case hostilefs.TrustNotRegular:
 		return nil, &secretFileError{fmt.Sprintf("%s is not a regular file", path), ""}
-	case int(st.Uid) != me && st.Uid != 0:
-		return nil, &secretFileError{fmt.Sprintf("%s is owned by uid %d, not by this user (uid %d) or root: another user could have written it", path, st.Uid, me),
+	case hostilefs.TrustOwner:
+		return nil, &secretFileError{fmt.Sprintf("%s is owned by uid %d, not by this user (uid %d) or root: another user could have written it", path, te.UID, me),
 			fmt.Sprintf("make it yours (chown %d %s), or write it again as this user", me, path)}
-	case perm&forbid&0o022 != 0:
-		return nil, &secretFileError{fmt.Sprintf("%s is writable by others (mode %v)", path, perm), ""}
-	case perm&forbid != 0:
-		return nil, &secretFileError{fmt.Sprintf("%s is readable by others (mode %v)", path, perm), ""}
-	case forbid&0o004 != 0 && st.Nlink != 1:
-		return nil, &secretFileError{fmt.Sprintf("%s has %d hard links: under another name (in a workspace, say) it could be read", path, st.Nlink),
+	case hostilefs.TrustWritable:
+		return nil, &secretFileError{fmt.Sprintf("%s is writable by others (mode %v)", path, te.Mode), ""}
+	case hostilefs.TrustReadable:
+		return nil, &secretFileError{fmt.Sprintf("%s is readable by others (mode %v)", path, te.Mode), ""}
+	case hostilefs.TrustHardLinks:
+		return nil, &secretFileError{fmt.Sprintf("%s has %d hard links: under another name (in a workspace, say) it could be read", path, te.Nlink),
 			"keep one name for it: copy it (cp) and remove the other links"}
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
+	case hostilefs.TrustTooLarge:
 		return nil, &secretFileError{fmt.Sprintf("%s is over %d bytes", path, max), ""}
+	case hostilefs.TrustIO:
+		if te.Op == "read" {
+			return nil, te.Err
+		}
+		return nil, &fs.PathError{Op: te.Op, Path: path, Err: te.Err}
 	}
-	return b, nil
+	return nil, err
 }
 
 // isLoopbackHost reports whether host (of host:port) can be reached only

@@ -15,6 +15,20 @@
 // an opened directory, but the host keeps writing into that directory, not
 // into whatever now has its name.
 //
+// # Entry by entry
+//
+// The mailbox server (package bridge), the command agent's host side and
+// the gates read directories the sandbox writes one entry at a time,
+// relative to directory fds: [OpenDirAt], [ReadFileAt], [OpenFileAt],
+// [ListDir] and [CheckRegularAt] follow no link and read only regular
+// files with one link, capped, refusing the rest with a [*FileError]
+// ([Refused]); [WriteFileAt] writes atomically (an O_EXCL temp file
+// renamed over the name); [MkdirOpenAt] makes a directory and goes on from
+// its fd; [MkfifoAt], [MkfifoForOwnerAt], [WakeAt] and [HasReader] are the
+// wake FIFO's helpers (never blocking); [RemoveTree] and [RemoveAllAt]
+// remove a tree the sandbox may still be writing, at any depth, within a
+// bound of entries and time.
+//
 // # Ownership
 //
 // A host process running as root creates files and directories as root.
@@ -25,12 +39,10 @@
 // # Platforms
 //
 // The implementation needs openat, mkdirat, renameat and O_NOFOLLOW: it is
-// built for Unix. Elsewhere every function fails with an error wrapping
-// [errors.ErrUnsupported].
+// built for Unix. Elsewhere the walk fails with an error wrapping
+// [errors.ErrUnsupported], and the entry-by-entry functions are not built.
 //
-// The mailbox server's fd-relative readers and tree removal (today in
-// bridge/mailbox) are meant to move here, so that one package holds the
-// rules for every directory the sandbox writes.
+// One package holds the rules for every directory the sandbox writes.
 package hostilefs
 
 import (
@@ -39,7 +51,8 @@ import (
 )
 
 // Errors for entries a walk refuses, returned inside an [*fs.PathError]
-// that names the entry (relative to the directory walked from).
+// that names the entry (relative to the directory walked from); the
+// entry-by-entry functions return the first two inside a [*FileError].
 var (
 	ErrSymlink = errors.New("is a symbolic link")
 	ErrNotDir  = errors.New("is not a directory")

@@ -21,7 +21,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -115,11 +116,11 @@ func Dial(ctx context.Context, dir string, opts DialOptions) (*Conn, error) {
 	if opts.MaxStream <= 0 {
 		opts.MaxStream = DefaultMaxStream
 	}
-	reqFd, err := mailbox.OpenDir(filepath.Join(dir, DirReq))
+	reqFd, err := hostilefs.OpenDirNoFollow(filepath.Join(dir, DirReq))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %s: %w", dir, err)
 	}
-	outFd, err := mailbox.OpenDir(filepath.Join(dir, DirOut))
+	outFd, err := hostilefs.OpenDirNoFollow(filepath.Join(dir, DirOut))
 	if err != nil {
 		unix.Close(reqFd)
 		return nil, fmt.Errorf("agent: %s: %w", dir, err)
@@ -160,7 +161,7 @@ func Dial(ctx context.Context, dir string, opts DialOptions) (*Conn, error) {
 func (c *Conn) readHello() error {
 	// Owner and age from the file that was read: a hello the sandbox
 	// swapped in after the read does not choose who the sessions go to.
-	b, st, err := mailbox.ReadFileStatAt(c.outFd, FileHello, maxHello)
+	b, st, err := hostilefs.ReadFileStatAt(c.outFd, FileHello, maxHello)
 	if err != nil {
 		return err
 	}
@@ -341,14 +342,14 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 	c.mu.Unlock()
 	if sh {
 		// Before the .json: the sh agent starts on seeing the .sh.
-		if err := mailbox.WriteFileAt(c.reqFd, id+extScript, shRequest(cmd), 0o644); err != nil {
+		if err := hostilefs.WriteFileAt(c.reqFd, id+extScript, shRequest(cmd), 0o644); err != nil {
 			return nil, r.errorf("write request", err)
 		}
 		r.sent = true
 	}
 	req, _ := json.Marshal(Request{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: spec.Stdin != nil})
 	// Readable by the agent's user: not ours when gatebridge is root.
-	if err := mailbox.WriteFileAt(c.reqFd, id+extRequest, req, 0o644); err != nil {
+	if err := hostilefs.WriteFileAt(c.reqFd, id+extRequest, req, 0o644); err != nil {
 		return nil, r.errorf("write request", err)
 	}
 	r.sent = true
@@ -413,7 +414,7 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 // fifo makes the FIFO name in req/ and opens it read-write (never
 // blocks; the agent opens the read end).
 func (c *Conn) fifo(name string) (*os.File, error) {
-	if err := mailbox.MkfifoAt(c.reqFd, name); err != nil {
+	if err := hostilefs.MkfifoAt(c.reqFd, name); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Openat(c.reqFd, name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -434,7 +435,7 @@ func (c *Conn) fifo(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-func (c *Conn) wake() { _ = mailbox.WakeAt(c.reqFd, FileWake) }
+func (c *Conn) wake() { _ = hostilefs.WakeAt(c.reqFd, FileWake) }
 
 func newID() string {
 	var b [16]byte
@@ -463,7 +464,7 @@ func (r *run) errorf(op string, err error) error {
 func (r *run) signal(sig syscall.Signal) {
 	r.sigs++
 	name := r.id + extSignal + strconv.Itoa(r.sigs)
-	if mailbox.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sig))), 0o644) == nil {
+	if hostilefs.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sig))), 0o644) == nil {
 		r.c.wake()
 	}
 }
@@ -471,7 +472,7 @@ func (r *run) signal(sig syscall.Signal) {
 // poll reads new output and, once the exit file is there, the rest of
 // it; finished reports the command is done.
 func (r *run) poll() (code int, finished bool, err error) {
-	b, err := mailbox.ReadFileAt(r.c.outFd, r.id+extExit, maxExitFile)
+	b, err := hostilefs.ReadFileAt(r.c.outFd, r.id+extExit, maxExitFile)
 	exited := err == nil
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, false, err
@@ -479,7 +480,7 @@ func (r *run) poll() (code int, finished bool, err error) {
 	if exited {
 		var ok bool
 		if code, ok = parseExit(b); !ok {
-			return 0, false, fmt.Errorf("%s%s: %s is not an exit status", r.id, extExit, mailbox.QuoteCap(string(b), 16))
+			return 0, false, fmt.Errorf("%s%s: %s is not an exit status", r.id, extExit, lossless.QuoteCap(string(b), 16))
 		}
 	}
 	for _, s := range []*stream{r.stdout, r.stderr} {
@@ -547,7 +548,7 @@ func (s *stream) read(final bool) error {
 		return nil
 	}
 	if s.f == nil {
-		f, err := mailbox.OpenFileAt(s.c.outFd, s.name, true)
+		f, err := hostilefs.OpenFileAt(s.c.outFd, s.name, true)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil
@@ -600,7 +601,7 @@ func (s *stream) read(final bool) error {
 		}
 	}
 	if s.rw && read > 0 {
-		_ = mailbox.PunchHole(s.f, s.off)
+		_ = hostilefs.PunchHole(s.f, s.off)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -159,7 +159,7 @@ func (a *agent) hello() error {
 // scan starts new requests, delivers new signals, and forgets commands
 // the host is done with.
 func (a *agent) scan() {
-	names, err := mailbox.ListDir(a.reqFd, maxReqEntries)
+	names, err := hostilefs.ListDir(a.reqFd, maxReqEntries)
 	if err != nil {
 		a.opts.Logf("gatebridge agent: list %s: %v", DirReq, err)
 		return
@@ -210,7 +210,7 @@ func (a *agent) scan() {
 		c.lastSig = s.n
 		pgid := c.pgid
 		a.mu.Unlock()
-		b, err := mailbox.ReadFileAt(a.reqFd, s.id+extSignal+strconv.Itoa(s.n), 16)
+		b, err := hostilefs.ReadFileAt(a.reqFd, s.id+extSignal+strconv.Itoa(s.n), 16)
 		if err != nil {
 			continue
 		}
@@ -231,7 +231,7 @@ func (a *agent) start(id string) {
 	a.mu.Unlock()
 	// stdin first: the host keeps its end open until it sees the stdout
 	// file, so bytes it wrote before this open are not lost.
-	b, rerr := mailbox.ReadFileAt(a.reqFd, id+extRequest, maxRequest)
+	b, rerr := hostilefs.ReadFileAt(a.reqFd, id+extRequest, maxRequest)
 	var req Request
 	if rerr == nil {
 		rerr = json.Unmarshal(b, &req)

@@ -1,4 +1,4 @@
-package mailbox
+package bridge
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
 )
 
 const fuzzSecret = "FUZZ-SECRET-7d3a"
@@ -85,7 +87,7 @@ func FuzzReadCall(f *testing.F) {
 		}
 		switch {
 		case v2:
-			p := filepath.Join(dir, FileArgv)
+			p := filepath.Join(dir, mailbox.FileArgv)
 			switch {
 			case flags&fzArgSymlink != 0:
 				mustF(t, os.Symlink(secretArgv, p))
@@ -135,21 +137,21 @@ func FuzzReadCall(f *testing.F) {
 			mustF(t, os.WriteFile(filepath.Join(dir, "stdin"), stdin, 0o644))
 		}
 
-		lim := Limits{MaxArgs: 8, MaxArgBytes: 256, MaxStdinBytes: 128}
-		box, err := Open(Layout{Calls: host, Responses: host})
+		lim := mailbox.Limits{MaxArgs: 8, MaxArgBytes: 256, MaxStdinBytes: 128}
+		box, err := openBox(mailbox.Layout{Calls: host, Responses: host})
 		mustF(t, err)
-		defer box.Close()
-		c, err := box.OpenCall("call")
+		defer box.close()
+		c, err := box.openCall("call")
 		mustF(t, err)
-		defer c.Close()
+		defer c.close()
 
 		type result struct {
-			req *Call
+			req *callData
 			err error
 		}
 		done := make(chan result, 1)
 		go func() {
-			req, err := c.Read(lim)
+			req, err := c.read(lim)
 			done <- result{req, err}
 		}()
 		var r result
@@ -173,20 +175,20 @@ func FuzzReadCall(f *testing.F) {
 		if hostile {
 			t.Fatalf("hostile call accepted (flags %#x): %+v", flags, req)
 		}
-		if req.Gate != string(gate) {
-			t.Fatalf("gate %q, want %q", req.Gate, gate)
+		if req.gate != string(gate) {
+			t.Fatalf("gate %q, want %q", req.gate, gate)
 		}
-		if wantCwd := map[bool]string{true: "/workspace/sub"}[v2]; req.Cwd != wantCwd {
-			t.Fatalf("cwd %q, want %q", req.Cwd, wantCwd)
+		if wantCwd := map[bool]string{true: "/workspace/sub"}[v2]; req.cwd != wantCwd {
+			t.Fatalf("cwd %q, want %q", req.cwd, wantCwd)
 		}
-		if len(req.Gate) > 64 {
-			t.Fatalf("gate name of %d bytes accepted", len(req.Gate))
+		if len(req.gate) > 64 {
+			t.Fatalf("gate name of %d bytes accepted", len(req.gate))
 		}
-		if len(req.Args) > lim.MaxArgs {
-			t.Fatalf("%d args accepted, limit %d", len(req.Args), lim.MaxArgs)
+		if len(req.args) > lim.MaxArgs {
+			t.Fatalf("%d args accepted, limit %d", len(req.args), lim.MaxArgs)
 		}
-		var total int64 = int64(len(req.Gate))
-		for i, a := range req.Args {
+		var total int64 = int64(len(req.gate))
+		for i, a := range req.args {
 			if bytes.IndexByte([]byte(a), 0) >= 0 {
 				t.Fatalf("arg %d has a NUL", i)
 			}
@@ -198,17 +200,17 @@ func FuzzReadCall(f *testing.F) {
 		if total > lim.MaxArgBytes {
 			t.Fatalf("%d argument bytes accepted, limit %d", total, lim.MaxArgBytes)
 		}
-		if int64(len(req.Stdin)) > lim.MaxStdinBytes || string(req.Stdin) == fuzzSecret {
-			t.Fatalf("stdin of %d bytes accepted", len(req.Stdin))
+		if int64(len(req.stdin)) > lim.MaxStdinBytes || string(req.stdin) == fuzzSecret {
+			t.Fatalf("stdin of %d bytes accepted", len(req.stdin))
 		}
-		if !equalStrings(req.Args, want) && !(len(req.Args) == 0 && len(want) == 0) {
-			t.Fatalf("args %q, want %q", req.Args, want)
+		if !equalStrings(req.args, want) && !(len(req.args) == 0 && len(want) == 0) {
+			t.Fatalf("args %q, want %q", req.args, want)
 		}
 		if oddWritten && !v2 {
 			t.Fatalf("odd entry %q in args/ accepted", odd)
 		}
-		if !bytes.Equal(req.Stdin, stdin) && flags&(fzStdinFIFO|fzStdinSymlink) == 0 {
-			t.Fatalf("stdin %q, want %q", req.Stdin, stdin)
+		if !bytes.Equal(req.stdin, stdin) && flags&(fzStdinFIFO|fzStdinSymlink) == 0 {
+			t.Fatalf("stdin %q, want %q", req.stdin, stdin)
 		}
 	})
 }

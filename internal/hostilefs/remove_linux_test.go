@@ -1,4 +1,4 @@
-package mailbox
+package hostilefs
 
 import (
 	"errors"
@@ -18,7 +18,11 @@ import (
 // when there is one), so removal is timed as it runs for real.
 func tmpfsDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(DefaultDir(), "gbtest-rm-")
+	parent := os.TempDir()
+	if WritableTmpfs("/dev/shm") {
+		parent = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(parent, "gbtest-rm-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,16 +137,16 @@ func TestRemoveAllAtBudgetDeepChain(t *testing.T) {
 	}
 	defer unix.Close(parent)
 	budget := 64
-	withNofile(t, 32, func() { err = removeAllAt(parent, "d", &budget) })
+	withNofile(t, 32, func() { err = RemoveAllAt(parent, "d", &budget) })
 	if err == nil || !strings.Contains(err.Error(), "too many entries") {
-		t.Fatalf("removeAllAt with budget 64 of 5000 levels: %v, want the budget error", err)
+		t.Fatalf("RemoveAllAt with budget 64 of 5000 levels: %v, want the budget error", err)
 	}
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 || ents[0].Name() != "d" {
 		t.Fatalf("left %v, want only d", ents)
 	}
 	budget = 1 << 20
-	withNofile(t, 32, func() { err = removeAllAt(parent, "d", &budget) })
+	withNofile(t, 32, func() { err = RemoveAllAt(parent, "d", &budget) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package mailbox
+//go:build unix
+
+package hostilefs
 
 import (
 	"os"
