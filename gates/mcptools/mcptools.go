@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +93,12 @@ type Server struct {
 	Timeout time.Duration
 	// Approval makes every call wait for approval (gates.Approver).
 	Approval bool
+	// Isolator, when set, runs a stdio server in a sandbox of its own
+	// ([gates.Isolator]) that reaches what Isolate lists; the sandbox
+	// lives as long as the server process. Nil runs it on the host. The
+	// mcp kind sets it from [gates.Env.Isolation].
+	Isolator gates.Isolator
+	Isolate  gates.IsolateSpec
 	// CacheDir, when set, keeps a stdio server's tool list there, keyed
 	// by its command, environment and program file: the next Connect
 	// makes the gates from it without starting the server, which starts
@@ -256,6 +263,9 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
 			cmd.Env = append(os.Environ(), s.Env...)
 			cmd.Stderr = c.stderr
+			if s.Isolator != nil {
+				return connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
+			}
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
 			hc, err := httpClient(s.URL, s.Headers)
@@ -316,6 +326,45 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 		writeCache(cache, tools)
 	}
 	return out, refused, nil
+}
+
+// connectIsolated starts the server of cmd (t's) through iso and
+// connects to it, on a goroutine locked to its OS thread that stays with
+// the server until the session ends (the server is tied to that thread;
+// see [gates.Isolator]), then cleans up and ends, discarding the thread.
+func connectIsolated(ctx context.Context, iso gates.Isolator, spec gates.IsolateSpec, cmd *exec.Cmd, t *mcp.CommandTransport) (*mcp.ClientSession, error) {
+	type result struct {
+		s   *mcp.ClientSession
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the server
+		cleanup, err := iso.Isolate(ctx, cmd, spec)
+		if err != nil {
+			ch <- result{nil, fmt.Errorf("isolate: %w", err)}
+			return
+		}
+		defer cleanup()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
+		cancel()
+		ch <- result{s, err}
+		if err != nil {
+			// The SDK closes (and waits for) the server on most failures;
+			// make sure of it (a second Wait only returns an error).
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			return
+		}
+		// Until the session is closed, which closes the server's stdin
+		// and waits for it (killing it if it lingers), or the server ends.
+		s.Wait()
+	}()
+	r := <-ch
+	return r.s, r.err
 }
 
 // listTools reads the server's tool list, page by page, and keeps what
