@@ -152,6 +152,19 @@ type client struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil: not connected
 	closed  bool
+	// ends holds, per session of an isolated server, a channel closed
+	// once its sandbox is cleaned up: closing the session waits for it.
+	ends sync.Map
+}
+
+// closeSession closes s and waits until the server's sandbox, if it has
+// one, is cleaned up.
+func (c *client) closeSession(s *mcp.ClientSession) error {
+	err := s.Close()
+	if end, ok := c.ends.LoadAndDelete(s); ok {
+		<-end.(chan struct{})
+	}
+	return err
 }
 
 // get returns the session, connecting again if the last one was lost.
@@ -177,7 +190,7 @@ func (c *client) lost(s *mcp.ClientSession) {
 	defer c.mu.Unlock()
 	if c.session == s {
 		c.session = nil
-		s.Close()
+		c.closeSession(s)
 	}
 }
 
@@ -188,7 +201,7 @@ func (c *client) close() error {
 	if c.session == nil {
 		return nil
 	}
-	err := c.session.Close()
+	err := c.closeSession(c.session)
 	c.session = nil
 	return err
 }
@@ -264,7 +277,7 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			cmd.Env = append(os.Environ(), s.Env...)
 			cmd.Stderr = c.stderr
 			if s.Isolator != nil {
-				return connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
+				return c.connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
 			}
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
@@ -332,13 +345,16 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 // connects to it, on a goroutine locked to its OS thread that stays with
 // the server until the session ends (the server is tied to that thread;
 // see [gates.Isolator]), then cleans up and ends, discarding the thread.
-func connectIsolated(ctx context.Context, iso gates.Isolator, spec gates.IsolateSpec, cmd *exec.Cmd, t *mcp.CommandTransport) (*mcp.ClientSession, error) {
+// Closing the session through c waits for that cleanup.
+func (c *client) connectIsolated(ctx context.Context, iso gates.Isolator, spec gates.IsolateSpec, cmd *exec.Cmd, t *mcp.CommandTransport) (*mcp.ClientSession, error) {
 	type result struct {
 		s   *mcp.ClientSession
 		err error
 	}
 	ch := make(chan result, 1)
+	end := make(chan struct{})
 	go func() {
+		defer close(end)
 		runtime.LockOSThread() // never unlocked: the thread ends with the server
 		cleanup, err := iso.Isolate(ctx, cmd, spec)
 		if err != nil {
@@ -364,6 +380,9 @@ func connectIsolated(ctx context.Context, iso gates.Isolator, spec gates.Isolate
 		s.Wait()
 	}()
 	r := <-ch
+	if r.err == nil {
+		c.ends.Store(r.s, end)
+	}
 	return r.s, r.err
 }
 
