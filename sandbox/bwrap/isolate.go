@@ -151,17 +151,32 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 			pl.binds = append(pl.binds, isoBind{pl.dir, false})
 		}
 	}
-	// Parents before children (a Read path below a Write path stays
-	// read-only); among equal paths the writable one wins. The program
-	// file goes last: read-only even inside a Write path.
-	sort.SliceStable(pl.binds, func(a, b int) bool {
-		pa, pb := pl.binds[a], pl.binds[b]
-		if len(pa.path) != len(pb.path) {
-			return len(pa.path) < len(pb.path)
+	// One bind per path (bwrap consumes a descriptor it mounts), the
+	// writable one among equals; parents before children (a Read path
+	// below a Write path stays read-only). The program file goes last:
+	// read-only even inside a Write path.
+	rw := map[string]bool{}
+	var binds []isoBind
+	for _, b := range pl.binds {
+		if _, dup := rw[b.path]; !dup {
+			binds = append(binds, b)
 		}
-		return !pa.rw && pb.rw
-	})
-	pl.binds = append(pl.binds, isoBind{pl.prog, false})
+		rw[b.path] = rw[b.path] || b.rw
+	}
+	for i := range binds {
+		binds[i].rw = rw[binds[i].path]
+	}
+	sort.SliceStable(binds, func(a, b int) bool { return len(binds[a].path) < len(binds[b].path) })
+	pl.binds = binds
+	if _, dup := rw[pl.prog]; !dup {
+		pl.binds = append(pl.binds, isoBind{pl.prog, false})
+	} else {
+		for i := range pl.binds {
+			if pl.binds[i].path == pl.prog {
+				pl.binds[i].rw = false // never writable, even listed in Write
+			}
+		}
+	}
 	return pl, nil
 }
 

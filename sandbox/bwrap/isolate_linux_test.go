@@ -179,6 +179,12 @@ func TestIsolateReadOutside(t *testing.T) {
 	if !strings.Contains(out, "given\n") {
 		t.Errorf("the Read path is not readable: %q", out)
 	}
+	// The working directory listed in Read too (one mount, not two of
+	// one descriptor, which bwrap consumes).
+	r2 := isoRun{c: bwrap.Confinement{Read: []string{given, given}, Write: []string{secretDir}}, dir: given}
+	if out, stderr, err := r2.run(t, iso, "cat f.txt"); err != nil || out != "given\n" {
+		t.Errorf("dir also in Read: %q %q %v", out, stderr, err)
+	}
 	// Control: the same uid reads it when it is listed.
 	r.c.Read = append(r.c.Read, secretDir)
 	if out, stderr, err := r.run(t, iso, "cat "+secret); err != nil || out != "HOST-SECRET\n" {
