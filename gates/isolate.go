@@ -117,8 +117,8 @@ func (env Env) Isolation(ctx context.Context, s IsolateSpec, extra ...ExtraPath)
 	}
 	check := func(field string, paths []string, write bool) error {
 		for _, p := range paths {
-			if err := env.checkIsolatePath(p, write); err != nil {
-				return &SettingError{Field: field, Err: err, Help: isolatePathHelp}
+			if help, err := env.checkIsolatePath(p, write); err != nil {
+				return &SettingError{Field: field, Err: err, Help: func(string) string { return help }}
 			}
 		}
 		return nil
@@ -168,19 +168,15 @@ func hostHelp(key, why string) string {
 	return "install bubblewrap (gates run in a bwrap sandbox of their own), or, " + h
 }
 
-func isolatePathHelp(key string) string {
-	return "list absolute host paths that exist, outside the session directories; a gate that writes the workspace may not write " +
-		"its protected paths (sandbox.protected_paths): list the directories it writes below them instead"
-}
-
-// checkIsolatePath checks one path an isolated gate is given.
-func (env Env) checkIsolatePath(p string, write bool) error {
+// checkIsolatePath checks one path an isolated gate is given, and says
+// how to fix it.
+func (env Env) checkIsolatePath(p string, write bool) (help string, err error) {
 	if !filepath.IsAbs(p) {
-		return fmt.Errorf("%s is not an absolute path", quoteArg(p))
+		return "give the absolute host path", fmt.Errorf("%s is not an absolute path", quoteArg(p))
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
-		return fmt.Errorf("%s: %w", quoteArg(p), errors.Unwrap(err))
+		return "list host paths that exist", fmt.Errorf("%s: %w", quoteArg(p), errors.Unwrap(err))
 	}
 	for _, s := range env.Sessions {
 		if s == "" {
@@ -191,11 +187,12 @@ func (env Env) checkIsolatePath(p string, write bool) error {
 			rs = filepath.Clean(s)
 		}
 		if fspath.Within(rs, real) || fspath.Within(real, rs) {
-			return fmt.Errorf("%s and the session directory %s overlap: a gate would see every sandbox's calls", quoteArg(p), rs)
+			return "list narrower paths, outside bridge.session_dir and sandbox.docker.sessions_root",
+				fmt.Errorf("%s and the session directory %s overlap: a gate would see every sandbox's calls", quoteArg(p), rs)
 		}
 	}
 	if !write || env.Workspace == "" {
-		return nil
+		return "", nil
 	}
 	ws, err := filepath.EvalSymlinks(env.Workspace)
 	if err != nil {
@@ -204,10 +201,11 @@ func (env Env) checkIsolatePath(p string, write bool) error {
 	for _, rel := range env.Protected {
 		pp := filepath.Join(ws, filepath.Clean(rel))
 		if fspath.Within(pp, ws) && (fspath.Within(pp, real) || fspath.Within(real, pp)) {
-			return fmt.Errorf("%s would make the workspace's protected path %s writable", quoteArg(p), pp)
+			return "list the directories the gate writes below the workspace, none holding a protected path (sandbox.protected_paths)",
+				fmt.Errorf("%s would make the workspace's protected path %s writable: the gate could plant what the host runs (.git/hooks)", quoteArg(p), pp)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // runIsolated starts cmd through iso with s, on a goroutine of its own
