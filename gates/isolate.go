@@ -222,7 +222,7 @@ func runIsolated(ctx context.Context, iso Isolator, s IsolateSpec, cmd *exec.Cmd
 		runtime.LockOSThread()
 		cleanup, err := iso.Isolate(ctx, cmd, s)
 		if err != nil {
-			startc <- fmt.Errorf("isolate: %w", err)
+			startc <- err
 			return
 		}
 		if err := cmd.Start(); err != nil {

@@ -358,7 +358,7 @@ func (c *client) connectIsolated(ctx context.Context, iso gates.Isolator, spec g
 		runtime.LockOSThread() // never unlocked: the thread ends with the server
 		cleanup, err := iso.Isolate(ctx, cmd, spec)
 		if err != nil {
-			ch <- result{nil, fmt.Errorf("isolate: %w", err)}
+			ch <- result{nil, err}
 			return
 		}
 		defer cleanup()

@@ -28,8 +28,9 @@ func (*limitCgroup) leave()                               {}
 func (*limitCgroup) report() string                       { return "" }
 func (*limitCgroup) adopt(int) error                      { return nil }
 
-func pinPath(string) (*os.File, error) { return nil, errors.New("needs Linux") }
-func stopNamespace(*bwrapStatus)       {}
+func pinPath(string) (*os.File, error)                      { return nil, errors.New("needs Linux") }
+func stopNamespace(*bwrapStatus)                            {}
+func unreachable(string, uint32, uint32, bool, bool) string { return "" }
 func isolateAttr(a *syscall.SysProcAttr, _ *syscall.Credential) *syscall.SysProcAttr {
 	return a
 }

@@ -219,6 +219,17 @@ func (i *Isolator) Isolate(ctx context.Context, cmd *exec.Cmd, c Confinement) (c
 	if err != nil {
 		return fail("resolve paths", err)
 	}
+	cred := i.identity()
+	if cred != nil {
+		// bwrap, started as that uid, would fail with a bare "Permission
+		// denied" on the first path it cannot reach: say which and why.
+		for _, b := range pl.binds {
+			if why := unreachable(b.path, cred.Uid, cred.Gid, b.rw, b.path == pl.prog); why != "" {
+				return nil, &sandbox.Error{Backend: Name, Op: "isolate", Err: fmt.Errorf("%s is out of the program's reach: %s", b.path, why),
+					Help: "place what a gate reads where its uid (sandbox.uid) can read it, or set sandbox.uid"}
+			}
+		}
+	}
 	feat := probeBwrap(ctx, bin)
 	if err := ctx.Err(); err != nil {
 		return fail("start", err)
@@ -296,7 +307,7 @@ func (i *Isolator) Isolate(ctx context.Context, cmd *exec.Cmd, c Confinement) (c
 	cmd.Path = bin
 	cmd.Dir = "/" // bwrap's own; the program's is --chdir
 	cmd.ExtraFiles = append(cmd.ExtraFiles, extra...)
-	cmd.SysProcAttr = isolateAttr(cmd.SysProcAttr, i.identity())
+	cmd.SysProcAttr = isolateAttr(cmd.SysProcAttr, cred)
 
 	st := newBwrapStatus()
 	readDone := make(chan struct{})

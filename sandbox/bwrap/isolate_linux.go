@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -75,4 +77,54 @@ func isolateAttr(a *syscall.SysProcAttr, cred *syscall.Credential) *syscall.SysP
 	n.Credential = cred
 	n.Pdeathsig = syscall.SIGKILL
 	return n
+}
+
+// unreachable says why uid:gid (no supplementary groups) cannot reach p,
+// a resolved absolute path, as the program needs it (read, and write or
+// execute), from the mode bits of p and of every directory above it; ""
+// when it can, or when an ACL (which this does not read) may decide.
+func unreachable(p string, uid, gid uint32, write, exec bool) string {
+	may := func(path string, st *unix.Stat_t, need uint32) bool {
+		if n, err := unix.Getxattr(path, "system.posix_acl_access", nil); err == nil && n > 0 {
+			return true // an ACL decides: leave it to the kernel
+		}
+		mode := st.Mode & 0o777
+		switch {
+		case st.Uid == uid:
+			mode >>= 6
+		case st.Gid == gid:
+			mode >>= 3
+		}
+		return mode&need == need
+	}
+	cur := "/"
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, part := range parts {
+		var st unix.Stat_t
+		if err := unix.Stat(cur, &st); err != nil {
+			return ""
+		}
+		if !may(cur, &st, 1) {
+			return fmt.Sprintf("%s is mode %o, owner %d:%d: uid %d cannot pass through it", cur, st.Mode&0o777, st.Uid, st.Gid, uid)
+		}
+		cur = filepath.Join(cur, part)
+		if i < len(parts)-1 || part == "" {
+			continue
+		}
+		if err := unix.Stat(cur, &st); err != nil {
+			return ""
+		}
+		need := uint32(4)
+		if write {
+			need |= 2
+		}
+		if exec || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			need |= 1
+		}
+		if !may(cur, &st, need) {
+			return fmt.Sprintf("%s is mode %o, owner %d:%d: uid %d cannot %s it", cur, st.Mode&0o777, st.Uid, st.Gid, uid,
+				map[bool]string{true: "write", false: "read"}[write])
+		}
+	}
+	return ""
 }

@@ -416,6 +416,15 @@ func TestIsolateRefuses(t *testing.T) {
 			}
 		})
 	}
+	if os.Geteuid() == 0 {
+		// A root-owned 0700 directory is out of uid 65534's reach: said
+		// plainly, with the path at fault, before bwrap runs.
+		private := t.TempDir() // 0700, root's
+		_, _, err := isoRun{c: bwrap.Confinement{Read: []string{private}}}.run(t, iso, "true")
+		if err == nil || !strings.Contains(err.Error(), "out of the program's reach") || !strings.Contains(err.Error(), "uid 65534") || hint.Of(err) == "" {
+			t.Errorf("unreachable read path: %v", err)
+		}
+	}
 	if err := (&bwrap.Isolator{Path: "/nonexistent/bwrap"}).Check(context.Background()); err == nil {
 		t.Error("Check passed without bwrap")
 	} else if !errors.Is(err, sandbox.ErrUnavailable) || hint.Of(err) == "" {
