@@ -93,9 +93,10 @@ func (r isoRun) run(t *testing.T, iso *bwrap.Isolator, script string) (stdout, s
 }
 
 // What every isolated program is: not root, no capabilities, no new
-// privileges (a setuid binary gives nothing), in /tmp unless told, with
-// only the environment it was given, and a root without the host's
-// /root, /home or session directories.
+// privileges (a setuid binary gives nothing), in a session of its own (no
+// terminal to push input into), in /tmp unless told, with only the
+// environment it was given, and a root without the host's /root, /home or
+// session directories.
 func TestIsolateIdentity(t *testing.T) {
 	iso := newIsolator(t, sandbox.Limits{})
 	t.Setenv("GB_ISO_TEST_SECRET", "should-not-leak")
@@ -103,6 +104,7 @@ func TestIsolateIdentity(t *testing.T) {
 grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' /proc/self/status | tr -s '\t' ' '
 ls -A /; ls -A /root /home 2>&1 | head -2
 echo x > /etc/gb-iso-x 2>/dev/null && echo wrote-etc; echo x > /usr/gb-iso-x 2>/dev/null && echo wrote-usr
+[ "$(cut -d' ' -f6 /proc/self/stat)" != 0 ] && echo own-session # 0: a session outside the pid namespace
 true`)
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr)
@@ -115,7 +117,7 @@ true`)
 	if lines[0] != strconv.Itoa(want) || lines[0] == "0" || lines[1] == "0" {
 		t.Errorf("runs as %s:%s, want %d and never root:\n%s", lines[0], lines[1], want, out)
 	}
-	for _, w := range []string{"/tmp\n", "given=yes secret=\n", "CapEff: 0000000000000000\n", "CapPrm: 0000000000000000\n", "NoNewPrivs: 1\n"} {
+	for _, w := range []string{"/tmp\n", "given=yes secret=\n", "own-session\n", "CapEff: 0000000000000000\n", "CapPrm: 0000000000000000\n", "NoNewPrivs: 1\n"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("missing %q in:\n%s", w, out)
 		}
