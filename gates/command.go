@@ -82,6 +82,13 @@ type CommandSpec struct {
 	// Stdin forwards the wrapper's standard input to the command; without
 	// it the command's stdin is /dev/null.
 	Stdin bool
+	// Isolator, when set, runs the command in a sandbox of its own that
+	// gives it what Isolate lists (and Dir and Home, read-only unless in
+	// Isolate.Write); HOME is then the sandbox's private /tmp unless Home
+	// or Env sets one. Nil, or Isolate.Host, runs it on the host. The
+	// command kind sets it from [Env.Isolation].
+	Isolator Isolator
+	Isolate  IsolateSpec
 }
 
 type commandGate struct {
@@ -99,6 +106,8 @@ type commandGate struct {
 	maxOut  int64
 	env     []string
 	stdin   bool
+	iso     Isolator    // nil: on the host
+	isoSpec IsolateSpec // with iso: what the command reaches
 }
 
 var _ Gate = (*commandGate)(nil)
@@ -212,7 +221,23 @@ func NewCommand(s CommandSpec) (Gate, error) {
 		g.env = append(g.env, "PATH="+commandPath(os.Getenv("PATH"), s.Untrusted))
 	}
 	g.spec = g.makeSpec(s)
+	g.isolate(s.Isolator, s.Isolate)
 	return g, nil
+}
+
+// isolate makes g run its command through iso under s (nothing when iso
+// is nil or s.Host). A fixed HOME outside s is added to what it reads.
+func (g *commandGate) isolate(iso Isolator, s IsolateSpec) {
+	if iso == nil || s.Host {
+		return
+	}
+	g.iso = iso
+	g.isoSpec = IsolateSpec{Read: slices.Clone(s.Read), Write: slices.Clone(s.Write), Network: s.Network}
+	if g.home != "" && !slices.ContainsFunc(append(slices.Clip(s.Read), s.Write...), func(p string) bool {
+		return fspath.Within(filepath.Clean(g.home), filepath.Clean(p))
+	}) {
+		g.isoSpec.Read = append(g.isoSpec.Read, g.home)
+	}
 }
 
 // commandPath is the host PATH without the entries a command gate must
@@ -333,7 +358,9 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 		}
 	}
 	home := g.home
-	if home == "" {
+	if home == "" && g.iso != nil {
+		home = isolatedHome // private to the run already
+	} else if home == "" {
 		// A fresh, empty HOME: nothing a previous call left (a
 		// .gitconfig, say) is read by this one.
 		if home, err = os.MkdirTemp("", "gatebridge-home-"); err != nil {
@@ -374,26 +401,39 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 	setProcessGroup(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("%s: start %s: %w", g.name, g.argv[0], err)
-	}
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		inR.Close()
-	}
 
 	var outTrunc, errTrunc bool
 	done := make(chan struct{}, 3)
-	go func() { outTrunc = copyCapped(stdout(c), outR, g.maxOut); done <- struct{}{} }()
-	go func() { errTrunc = copyCapped(stderr(c), errR, g.maxOut); done <- struct{}{} }()
-	workers := 2
-	if inW != nil {
-		workers++
-		go func() { inW.Write(c.Stdin); inW.Close(); done <- struct{}{} }()
+	workers := 0
+	started := func() {
+		outW.Close()
+		errW.Close()
+		if inR != nil {
+			inR.Close()
+		}
+		go func() { outTrunc = copyCapped(stdout(c), outR, g.maxOut); done <- struct{}{} }()
+		go func() { errTrunc = copyCapped(stderr(c), errR, g.maxOut); done <- struct{}{} }()
+		workers = 2
+		if inW != nil {
+			workers++
+			go func() { inW.Write(c.Stdin); inW.Close(); done <- struct{}{} }()
+		}
 	}
-
-	waitErr := cmd.Wait()
+	var waitErr error
+	if g.iso != nil {
+		// In its own sandbox; what it leaves behind is gone once
+		// runIsolated returns (the isolator's cleanup).
+		var startErr error
+		if waitErr, startErr = runIsolated(ctx, g.iso, g.isoSpec, cmd, started); startErr != nil {
+			return 0, fmt.Errorf("%s: start %s: %w", g.name, g.argv[0], startErr)
+		}
+	} else {
+		if err := cmd.Start(); err != nil {
+			return 0, fmt.Errorf("%s: start %s: %w", g.name, g.argv[0], err)
+		}
+		started()
+		waitErr = cmd.Wait()
+	}
 	killGroup(cmd.Process.Pid) // whatever the command left behind
 	grace := time.NewTimer(time.Second)
 	defer grace.Stop()

@@ -72,8 +72,10 @@ type Env struct {
 	// workspace, the writable root, the session directories): no program
 	// a gate runs, and nothing a gate trusts, may come from there.
 	Untrusted []string
-	// Isolator runs a gate's program in a sandbox of its own; nil runs
-	// it on the host, as every kind does today (issue 28 wires one).
+	// Isolator runs a gate's program in a sandbox of its own. Kinds get
+	// it through [Env.Isolation]: with none (nil), a gate that runs a
+	// program is refused unless its settings say to run it on the host
+	// ([IsolateSpec].Host).
 	Isolator Isolator
 	// Secrets expands ${secret:NAME} in the values that take a reference
 	// (a command gate's env, an MCP server's env and headers, an http
@@ -81,6 +83,12 @@ type Env struct {
 	// makes its gates, so that one that cannot be read is a config error.
 	// nil: no secrets are configured, and a reference is an error.
 	Secrets *secrets.Store
+	// Protected are the workspace's protected paths, relative to it
+	// (sandbox.protected_paths): no isolated gate may write one.
+	Protected []string
+	// Sessions are the directories that hold session directories: no
+	// isolated gate is given one.
+	Sessions []string
 	// Warn hears what a kind left out, and why (a refused MCP tool); nil
 	// drops it. A program prefixes the source's config key.
 	Warn func(string)
@@ -233,12 +241,17 @@ func (o Options) inEnv(env Env) Options {
 	return o
 }
 
+// The command kind runs each gate's program in a sandbox of its own
+// ([Env.Isolation]) unless its Isolate says Host; a Dir or Home it binds
+// is checked as an isolate path is.
 var commandKind = KindOf(KindCommand, "a host program with a fixed argv prefix; arguments checked against its policy", FailOnClash,
 	func(ctx context.Context, c CommandSpec, env Env) ([]Gate, error) {
 		c.Untrusted = append(slices.Clip(c.Untrusted), env.Untrusted...)
 		if c.Secrets == nil {
 			c.Secrets = env.Secrets
 		}
+		iso, isoSpec := c.Isolator, c.Isolate
+		c.Isolator = nil
 		g, err := NewCommand(c)
 		if err != nil {
 			return nil, err
@@ -246,6 +259,13 @@ var commandKind = KindOf(KindCommand, "a host program with a fixed argv prefix; 
 		if err := c.Secrets.Resolve(ctx, c.Env, c.Untrusted); err != nil {
 			return nil, &SettingError{Field: "env", Err: err, Help: secretHelp(err)}
 		}
+		cg := g.(*commandGate)
+		if iso == nil {
+			if iso, err = env.Isolation(ctx, isoSpec, ExtraPath{"dir", cg.dir}, ExtraPath{"home", cg.home}); err != nil {
+				return nil, err
+			}
+		}
+		cg.isolate(iso, isoSpec)
 		return []Gate{g}, nil
 	})
 

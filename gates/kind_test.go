@@ -35,7 +35,7 @@ func TestKinds(t *testing.T) {
 		t.Fatalf("builtin New = %v, %v", gs, err)
 	}
 	c, _ := kinds.Lookup(gates.KindCommand)
-	gs, err = c.New(ctx, gates.CommandSpec{Name: "gb_true", Command: []string{"true"}}, gates.Env{})
+	gs, err = c.New(ctx, gates.CommandSpec{Name: "gb_true", Command: []string{"true"}, Isolate: gates.IsolateSpec{Host: true}}, gates.Env{})
 	if err != nil || len(gs) != 1 || gs[0].Spec().Name != "gb_true" {
 		t.Fatalf("command New = %v, %v", gs, err)
 	}
@@ -201,6 +201,7 @@ func TestCommandKindUntrusted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
 		t.Fatalf("a program in Env.Untrusted: %v", err)
 	}
+	spec.Isolate.Host = true
 	if _, err := k.New(context.Background(), spec, gates.Env{}); err != nil {
 		t.Fatalf("the same program, trusted: %v", err)
 	}

@@ -22,7 +22,7 @@ var (
 )
 
 // testMCPServer builds integration/testdata/mcpserver (an SDK stdio
-// server with the tools add and echo) once, outside any workspace.
+// server with the tools add, echo and probe) once, outside any workspace.
 func testMCPServer(t *testing.T) string {
 	t.Helper()
 	mcpServerOnce.Do(func() {
@@ -146,7 +146,7 @@ func TestMCPCodeModeSize(t *testing.T) {
 	if txt := call.Content[0].(*mcp.TextContent).Text; !strings.Contains(txt, `{"id":"15"}`) {
 		t.Fatalf("the chain: %q", txt)
 	}
-	t.Logf("code mode, 3 servers × 2 tools: tools/list the host sees: gatebridge mcp %d bytes (~%d tokens), the servers' own %d bytes (~%d tokens); a 3-tool chain: 1 model round trip through bash, 3 calling the tools one by one",
+	t.Logf("code mode, 3 servers × 3 tools: tools/list the host sees: gatebridge mcp %d bytes (~%d tokens), the servers' own %d bytes (~%d tokens); a 3-tool chain: 1 model round trip through bash, 3 calling the tools one by one",
 		via, via/4, direct, direct/4)
 }
 
@@ -156,8 +156,13 @@ func TestMCPCodeModeSize(t *testing.T) {
 func TestMCPServerStartsLazily(t *testing.T) {
 	needBackend(t, "bwrap")
 	srv := testMCPServer(t)
-	starts := filepath.Join(t.TempDir(), "starts")
-	cfg := "mcp:\n  servers:\n    calc:\n      command: [" + srv + "]\n      env: [GATEBRIDGE_TEST_MCP_STARTS=" + starts + "]\n"
+	// The server runs in its own sandbox: it may write only where
+	// isolate.write says, in a directory its uid can write.
+	dir := workspace(t)
+	must(t, os.Chmod(dir, 0o777))
+	starts := filepath.Join(dir, "starts")
+	cfg := "mcp:\n  servers:\n    calc:\n      command: [" + srv + "]\n      env: [GATEBRIDGE_TEST_MCP_STARTS=" + starts + "]\n" +
+		"      isolate: {write: [" + dir + "]}\n"
 	count := func() int {
 		b, _ := os.ReadFile(starts)
 		return strings.Count(string(b), "started")

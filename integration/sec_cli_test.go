@@ -136,7 +136,7 @@ func TestSecAuditSymlinkRefused(t *testing.T) {
 // nothing. The same file at a trusted place does give the host shell, so
 // the refusal is what stops it.
 func TestSecUntrustedConfigRefused(t *testing.T) {
-	const hostsh = "gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\nsandbox:\n  backend: local\n"
+	const hostsh = "gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\n      isolate: {host: true}\nsandbox:\n  backend: local\n"
 	base := t.TempDir()
 	os.Chmod(base, 0o755)
 	try := func(cfg string) (Out, bool) {
@@ -215,7 +215,7 @@ func TestSecConfigInPersistentWorkspace(t *testing.T) {
 			}
 			t.Cleanup(func() { gbRaw(t, ws, nil, nil, 0, "sandbox", "stop", name) })
 			cfg := filepath.Join(ws, "gb.yaml")
-			os.WriteFile(cfg, []byte("gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\n"), 0o644)
+			os.WriteFile(cfg, []byte("gates:\n  commands:\n    - name: hostsh\n      command: [sh, -c]\n      allow_pattern: \"(?s).*\"\n      isolate: {host: true}\n"), 0o644)
 			sub := filepath.Join(startWS, "sub")
 			os.Mkdir(sub, 0o755)
 			marker := filepath.Join(t.TempDir(), "pwned")

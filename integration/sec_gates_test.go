@@ -12,7 +12,9 @@ import (
 	"time"
 )
 
-// safeGitLog is the README's git_log gate.
+// safeGitLog is the README's git_log gate, on the host (isolate.host):
+// these tests show what the argument policy alone refuses; isolation is
+// tested on top of it (TestSecIsolated*).
 const safeGitLog = `
 gates:
   commands:
@@ -28,6 +30,7 @@ gates:
       end_of_options: --end-of-options
       dir: %s
       timeout: 30s
+      isolate: {host: true}
 `
 
 // oldGitLog is the README's example before this round: only the first
@@ -39,6 +42,7 @@ gates:
       command: [git, log, --oneline]
       allow_pattern: "^(-[0-9]+)?$"
       dir: %s
+      isolate: {host: true}
 `
 
 func gitRepo(t *testing.T) string {
@@ -49,7 +53,7 @@ func gitRepo(t *testing.T) string {
 		}
 		t.Skip("no git here")
 	}
-	repo := t.TempDir()
+	repo := workspace(t) // readable by an isolated gate's uid too
 	for _, args := range [][]string{
 		{"init", "-q"},
 		{"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first commit"},
@@ -103,12 +107,13 @@ git_log -n 1 --oneline HEAD
 		}
 	})
 	t.Run("control", func(t *testing.T) {
-		// The same attack through a gate that allows --output: the file is
-		// written, so the refusals above are the policy's doing, not a
-		// broken setup.
+		// The same attack through a gate that allows --output, on the
+		// host: the file is written, so the refusals above are the
+		// policy's doing, not a broken setup.
 		loot := filepath.Join(t.TempDir(), "authorized_keys")
 		cfg := fmt.Sprintf("gates:\n  commands:\n    - name: git_log\n      command: [git, log]\n      options:\n"+
-			"        - {name: -n, value: \"[0-9]+\"}\n        - {name: --output, value: \".*\"}\n        - {name: --format, value: \".*\"}\n      dir: %s\n", repo)
+			"        - {name: -n, value: \"[0-9]+\"}\n        - {name: --output, value: \".*\"}\n        - {name: --format, value: \".*\"}\n      dir: %s\n"+
+			"      isolate: {host: true}\n", repo)
 		out := gb(t, "local", Run{Config: cfg,
 			Command: []string{"sh", "-c", fmt.Sprintf(`git_log -n 1 --output=%s "--format=format:ssh-ed25519 AAAA attacker"; echo "exit $?"`, loot)}})
 		b, err := os.ReadFile(loot)

@@ -159,7 +159,24 @@ type CommandConfig struct {
 	// Approval is "never" (default) or "ask": serve asks the protocol
 	// client (approval/request) before each call. `gatebridge run` has no
 	// one to ask and refuses such a gate.
-	Approval string `mapstructure:"approval"`
+	Approval string        `mapstructure:"approval"`
+	Isolate  IsolateConfig `mapstructure:"isolate"`
+}
+
+// IsolateConfig is the sandbox of its own a command gate's program or a
+// stdio MCP server runs in (isolate: always a map): what it reaches
+// besides the system directories, its program file and its dir, or host:
+// true to run it on the host as before.
+type IsolateConfig struct {
+	Network bool     `mapstructure:"network"`
+	Read    []string `mapstructure:"read"`
+	Write   []string `mapstructure:"write"`
+	Host    bool     `mapstructure:"host"`
+}
+
+// spec is c as package gates takes it.
+func (c IsolateConfig) spec() gates.IsolateSpec {
+	return gates.IsolateSpec{Network: c.Network, Read: c.Read, Write: c.Write, Host: c.Host}
 }
 
 // MCPConfig is the mcp section: what `gatebridge mcp` (the MCP server
@@ -191,6 +208,7 @@ type MCPServerConfig struct {
 	Prefix   *string           `mapstructure:"prefix"`
 	Timeout  time.Duration     `mapstructure:"timeout"`
 	Approval string            `mapstructure:"approval"`
+	Isolate  IsolateConfig     `mapstructure:"isolate"`
 }
 
 type ArgConfig struct {

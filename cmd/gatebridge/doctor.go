@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 )
 
 // Doctor statuses.
@@ -104,6 +106,7 @@ func doctor(ctx context.Context, cfg *Config, backends *sandbox.Registry, kinds 
 
 	add(gatesCheck(ctx, cfg, kinds))
 	checks = append(checks, secretChecks(ctx, cfg)...)
+	checks = append(checks, gateRunChecks(ctx, cfg)...)
 	checks = append(checks, inotifyChecks(readProc)...)
 
 	sessionDir := cfg.Bridge.SessionDir
@@ -387,4 +390,52 @@ func gatesCheck(ctx context.Context, cfg *Config, kinds *gates.KindRegistry) che
 			Hint: "pick other names with mcp.servers.NAME.prefix, or list the tools you want with mcp.servers.NAME.tools"}
 	}
 	return checkResult{Check: "gates", Status: statusOK, Detail: strings.Join(parts, "; ")}
+}
+
+// gateRunChecks says, for each command gate and stdio MCP server, how its
+// program runs: in a sandbox of its own (what it reaches, as whom), on
+// the host (isolate.host: a warning), or not at all because no sandbox
+// for gate programs can run here (a problem: the gate is refused).
+func gateRunChecks(ctx context.Context, cfg *Config) []checkResult {
+	type prog struct {
+		check, key string
+		iso        IsolateConfig
+	}
+	var progs []prog
+	for i, c := range cfg.Gates.Commands {
+		progs = append(progs, prog{"gate " + c.Name, fmt.Sprintf("gates.commands[%d]", i), c.Isolate})
+	}
+	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+		if c := cfg.MCP.Servers[name]; len(c.Command) > 0 {
+			progs = append(progs, prog{"mcp server " + name, "mcp.servers." + name, c.Isolate})
+		}
+	}
+	var checkErr error
+	checked := false
+	who := "as gatebridge's own user"
+	if os.Geteuid() == 0 {
+		who = fmt.Sprintf("as uid %d (sandbox.uid; never root)", cmp.Or(cfg.Sandbox.UID, bwrap.NobodyUID))
+	}
+	var out []checkResult
+	for _, p := range progs {
+		spec := p.iso.spec()
+		c := checkResult{Check: p.check, Status: statusOK, Detail: "runs " + spec.String()}
+		switch {
+		case spec.Host:
+			c.Status = statusWarn
+			c.Hint = "drop " + p.key + ".isolate.host to run it in a sandbox of its own"
+		default:
+			if !checked {
+				checkErr, checked = gateIsolator(cfg).(gates.IsolationChecker).Check(ctx), true
+			}
+			if checkErr != nil {
+				c.Status, c.Detail = statusProblem, "refused: its sandbox cannot run here: "+checkErr.Error()
+				c.Hint = strings.TrimSpace(hint.Of(checkErr) + "; or set " + p.key + ".isolate: {host: true} to run it on the host")
+			} else {
+				c.Detail += ", " + who
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }

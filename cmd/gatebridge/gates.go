@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -123,7 +125,7 @@ func gateSources(cfg *Config) []gateSource {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
-			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask"}})
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask", Isolate: c.Isolate.spec()}})
 	}
 	return srcs
 }
@@ -136,7 +138,13 @@ func gateSources(cfg *Config) []gateSource {
 // gates left out (MCP tools refused or whose name is taken). The caller
 // closes the registry (it stops the MCP servers).
 func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, workspace, inside string, warn func(string)) (*gates.Registry, map[string]string, error) {
-	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: untrustedDirs(cfg, workspace), Secrets: cfg.secrets}
+	sessions := cfg.Bridge.SessionDir
+	if sessions == "" {
+		sessions = bridge.DefaultDir()
+	}
+	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: untrustedDirs(cfg, workspace), Secrets: cfg.secrets,
+		Isolator: gateIsolator(cfg), Protected: cfg.Sandbox.ProtectedPaths,
+		Sessions: []string{sessions, cfg.Sandbox.Docker.SessionsRoot}}
 	reg := gates.NewRegistry()
 	kindOf := map[string]string{}
 	for _, src := range gateSources(cfg) {
@@ -173,6 +181,27 @@ func untrustedDirs(cfg *Config, workspace string) []string {
 		sessions = bridge.DefaultDir()
 	}
 	return []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
+}
+
+// gateIsolator is the sandbox gates' programs run in (bwrap's Isolator):
+// sandbox.bwrap's path and read_only, as sandbox.uid:gid when gatebridge
+// is root (0 means 65534: never root), under sandbox.limits.
+func gateIsolator(cfg *Config) gates.Isolator {
+	return bwrapGates{&bwrap.Isolator{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly,
+		UID: cfg.Sandbox.UID, GID: cfg.Sandbox.GID, Limits: sandboxLimits(cfg)}}
+}
+
+// bwrapGates adapts a bwrap.Isolator to gates.Isolator (package sandbox
+// does not know gates).
+type bwrapGates struct{ *bwrap.Isolator }
+
+var (
+	_ gates.Isolator         = bwrapGates{}
+	_ gates.IsolationChecker = bwrapGates{}
+)
+
+func (b bwrapGates) Isolate(ctx context.Context, cmd *exec.Cmd, s gates.IsolateSpec) (func(), error) {
+	return b.Isolator.Isolate(ctx, cmd, bwrap.Confinement{Read: s.Read, Write: s.Write, Network: s.Network})
 }
 
 // sourceError is a kind's error about src as a config error: its key
@@ -213,7 +242,7 @@ func commandSpec(c CommandConfig) gates.CommandSpec {
 		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
 		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
 		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-		Env: c.Env, Stdin: c.Stdin,
+		Env: c.Env, Stdin: c.Stdin, Isolate: c.Isolate.spec(),
 	}
 	for _, a := range c.Args {
 		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})

@@ -20,8 +20,10 @@ import (
 // tool list is cached in [DefaultCacheDir] unless [Server.CacheDir] is set.
 // Tools refused, and tools whose gate name is taken
 // ([gates.SkipOnClash]), are left out with a warning ([gates.Env.Warn]).
+// A stdio server runs in a sandbox of its own ([gates.Env.Isolation])
+// unless its Isolate says Host: where none can run, it is refused.
 // Errors naming a setting are [*gates.SettingError]s: "command", "tools",
-// "max_tools".
+// "max_tools", "isolate…".
 func Register(kinds *gates.KindRegistry) error {
 	return kinds.Register(gates.KindOf(KindMCP, "the tools of an MCP server (stdio or streamable HTTP), one gate each",
 		gates.SkipOnClash, newKindGates))
@@ -43,6 +45,15 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 		}
 		// Start the program that was checked, not whatever PATH finds later.
 		s.Command = append([]string{prog}, s.Command[1:]...)
+		if s.Isolator == nil {
+			// In a sandbox of its own unless isolate.host says otherwise.
+			if s.Isolator, err = env.Isolation(ctx, s.Isolate); err != nil {
+				return nil, err
+			}
+		}
+	} else if s.Isolate.Host || s.Isolate.Network || len(s.Isolate.Read) > 0 || len(s.Isolate.Write) > 0 {
+		return nil, &gates.SettingError{Field: "isolate", Err: errors.New("isolate applies to a stdio server (command), not to a url"),
+			Help: func(key string) string { return "drop " + key + ".isolate" }}
 	}
 	if s.CacheDir == "" {
 		s.CacheDir = DefaultCacheDir(env.Untrusted)

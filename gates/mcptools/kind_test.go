@@ -176,7 +176,9 @@ func TestKindCacheDirUntrusted(t *testing.T) {
 			t.Errorf("cache in the workspace %v: DefaultCacheDir = %q", inside, DefaultCacheDir([]string{ws}))
 		}
 		reg := gates.NewRegistry()
-		if _, err := k.Add(context.Background(), reg, testServer("add"), gates.Env{Workspace: ws, Untrusted: []string{ws}}); err != nil {
+		s := testServer("add")
+		s.Isolate.Host = true
+		if _, err := k.Add(context.Background(), reg, s, gates.Env{Workspace: ws, Untrusted: []string{ws}}); err != nil {
 			t.Fatal(err)
 		}
 		reg.Close()

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,6 +97,12 @@ type Server struct {
 	Timeout time.Duration
 	// Approval makes every call wait for approval (gates.Approver).
 	Approval bool
+	// Isolator, when set, runs a stdio server in a sandbox of its own
+	// ([gates.Isolator]) that reaches what Isolate lists; the sandbox
+	// lives as long as the server process. Nil runs it on the host. The
+	// mcp kind sets it from [gates.Env.Isolation].
+	Isolator gates.Isolator
+	Isolate  gates.IsolateSpec
 	// CacheDir, when set, keeps a stdio server's tool list there, keyed
 	// by its command, environment and program file: the next Connect
 	// makes the gates from it without starting the server, which starts
@@ -149,6 +156,19 @@ type client struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil: not connected
 	closed  bool
+	// ends holds, per session of an isolated server, a channel closed
+	// once its sandbox is cleaned up: closing the session waits for it.
+	ends sync.Map
+}
+
+// closeSession closes s and waits until the server's sandbox, if it has
+// one, is cleaned up.
+func (c *client) closeSession(s *mcp.ClientSession) error {
+	err := s.Close()
+	if end, ok := c.ends.LoadAndDelete(s); ok {
+		<-end.(chan struct{})
+	}
+	return err
 }
 
 // get returns the session, connecting again if the last one was lost.
@@ -174,7 +194,7 @@ func (c *client) lost(s *mcp.ClientSession) {
 	defer c.mu.Unlock()
 	if c.session == s {
 		c.session = nil
-		s.Close()
+		c.closeSession(s)
 	}
 }
 
@@ -185,7 +205,7 @@ func (c *client) close() error {
 	if c.session == nil {
 		return nil
 	}
-	err := c.session.Close()
+	err := c.closeSession(c.session)
 	c.session = nil
 	return err
 }
@@ -264,6 +284,9 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
 			cmd.Env = append(os.Environ(), env...)
 			cmd.Stderr = c.stderr
+			if s.Isolator != nil {
+				return c.connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
+			}
 			t = &mcp.CommandTransport{Command: cmd}
 		} else {
 			hc, err := httpClient(s.URL, s.Headers, s.Expand)
@@ -324,6 +347,51 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 		writeCache(cache, tools)
 	}
 	return out, refused, nil
+}
+
+// connectIsolated starts the server of cmd (t's) through iso and
+// connects to it, on a goroutine locked to its OS thread that stays with
+// the server until the session ends (the server is tied to that thread;
+// see [gates.Isolator]), then cleans up and ends, discarding the thread.
+// Closing the session through c waits for that cleanup.
+func (c *client) connectIsolated(ctx context.Context, iso gates.Isolator, spec gates.IsolateSpec, cmd *exec.Cmd, t *mcp.CommandTransport) (*mcp.ClientSession, error) {
+	type result struct {
+		s   *mcp.ClientSession
+		err error
+	}
+	ch := make(chan result, 1)
+	end := make(chan struct{})
+	go func() {
+		defer close(end)
+		runtime.LockOSThread() // never unlocked: the thread ends with the server
+		cleanup, err := iso.Isolate(ctx, cmd, spec)
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		defer cleanup()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := mcp.NewClient(&mcp.Implementation{Name: "gatebridge"}, nil).Connect(cctx, t, nil)
+		cancel()
+		ch <- result{s, err}
+		if err != nil {
+			// The SDK closes (and waits for) the server on most failures;
+			// make sure of it (a second Wait only returns an error).
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			return
+		}
+		// Until the session is closed, which closes the server's stdin
+		// and waits for it (killing it if it lingers), or the server ends.
+		s.Wait()
+	}()
+	r := <-ch
+	if r.err == nil {
+		c.ends.Store(r.s, end)
+	}
+	return r.s, r.err
 }
 
 // listTools reads the server's tool list, page by page, and keeps what

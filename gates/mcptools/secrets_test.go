@@ -36,7 +36,8 @@ func TestStdioServerEnvSecret(t *testing.T) {
 	st := secretStore(t)
 	exe, _ := os.Executable()
 	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"env"},
-		Env: []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1", "MCP_TOKEN=${secret:tok}"}}
+		Env:     []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1", "MCP_TOKEN=${secret:tok}"},
+		Isolate: gates.IsolateSpec{Host: true}} // on the host: it inherits gatebridge's (scrubbed) environment
 	reg := gates.NewRegistry()
 	defer reg.Close()
 	if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Secrets: st}); err != nil {

@@ -328,18 +328,7 @@ func (b *Backend) args(spec *sandbox.Spec, inside sandbox.SessionDirs, workspace
 		// past tmp_size, the kernel's namespaced-root attack surface).
 		a = append(a, "--unshare-user", "--disable-userns")
 	}
-	for _, d := range systemDirs {
-		fi, err := os.Lstat(d)
-		switch {
-		case err != nil:
-		case fi.Mode()&os.ModeSymlink != 0:
-			if target, err := os.Readlink(d); err == nil {
-				a = append(a, "--symlink", target, d)
-			}
-		case fi.IsDir():
-			a = append(a, "--ro-bind", d, d)
-		}
-	}
+	a = append(a, systemArgs()...)
 	etc := b.Etc
 	if etc == nil {
 		etc = DefaultEtc
@@ -452,6 +441,25 @@ func bwrapIdentity(spec *sandbox.Spec) (*syscall.Credential, error) {
 		return nil, &sandbox.Error{Backend: "bwrap", Op: "prepare session", Err: err}
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// systemArgs binds the system directories that exist read-only, and
+// recreates those that are symlinks (/bin -> usr/bin) as symlinks.
+func systemArgs() []string {
+	var a []string
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	return a
 }
 
 // etcArgs binds one /etc entry read-only, hiding what is in it that is not

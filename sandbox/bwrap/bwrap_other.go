@@ -3,7 +3,9 @@
 package bwrap
 
 import (
+	"errors"
 	"os"
+	"syscall"
 
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
@@ -24,6 +26,14 @@ func (*limitCgroup) remove()                              {}
 func (*limitCgroup) enter() error                         { return nil }
 func (*limitCgroup) leave()                               {}
 func (*limitCgroup) report() string                       { return "" }
+func (*limitCgroup) adopt(int) error                      { return nil }
+
+func pinPath(string) (*os.File, error)                      { return nil, errors.New("needs Linux") }
+func stopNamespace(*bwrapStatus)                            {}
+func unreachable(string, uint32, uint32, bool, bool) string { return "" }
+func isolateAttr(a *syscall.SysProcAttr, _ *syscall.Credential) *syscall.SysProcAttr {
+	return a
+}
 
 // LimitsMechanism says how limits are enforced here: not at all.
 func LimitsMechanism() (string, string) { return "none", "memory, cpus, pids: needs Linux" }

@@ -148,6 +148,16 @@ func (cg *limitCgroup) enter() error {
 	return nil
 }
 
+// adopt moves process pid, every thread of it, into the cgroup.
+func (cg *limitCgroup) adopt(pid int) error {
+	for _, dir := range cg.dirs {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("move %d into cgroup %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
 // leave moves the calling thread back.
 func (cg *limitCgroup) leave() {
 	tid := strconv.Itoa(unix.Gettid())

@@ -7,7 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net"
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -19,6 +24,13 @@ type addIn struct {
 
 type sumOut struct {
 	Sum int `json:"sum"`
+}
+
+type probeIn struct {
+	Read  string `json:"read,omitempty"`
+	Write string `json:"write,omitempty"`
+	Dial  string `json:"dial,omitempty"`
+	Sleep string `json:"sleep,omitempty"`
 }
 
 type echoIn struct {
@@ -43,6 +55,45 @@ func main() {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			b, _ := json.Marshal(in)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+		})
+	// probe tries what an isolated server must not be able to do, and
+	// says how each went (the isolation tests).
+	mcp.AddTool(s, &mcp.Tool{Name: "probe", Description: "Try to read, write, dial; start a detached sleep."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in probeIn) (*mcp.CallToolResult, any, error) {
+			var out []string
+			res := func(what string, err error) {
+				if err != nil {
+					out = append(out, what+" failed")
+				} else {
+					out = append(out, what+" ok")
+				}
+			}
+			if in.Read != "" {
+				_, err := os.ReadFile(in.Read)
+				res("read", err)
+			}
+			if in.Write != "" {
+				res("write", os.WriteFile(in.Write, []byte("pwned\n"), 0o644))
+			}
+			if in.Dial != "" {
+				c, err := net.DialTimeout("tcp", in.Dial, 2*time.Second)
+				if err == nil {
+					c.Write([]byte("hello\n"))
+					c.Close()
+				}
+				res("dial", err)
+			}
+			if in.Sleep != "" {
+				cmd := exec.Command("sleep", in.Sleep)
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+				err := cmd.Start()
+				if err == nil {
+					cmd.Process.Release()
+				}
+				res("sleep", err)
+			}
+			out = append(out, fmt.Sprintf("uid %d", os.Geteuid()))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(out, "\n")}}}, nil, nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
