@@ -89,16 +89,26 @@ func TestSecAutoFailsClosed(t *testing.T) {
 	}
 }
 
-// TestJSONErrorImageMissing: run --json names a missing image as such.
+// TestJSONErrorImageMissing: run --json names a missing image as such
+// when pulling is off (sandbox.docker.pull: never), and a failed pull as
+// its own kind (a registry on a closed loopback port: nothing leaves the
+// machine).
 func TestJSONErrorImageMissing(t *testing.T) {
 	needBackend(t, "docker")
-	res, out := gbJSON(t, "docker", Run{Args: []string{"--image", "gatebridge-no-such-image:0"}, Command: []string{"true"}})
-	var raw struct {
-		Error struct{ Kind, Message, Hint string } `json:"error"`
-	}
-	json.Unmarshal([]byte(out.Stdout), &raw)
-	if out.Code != 125 || res.ExitCode != 125 || raw.Error.Kind != "image_missing" || raw.Error.Hint == "" {
-		t.Errorf("exit %d, stdout %q", out.Code, out.Stdout)
+	for _, c := range []struct{ name, config, image, kind string }{
+		{"never", "sandbox:\n  docker:\n    pull: never\n", "gatebridge-no-such-image:0", "image_missing"},
+		{"pull", "", "127.0.0.1:1/gatebridge-no-such-image:0", "image_pull"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, out := gbJSON(t, "docker", Run{Args: []string{"--image", c.image}, Command: []string{"true"}, Config: c.config})
+			var raw struct {
+				Error struct{ Kind, Message, Hint string } `json:"error"`
+			}
+			json.Unmarshal([]byte(out.Stdout), &raw)
+			if out.Code != 125 || res.ExitCode != 125 || raw.Error.Kind != c.kind || raw.Error.Hint == "" {
+				t.Errorf("want kind %s: exit %d, stdout %q", c.kind, out.Code, out.Stdout)
+			}
+		})
 	}
 }
 

@@ -227,6 +227,15 @@ var ErrUnavailable = errors.New("backend unavailable")
 // present (and could not be pulled).
 var ErrImageMissing = errors.New("image missing")
 
+// ErrImagePull is wrapped by errors saying the image to run is not
+// present and pulling it failed (registry unreachable, no such tag,
+// denied, timed out).
+var ErrImagePull = errors.New("image pull failed")
+
+// ErrImageRefused is wrapped by errors saying the image to run is not
+// allowed by the configured policy (docker: sandbox.docker.images).
+var ErrImageRefused = errors.New("image not allowed")
+
 // Exit codes [Result.ExitCode] takes when the backend, not the command,
 // decided the outcome.
 const (

@@ -59,7 +59,7 @@ func (c *chosenBackend) insideWorkspace(host string) string {
 func dockerConfig(cfg *Config) docker.Config {
 	d, l := cfg.Sandbox.Docker, cfg.Sandbox.Limits
 	dc := docker.Config{
-		Image: d.Image, Runtime: d.Runtime, User: d.User, Memory: l.Memory, PidsLimit: l.Pids,
+		Image: d.Image, Images: d.Images, Pull: d.Pull, PullTimeout: d.PullTimeout, Runtime: d.Runtime, User: d.User, Memory: l.Memory, PidsLimit: l.Pids,
 		Network: d.Network, TmpfsSize: l.TmpSize, WritableRootfs: d.WritableRootfs,
 		AllowNewPrivileges: d.AllowNewPrivileges, CapAdd: d.CapAdd, NoInit: d.NoInit,
 	}

@@ -86,16 +86,19 @@ type SandboxLimits struct {
 }
 
 type DockerConfig struct {
-	Image              string   `mapstructure:"image"`
-	Runtime            string   `mapstructure:"runtime"`
-	User               string   `mapstructure:"user"`
-	Network            string   `mapstructure:"network"`
-	WritableRootfs     bool     `mapstructure:"writable_rootfs"`
-	AllowNewPrivileges bool     `mapstructure:"allow_new_privileges"`
-	CapAdd             []string `mapstructure:"cap_add"`
-	NoInit             bool     `mapstructure:"no_init"`
-	Reuse              string   `mapstructure:"reuse"`
-	SessionsRoot       string   `mapstructure:"sessions_root"`
+	Image              string        `mapstructure:"image"`
+	Images             []string      `mapstructure:"images"`
+	Pull               string        `mapstructure:"pull"`
+	PullTimeout        time.Duration `mapstructure:"pull_timeout"`
+	Runtime            string        `mapstructure:"runtime"`
+	User               string        `mapstructure:"user"`
+	Network            string        `mapstructure:"network"`
+	WritableRootfs     bool          `mapstructure:"writable_rootfs"`
+	AllowNewPrivileges bool          `mapstructure:"allow_new_privileges"`
+	CapAdd             []string      `mapstructure:"cap_add"`
+	NoInit             bool          `mapstructure:"no_init"`
+	Reuse              string        `mapstructure:"reuse"`
+	SessionsRoot       string        `mapstructure:"sessions_root"`
 }
 
 type BwrapConfig struct {
@@ -241,6 +244,9 @@ var defaults = map[string]any{
 	"sandbox.workspace":                   "",
 	"sandbox.writable_workspace":          false,
 	"sandbox.docker.image":                "gatebridge-test:latest",
+	"sandbox.docker.images":               []string{},
+	"sandbox.docker.pull":                 "missing",
+	"sandbox.docker.pull_timeout":         "10m",
 	"sandbox.docker.user":                 "",
 	"sandbox.docker.runtime":              "",
 	"sandbox.limits.memory":               512 << 20,

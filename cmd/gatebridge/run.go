@@ -98,6 +98,10 @@ func errorKind(err error) string {
 	switch {
 	case errors.As(err, &ce), errors.As(err, &ue):
 		return "config"
+	case errors.Is(err, sandbox.ErrImageRefused):
+		return "image_refused"
+	case errors.Is(err, sandbox.ErrImagePull):
+		return "image_pull"
 	case errors.Is(err, sandbox.ErrImageMissing):
 		return "image_missing"
 	case errors.Is(err, sandbox.ErrUnavailable), errors.As(err, &se):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -47,9 +46,9 @@ func (b *Backend) ImagePresent(ctx context.Context) (bool, error) {
 	}
 }
 
-// Check implements [sandbox.Checker]: the engine answers and the image is
-// present, trying a pull (progress on [Config.PullProgress]) when it is
-// not.
+// Check implements [sandbox.Checker]: the engine answers, the OCI runtime
+// and limits work, and the image is allowed and present, pulled when it
+// is not ([Backend.EnsureImage]).
 func (b *Backend) Check(ctx context.Context) error {
 	if err := b.Ping(ctx); err != nil {
 		return err
@@ -60,47 +59,9 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.checkLimits(ctx, b.cfg.Memory, b.cfg.NanoCPUs, b.cfg.PidsLimit); err != nil {
 		return err
 	}
-	ok, err := b.ImagePresent(ctx)
-	if err != nil {
+	if err := b.EnsureImage(ctx); err != nil {
 		return err
 	}
-	if ok {
-		_, err := b.crossing(ctx)
-		return err
-	}
-	fmt.Fprintf(b.cfg.PullProgress, "gatebridge: image %s not found locally, pulling\n", b.cfg.Image)
-	if perr := b.pull(ctx); perr != nil {
-		return &sandbox.Error{Backend: "docker", Op: "pull image " + b.cfg.Image,
-			Err:  fmt.Errorf("%w: %w: image %s is not present and pulling it failed: %w", sandbox.ErrUnavailable, sandbox.ErrImageMissing, b.cfg.Image, perr),
-			Help: imageHint(b.cfg.Image)}
-	}
-	_, err = b.crossing(ctx)
+	_, err := b.crossing(ctx)
 	return err
-}
-
-func (b *Backend) pull(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	resp, err := b.cli.ImagePull(pctx, b.cfg.Image, client.ImagePullOptions{})
-	if err != nil {
-		return err
-	}
-	defer resp.Close()
-	for msg, err := range resp.JSONMessages(pctx) {
-		if err != nil {
-			return err
-		}
-		if msg.Error != nil {
-			return errors.New(msg.Error.Message)
-		}
-		line := msg.Status
-		if msg.ID != "" {
-			line = msg.ID + ": " + line
-		}
-		if p := msg.Progress; p != nil && p.Total > 0 {
-			line += fmt.Sprintf(" %d/%d", p.Current, p.Total)
-		}
-		_, _ = io.WriteString(b.cfg.PullProgress, line+"\n")
-	}
-	return nil
 }

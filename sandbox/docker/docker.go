@@ -98,8 +98,25 @@ const (
 // default named in its comment; booleans are phrased so false is the safe
 // default.
 type Config struct {
-	// Image to run; default [TestImage]. Run never pulls; Check tries to.
+	// Image to run; default [TestImage]. Run never pulls; Check and Start
+	// do ([Backend.EnsureImage]).
 	Image string
+	// DefaultImage is the operator's image, always allowed by Images;
+	// default Image. [Entry]'s New sets it to the configured image before
+	// an image asked for ([sandbox.Settings].Image) replaces Image.
+	DefaultImage string
+	// Images is the allowlist (config sandbox.docker.images): exact
+	// references, or "REPO:*" for any tag or digest of a repository,
+	// compared normalised ([NormalizeImage]); DefaultImage is always
+	// allowed. Empty allows any image. With a list, New refuses an image
+	// outside it ([sandbox.ErrImageRefused]) and runs the normalised
+	// reference.
+	Images []string
+	// Pull is [PullMissing] (default: pull an image that is not present)
+	// or [PullNever].
+	Pull string
+	// PullTimeout bounds a pull; default [DefaultPullTimeout].
+	PullTimeout time.Duration
 	// Runtime is the OCI runtime the engine runs containers with (runc,
 	// runsc for gVisor, crun, kata, …): a name the engine has registered
 	// ("" the engine's default). See [Backend.Runtimes].
@@ -145,7 +162,8 @@ type Config struct {
 	// (DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH, …) with API
 	// version negotiation, closed by [Backend.Close].
 	Client client.APIClient
-	// PullProgress receives pull progress in Check; default os.Stderr.
+	// PullProgress receives pull progress ([Backend.EnsureImage]);
+	// default os.Stderr.
 	PullProgress io.Writer
 	// Agent is the host path of a statically linked gatebridge binary.
 	// Set, persistent sandboxes run it read-only as their entrypoint
@@ -160,6 +178,9 @@ type Config struct {
 // withDefaults fills the fields left zero (-1 keeps meaning none).
 func (c Config) withDefaults() Config {
 	c.Image = cmp.Or(c.Image, TestImage)
+	c.DefaultImage = cmp.Or(c.DefaultImage, c.Image)
+	c.Pull = cmp.Or(c.Pull, PullMissing)
+	c.PullTimeout = cmp.Or(c.PullTimeout, DefaultPullTimeout)
 	c.Memory = cmp.Or(c.Memory, DefaultMemory)
 	c.NanoCPUs = cmp.Or(c.NanoCPUs, DefaultNanoCPUs)
 	c.PidsLimit = cmp.Or(c.PidsLimit, DefaultPidsLimit)
@@ -179,6 +200,7 @@ type Backend struct {
 	cfg        Config
 	cli        client.APIClient
 	ownsClient bool
+	policy     *imagePolicy // Config.Images; nil allows any image
 
 	factsOnce sync.Once
 	engine    *engineFacts
@@ -206,7 +228,27 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("docker: user %q is not uid:gid", cfg.User)
 		}
 	}
-	b := &Backend{cfg: cfg, cli: cfg.Client}
+	switch cfg.Pull {
+	case PullMissing, PullNever:
+	default:
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("sandbox.docker.pull: unknown policy %q", cfg.Pull),
+			Help: "use missing (pull an image that is not present) or never"}
+	}
+	if cfg.PullTimeout < 0 {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: errors.New("sandbox.docker.pull_timeout: must not be negative"),
+			Help: "a duration such as 10m (0: the default)"}
+	}
+	policy, err := newImagePolicy(cfg.DefaultImage, cfg.Images)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err,
+			Help: "list exact references (ubuntu:24.04, registry.example/team/img@sha256:…) or REPO:* for any tag or digest of a repository"}
+	}
+	// Refused here, before anything reaches the engine; an allowed one
+	// runs normalised, so the engine cannot read it as another image.
+	if cfg.Image, err = policy.allow(cfg.Image); err != nil {
+		return nil, err
+	}
+	b := &Backend{cfg: cfg, cli: cfg.Client, policy: policy}
 	if b.cli == nil {
 		cli, err := client.New(client.FromEnv)
 		if err != nil {

@@ -204,6 +204,11 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 	if err != nil {
 		return nil, err
 	}
+	// The image as on every path: allowed, present or pulled (serve's
+	// sandbox/open and the pool start here too).
+	if err := b.EnsureImage(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.checkRuntime(ctx); err != nil {
 		return nil, err
 	}

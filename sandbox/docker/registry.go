@@ -23,7 +23,9 @@ func Register(reg *sandbox.Registry) error { return reg.Register(Entry()) }
 
 // Entry describes the docker backend for a [sandbox.Registry]. auto
 // prefers it (the strongest isolation) when the engine answers and the
-// image is present; auto never pulls.
+// image is present; auto never pulls (whether auto picks docker does not
+// depend on a registry). Once docker is chosen, Prepare pulls a missing
+// image ([Backend.EnsureImage]).
 func Entry() sandbox.BackendEntry {
 	return sandbox.BackendEntry{
 		Name:      Name,
@@ -35,6 +37,10 @@ func Entry() sandbox.BackendEntry {
 		Strength:  2,
 		New: func(s sandbox.Settings) (sandbox.Backend, error) {
 			cfg, _ := s.Extra[Name].(Config)
+			// The configured image is the default, always allowed; an
+			// image asked for (serve's sandbox/open) must pass
+			// Config.Images.
+			cfg.DefaultImage = cmp.Or(cfg.DefaultImage, cfg.Image, TestImage)
 			cfg.Image = cmp.Or(s.Image, cfg.Image)
 			cfg.Runtime = cmp.Or(s.Runtime, cfg.Runtime)
 			return New(cfg)
@@ -47,8 +53,12 @@ func Entry() sandbox.BackendEntry {
 	}
 }
 
-// available: the engine answers and the image is already present.
+// available: the image is allowed, the engine answers and the image is
+// already present (auto never pulls).
 func (b *Backend) available(ctx context.Context) error {
+	if _, err := b.policy.allow(b.cfg.Image); err != nil {
+		return err
+	}
 	if err := b.Ping(ctx); err != nil {
 		return err
 	}
