@@ -55,13 +55,14 @@ example: deps build
 # bubblewrap for the bwrap backend; busybox-static and bash-static for the
 # docker test image; dash mksh yash ksh zsh posh for the wrapper shell
 # matrix; git and python3 for the attack tests and the Python client;
-# python3-venv for its install test; openssl for its TLS tests. As root,
+# python3-venv for its install test; openssl for its TLS tests;
+# docker-registry, run on loopback by the image pull tests. As root,
 # make deps installs what is missing (apt-get); otherwise it says what is
 # missing, and the tests that need it skip and say why in make test's
 # summary. Not Docker: the docker tests need an engine (and build their
 # image with make test-image). Not acl: TestGrantACLFormat skips without
 # getfacl (it has not been run where getfacl is).
-APT_DEPS := bubblewrap busybox-static bash-static dash mksh yash ksh zsh posh gcc libc6-dev git python3 python3-venv openssl
+APT_DEPS := bubblewrap busybox-static bash-static dash mksh yash ksh zsh posh gcc libc6-dev git python3 python3-venv openssl docker-registry
 
 deps:
 	@mkdir -p $(REPORT); \

@@ -68,6 +68,12 @@ type BackendEntry struct {
 	// can run a command here now: nil, or an error whose [*Error] Hint
 	// says how to fix it. nil means always.
 	Available func(ctx context.Context, b Backend) error
+	// Openable, when set, replaces Available where the backend is chosen
+	// by name rather than by auto ([BackendEntry.Usable]): it may accept
+	// what Prepare fixes (docker: an image that is not present, which
+	// Prepare pulls). auto ([Registry.Auto]) keeps to Available, so
+	// whether it picks a backend does not depend on, say, a registry.
+	Openable func(ctx context.Context, b Backend) error
 	// Prepare readies b once it has been chosen to run commands (docker:
 	// pull a missing image, remove containers of dead gatebridges). nil
 	// means nothing to do.
@@ -146,9 +152,19 @@ func (e BackendEntry) Supported() bool {
 	return e.Platforms == nil || slices.Contains(e.Platforms, runtime.GOOS)
 }
 
-// Usable reports whether b (made by e.New) can run here: e.Available,
-// after the platform check.
+// Usable reports whether b (made by e.New), chosen by name, can run here
+// once Prepare ran: e.Openable (else e.Available), after the platform
+// check.
 func (e BackendEntry) Usable(ctx context.Context, b Backend) error {
+	if e.Openable != nil && e.Supported() {
+		return e.Openable(ctx, b)
+	}
+	return e.availableNow(ctx, b)
+}
+
+// availableNow is what auto requires: e.Available, after the platform
+// check.
+func (e BackendEntry) availableNow(ctx context.Context, b Backend) error {
 	if !e.Supported() {
 		return &Error{Backend: e.Name, Op: "check", Err: fmt.Errorf("%w: runs on %s, not %s", ErrUnavailable, strings.Join(e.Platforms, ", "), runtime.GOOS)}
 	}
@@ -227,7 +243,7 @@ func pick(ctx context.Context, s Settings, cands []BackendEntry) (Backend, int, 
 			errs = append(errs, err)
 			continue
 		}
-		if err = e.Usable(ctx, b); err != nil {
+		if err = e.availableNow(ctx, b); err != nil {
 			Close(b)
 			if ctx.Err() != nil {
 				return nil, 0, strings.Join(notes, "; "), fmt.Errorf("sandbox: choose backend: %w", ctx.Err())

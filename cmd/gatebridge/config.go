@@ -23,6 +23,7 @@ import (
 	"github.com/gatebridge/gatebridge/internal/configview"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
@@ -245,8 +246,8 @@ var defaults = map[string]any{
 	"sandbox.writable_workspace":          false,
 	"sandbox.docker.image":                "gatebridge-test:latest",
 	"sandbox.docker.images":               []string{},
-	"sandbox.docker.pull":                 "missing",
-	"sandbox.docker.pull_timeout":         "10m",
+	"sandbox.docker.pull":                 docker.PullMissing,
+	"sandbox.docker.pull_timeout":         docker.DefaultPullTimeout.String(),
 	"sandbox.docker.user":                 "",
 	"sandbox.docker.runtime":              "",
 	"sandbox.limits.memory":               512 << 20,
@@ -643,6 +644,16 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	}
 	if c.Sandbox.Limits.TmpSize < 0 {
 		return bad("sandbox.limits.tmp_size", "must not be negative", "0 means the default (64 MiB)")
+	}
+	if d := c.Sandbox.Docker; d.Pull != docker.PullMissing && d.Pull != docker.PullNever {
+		return bad("sandbox.docker.pull", fmt.Sprintf("unknown policy %q", d.Pull), "use missing (pull an image that is not present) or never")
+	}
+	if c.Sandbox.Docker.PullTimeout < 0 {
+		return bad("sandbox.docker.pull_timeout", "must not be negative", "a duration such as 10m (0: the default)")
+	}
+	if err := docker.ValidateImages(c.Sandbox.Docker.Images); err != nil {
+		return bad(docker.ImagesKey, strings.TrimPrefix(err.Error(), docker.ImagesKey+": "),
+			"list exact references (ubuntu:24.04, registry.example/team/tool@sha256:…) or REPO:* for any tag or digest of a repository")
 	}
 	if c.Sandbox.UID < 0 || c.Sandbox.GID < 0 {
 		return bad("sandbox.uid", "uid and gid must not be negative", "the default 65534 is nobody")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 
 	"gopkg.in/yaml.v3"
 )
@@ -92,6 +93,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"", "GATEBRIDGE_BRIDGE_WATCH=sometimes", `bridge.watch: unknown mode "sometimes"`},
 		{"", "GATEBRIDGE_BRIDGE_LIMITS_MAX_ARGS=many", "bridge.limits.max_args: bad value"},
 		{"gates:\n  commands:\n    - name: x\n", "", "gates.commands[0].command: missing"},
+		{"sandbox:\n  docker:\n    pull: always\n", "", `sandbox.docker.pull: unknown policy "always"`},
+		{"sandbox:\n  docker:\n    pull_timeout: -1s\n", "", "sandbox.docker.pull_timeout: must not be negative"},
+		{"sandbox:\n  docker:\n    images: [UBUNTU]\n", "", `sandbox.docker.images: "UBUNTU" is not an image reference`},
+		{"sandbox:\n  docker:\n    images: [\"ubuntu:24.04:*\"]\n", "", `sandbox.docker.images: "ubuntu:24.04:*"`},
 		{"gates:\n  commands:\n    - name: x\n      command: [true]\n      colour: red\n", "", "colour"},
 		{"mcp:\n  servers:\n    x:\n      url: http://127.0.0.1:1/\n      max_tools: -1\n", "", "mcp.servers.x.max_tools: negative"},
 		{"mcp:\n  servers:\n    x:\n      url: http://127.0.0.1:1/\n      max_tools: 2\n      tools: [a, b, c, a]\n", "", "mcp.servers.x.tools: 3 tools listed, more than max_tools (2)"},
@@ -329,6 +334,9 @@ func TestDefaultsEqualLibrary(t *testing.T) {
 	}
 	if got := limitsOf(cfg); got != bridge.DefaultLimits() {
 		t.Errorf("bridge limits:\n cli %+v\n lib %+v", got, bridge.DefaultLimits())
+	}
+	if d := dockerConfig(cfg); d.Pull != docker.PullMissing || d.PullTimeout != docker.DefaultPullTimeout || len(d.Images) != 0 {
+		t.Errorf("docker image defaults: pull %q, pull_timeout %s, images %v", d.Pull, d.PullTimeout, d.Images)
 	}
 	g := cfg.Gates
 	if g.MaxFileBytes != gates.DefaultMaxFileBytes || g.MaxSearchMatches != gates.DefaultMaxSearchMatches ||

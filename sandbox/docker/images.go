@@ -52,6 +52,13 @@ func NormalizeImage(ref string) (string, error) {
 	return r.String(), nil
 }
 
+// ValidateImages checks the entries of an allowlist ([Config.Images]),
+// for a configuration loader; the error names [ImagesKey].
+func ValidateImages(entries []string) error {
+	_, err := newImagePolicy("", entries)
+	return err
+}
+
 // newImagePolicy compiles the allowlist; nil when it is empty (any image
 // is allowed). def is the default image, always allowed.
 func newImagePolicy(def string, entries []string) (*imagePolicy, error) {

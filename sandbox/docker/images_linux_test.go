@@ -297,13 +297,51 @@ func TestRefusedImageNeverPulled(t *testing.T) {
 	if got := reg.requests(); len(got) != n || present(cli, ref) {
 		t.Fatalf("a refused image reached the registry: %v", got[n:])
 	}
+}
+
+// TestOpenPullsLikeServe: the steps serve's sandbox/open takes for an
+// explicit "docker" with an allowed image that is not present (New,
+// Usable, Prepare, StartSandbox) pull it and run; auto, asked the same,
+// does not pick docker and asks no registry.
+func TestOpenPullsLikeServe(t *testing.T) {
+	cli := engine(t)
+	reg := startRegistry(t)
+	ref := pushTestImage(t, cli, reg, "gatebridge-pull", "v1")
 	cfg := Config{Client: cli, Images: []string{reg.Host + "/gatebridge-pull:*"}, PullProgress: io.Discard}
-	b, err := e.New(sandbox.Settings{Image: ref, Extra: map[string]any{Name: cfg}})
+	s := sandbox.Settings{Image: ref, Extra: map[string]any{Name: cfg}}
+	reg2 := sandbox.NewRegistry()
+	if err := Register(reg2); err != nil {
+		t.Fatal(err)
+	}
+	n := len(reg.requests())
+	if b, _, why, err := reg2.Auto(context.Background(), s, false); err == nil {
+		sandbox.Close(b)
+		t.Errorf("auto picked docker with the image missing: %s", why)
+	}
+	if got := reg.requests(); len(got) != n || present(cli, ref) {
+		t.Errorf("auto asked the registry: %v", got[n:])
+	}
+
+	e := Entry()
+	b, err := e.New(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sandbox.Close(b)
+	if err := e.Usable(context.Background(), b); err != nil {
+		t.Fatalf("Usable: %v", err)
+	}
 	if err := e.Prepare(context.Background(), b); err != nil || !present(cli, ref) {
-		t.Errorf("allowed image not pulled: %v", err)
+		t.Fatalf("Prepare did not pull: %v", err)
+	}
+	removeImage(t, cli, ref) // StartSandbox pulls too (the pool starts there)
+	p, err := b.(sandbox.Starter).StartSandbox(context.Background(), sandbox.StartSpec{
+		Name: fmt.Sprintf("test-openpull-%d", time.Now().UnixNano()%1e9), SessionsRoot: t.TempDir(), Owned: true})
+	if err != nil {
+		t.Fatalf("StartSandbox: %v", err)
+	}
+	defer p.Stop(context.Background())
+	if !present(cli, ref) {
+		t.Errorf("StartSandbox did not pull %s", ref)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -35,13 +35,13 @@ func TestImagePolicy(t *testing.T) {
 		{"ubuntu:24.04", true, "docker.io/library/ubuntu:24.04"},
 		{"docker.io/library/ubuntu:24.04", true, "docker.io/library/ubuntu:24.04"},
 		{"index.docker.io/library/ubuntu:24.04", true, "docker.io/library/ubuntu:24.04"},
-		{"ubuntu", false, ""},        // :latest, not listed
-		{"ubuntu:latest", false, ""}, // another tag
+		{"ubuntu", false, ""},                 // :latest, not listed
+		{"ubuntu:latest", false, ""},          // another tag
 		{"ubuntu:24.04@" + digest, false, ""}, // the engine runs the digest, whatever the tag says
 		{"ubuntu@" + digest, false, ""},
-		{"UBUNTU:24.04", false, ""},             // not a reference (upper case)
-		{"Ubuntu:24.04", false, ""},             // idem
-		{"evil.com/ubuntu:24.04", false, ""},    // another registry
+		{"UBUNTU:24.04", false, ""},          // not a reference (upper case)
+		{"Ubuntu:24.04", false, ""},          // idem
+		{"evil.com/ubuntu:24.04", false, ""}, // another registry
 		{"evil.com/library/ubuntu:24.04", false, ""},
 		{"localhost/ubuntu:24.04", false, ""},
 		{"docker.io/ubuntu:24.04", true, "docker.io/library/ubuntu:24.04"}, // the same image

@@ -46,6 +46,7 @@ func Entry() sandbox.BackendEntry {
 			return New(cfg)
 		},
 		Available: func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).available(ctx) },
+		Openable:  func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).openable(ctx) },
 		Prepare:   func(ctx context.Context, b sandbox.Backend) error { return b.(*Backend).prepare(ctx) },
 		Doctor: func(ctx context.Context, b sandbox.Backend, _ sandbox.Settings) []sandbox.Finding {
 			return b.(*Backend).doctor(ctx)
@@ -78,6 +79,23 @@ func (b *Backend) available(ctx context.Context) error {
 	return err
 }
 
+// openable: what docker chosen by name (serve's sandbox/open "docker")
+// needs before Prepare: the image allowed, the engine answering, the OCI
+// runtime known; an image that is not present passes when Prepare will
+// pull it ([Backend.EnsureImage]).
+func (b *Backend) openable(ctx context.Context) error {
+	if b.cfg.Pull == PullNever {
+		return b.available(ctx)
+	}
+	if _, err := b.policy.allow(b.cfg.Image); err != nil {
+		return err
+	}
+	if err := b.Ping(ctx); err != nil {
+		return err
+	}
+	return b.checkRuntime(ctx)
+}
+
 // prepare checks the engine and the image (pulling a missing one), then
 // removes per-command containers and staging mounts whose gatebridge died
 // (kill -9, OOM): every docker run starts by cleaning up after those.
@@ -108,12 +126,19 @@ func (b *Backend) doctor(ctx context.Context) []sandbox.Finding {
 		detail += " (" + engineOS + ", server " + info.Info.ServerVersion + ")"
 	}
 	out := []sandbox.Finding{{Check: "docker engine", Status: sandbox.StatusOK, Detail: detail}}
+	pull := "run would pull it"
+	if b.cfg.Pull == PullNever {
+		pull = "sandbox.docker.pull is never"
+	}
+	_, refused := b.policy.allow(b.cfg.Image)
 	switch present, err := b.ImagePresent(ctx); {
+	case refused != nil:
+		out = append(out, sandbox.ProblemFinding("docker image", refused))
 	case err != nil:
 		out = append(out, sandbox.ProblemFinding("docker image", err))
 	case !present:
 		out = append(out, sandbox.Finding{Check: "docker image", Status: sandbox.StatusProblem,
-			Detail: "image " + b.cfg.Image + " is not present locally (run would try to pull it; auto skips docker)",
+			Detail: "image " + b.cfg.Image + " is not present locally (" + pull + "; auto skips docker)",
 			Hint:   imageHint(b.cfg.Image)})
 	default:
 		out = append(out, sandbox.Finding{Check: "docker image", Status: sandbox.StatusOK, Detail: "image " + b.cfg.Image + " present"})
