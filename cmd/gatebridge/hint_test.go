@@ -50,3 +50,21 @@ func TestPrintErrorHints(t *testing.T) {
 		t.Errorf("mcpOpenError printed %q, want %q", buf.String(), want)
 	}
 }
+
+// TestErrorKindImages: run --json tells a refused image, a failed pull
+// and a missing image apart (a failed pull also wraps ErrUnavailable).
+func TestErrorKindImages(t *testing.T) {
+	se := func(errs ...error) error {
+		return &sandbox.Error{Backend: "docker", Op: "x", Err: fmt.Errorf("%w", errors.Join(errs...))}
+	}
+	for want, err := range map[string]error{
+		"image_refused":       se(sandbox.ErrImageRefused),
+		"image_pull":          se(sandbox.ErrUnavailable, sandbox.ErrImagePull),
+		"image_missing":       se(sandbox.ErrUnavailable, sandbox.ErrImageMissing),
+		"sandbox_unavailable": se(sandbox.ErrUnavailable),
+	} {
+		if got := errorKind(err); got != want {
+			t.Errorf("%v: kind %s, want %s", err, got, want)
+		}
+	}
+}
