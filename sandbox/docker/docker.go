@@ -691,7 +691,7 @@ func (b *Backend) createError(err error) error {
 
 func imageHint(image string) string {
 	h := fmt.Sprintf("provide image %s locally: ", image)
-	if image == TestImage {
+	if n, err := NormalizeImage(image); image == TestImage || err == nil && n == "docker.io/library/"+TestImage {
 		h += "run `make test-image` (go run ./sandbox/docker/testimage), or "
 	}
 	return h + "`docker load -i IMAGE.tar`, or pick another with --image"

@@ -153,3 +153,13 @@ func TestNewRefusesImage(t *testing.T) {
 		t.Errorf("the engine was called %d times", n)
 	}
 }
+
+// TestImageHintNormalised: the test image spelled in full (as it runs
+// under an allowlist) still gets the hint to build it.
+func TestImageHintNormalised(t *testing.T) {
+	for _, img := range []string{TestImage, "docker.io/library/" + TestImage, "gatebridge-test"} {
+		if !strings.Contains(imageHint(img), "make test-image") {
+			t.Errorf("%s: %s", img, imageHint(img))
+		}
+	}
+}

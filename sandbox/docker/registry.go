@@ -130,10 +130,7 @@ func (b *Backend) doctor(ctx context.Context) []sandbox.Finding {
 	if b.cfg.Pull == PullNever {
 		pull = "sandbox.docker.pull is never"
 	}
-	_, refused := b.policy.allow(b.cfg.Image)
 	switch present, err := b.ImagePresent(ctx); {
-	case refused != nil:
-		out = append(out, sandbox.ProblemFinding("docker image", refused))
 	case err != nil:
 		out = append(out, sandbox.ProblemFinding("docker image", err))
 	case !present:
