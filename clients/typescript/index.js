@@ -447,7 +447,7 @@ export class Client {
     /** @type {(() => void) | null} */
     this._lostResolve = null;
     /** Resolves once the connection is gone (the server's side closed). */
-    this._lost = new Promise((r) => { this._lostResolve = r; });
+    this._lost = new Promise((r) => { this._lostResolve = () => r(undefined); });
     /** @type {any} */ this.serverInfo = {};
     this.protocolVersion = PROTOCOL_VERSION;
     this.serverVersion = "";
@@ -904,7 +904,11 @@ function fresh(e) {
   return e instanceof ConnectionClosedError ? new ConnectionClosedError(e.message) : e;
 }
 
-/** Whether p settles within s seconds. @param {Promise<unknown>} p @param {number} s */
+/**
+ * Whether p settles within s seconds.
+ * @param {Promise<unknown>} p
+ * @param {number} s
+ */
 async function within(p, s) {
   /** @type {NodeJS.Timeout | undefined} */
   let t;
