@@ -123,6 +123,16 @@ export declare class RunResult implements Iterable<number | Uint8Array> {
 
 // ---------------------------------------------------------------- gates
 
+/** What Call.signal has: the global AbortSignal where the environment's
+ * types declare one (lib.dom, @types/node), else these members of it. */
+export interface CancelSignal {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+export type AbortSignalLike = typeof globalThis extends { AbortSignal: { prototype: infer T } } ? T : CancelSignal;
+
 declare class Call {
   readonly client: Client;
   readonly requestId: unknown;
@@ -135,7 +145,7 @@ declare class Call {
   readonly sandboxId: string;
   readonly processId: string;
   /** Aborted when the server cancels the call (the caller went away, the deadline passed). */
-  readonly signal: AbortSignal;
+  readonly signal: AbortSignalLike;
   readonly cancelled: boolean;
   /** The caller's sandbox, when this client opened it. */
   readonly sandbox: Sandbox | undefined;
