@@ -570,13 +570,14 @@ export class Client {
    * @param {string} why */
   async _ended(why) {
     const child = this._child;
-    if (child && !this._closing) {
+    const plain = why === "the gatebridge server closed the connection";
+    if (child && !this._closing && plain) {
       if (child.exitCode == null && child.signalCode == null) {
         await Promise.race([new Promise((r) => child.once("exit", r)), sleep(2)]);
       }
       if (child.exitCode != null) why = `the gatebridge server exited (exit code ${child.exitCode})`;
       else if (child.signalCode != null) why = `the gatebridge server was killed (${child.signalCode})`;
-    } else if (this._closing && why === "the gatebridge server closed the connection") {
+    } else if (this._closing && plain) {
       why = "the client was closed";
     }
     const last = this._lastUnmatchedError;
