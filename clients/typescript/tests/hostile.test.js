@@ -152,3 +152,31 @@ test("junk from the server is ignored; an unknown request is answered method-not
     srv.close();
   }
 });
+
+test("over stdio too: the endless line ends the connection, and close() leaves no child", async () => {
+  // A fake `gatebridge serve --stdio`: answers initialize, then floods one line.
+  const script = `
+    let buf = "";
+    process.stdin.on("data", (d) => {
+      buf += d;
+      let i;
+      while ((i = buf.indexOf("\\n")) >= 0) {
+        const m = JSON.parse(buf.slice(0, i)); buf = buf.slice(i + 1);
+        if (m.method === "initialize") process.stdout.write(JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1 } }) + "\\n");
+        if (m.method === "gate/list") {
+          const piece = "a".repeat(1 << 16);
+          const pump = () => { while (process.stdout.write(piece)); process.stdout.once("drain", pump); };
+          process.stdout.write('{"jsonrpc":"2.0","id":' + m.id + ',"result":"'); pump();
+        }
+      }
+    });
+    process.stdin.on("end", () => process.exit(0));
+    process.stdout.on("error", () => process.exit(3));`;
+  const c = await Client.start({ argv: [process.execPath, "-e", script], maxLineBytes: 1 << 20 });
+  await assert.rejects(withTimeout(c.listGates(), "the refusal"), (e) =>
+    e instanceof ConnectionClosedError && e.message.includes(`over ${1 << 20} bytes`));
+  const pid = c.pid;
+  await c.close({ timeout: 5 });
+  assert.notEqual(c._child.exitCode ?? c._child.signalCode, null, "the fake server still runs after close()");
+  assert.throws(() => process.kill(pid, 0), { code: "ESRCH" });
+});
