@@ -731,7 +731,11 @@ export class Client {
     }
     const go = () => {
       this._running++;
-      run().catch((e) => console.warn("gatebridge-client: worker:", e)).finally(() => {
+      // A malformed request (its params fail to parse) is answered with an
+      // error, and its slot is given back.
+      (async () => run())().catch((e) => {
+        this._respond(id, undefined, new InvalidParamsError(`the client could not take this request: ${e?.message ?? e}`));
+      }).finally(() => {
         this._running--;
         const next = this._queued.shift();
         if (next) next();

@@ -180,3 +180,33 @@ test("over stdio too: the endless line ends the connection, and close() leaves n
   assert.notEqual(c._child.exitCode ?? c._child.signalCode, null, "the fake server still runs after close()");
   assert.throws(() => process.kill(pid, 0), { code: "ESRCH" });
 });
+
+test("a malformed gate/call is answered with an error and frees its worker", async () => {
+  const answers = new Map();
+  const done = deferred();
+  const call = (id, extra) => ({ id, method: "gate/call", params: {
+    callId: id, gate: "g", args: ["a", "b"], stdin: null, cwd: "", processId: "p1", sandboxId: "sb1", deadlineMs: 0, ...extra,
+  } });
+  const srv = await fakeServer((msg, send) => {
+    if (msg.method === "gate/register") {
+      send({ id: msg.id, result: {} });
+      send(call("s1", { argsBase64: ["YQ=="] })); // one entry for two arguments
+      send(call("s2", { argsBase64: "not a list" }));
+      send(call("s3", {}));
+    } else if (msg.id != null && msg.method == null) {
+      answers.set(msg.id, msg);
+      if (answers.size === 3) done.resolve();
+    }
+  });
+  try {
+    const c = await Client.connectTcp("127.0.0.1", srv.port, { token: "t", gateWorkers: 1 });
+    await c.registerGate("g", (call) => call.args.join(" "));
+    await withTimeout(done.promise, "three answers");
+    assert.match(answers.get("s1").error?.message ?? "", /argsBase64/);
+    assert.deepEqual(answers.get("s3").result, { exitCode: 0, stdout: Buffer.from("a b").toString("base64") });
+    assert.ok(answers.get("s2").result, "a non-list argsBase64 is ignored (args as sent)");
+    await c.close();
+  } finally {
+    srv.close();
+  }
+});
