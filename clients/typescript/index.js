@@ -573,7 +573,7 @@ export class Client {
     const plain = why === "the gatebridge server closed the connection";
     if (child && !this._closing && plain) {
       if (child.exitCode == null && child.signalCode == null) {
-        await Promise.race([new Promise((r) => child.once("exit", r)), sleep(2)]);
+        await Promise.race([new Promise((r) => child.once("exit", r)), sleep(10)]);
       }
       if (child.exitCode != null) why = `the gatebridge server exited (exit code ${child.exitCode})`;
       else if (child.signalCode != null) why = `the gatebridge server was killed (${child.signalCode})`;
