@@ -55,14 +55,15 @@ example: deps build
 # bubblewrap for the bwrap backend; busybox-static and bash-static for the
 # docker test image; dash mksh yash ksh zsh posh for the wrapper shell
 # matrix; git and python3 for the attack tests and the Python client;
-# python3-venv for its install test; openssl for its TLS tests;
-# docker-registry, run on loopback by the image pull tests. As root,
+# python3-venv for its install test; openssl for its TLS tests; nodejs
+# and node-typescript (tsc) for the TypeScript client; docker-registry,
+# run on loopback by the image pull tests. As root,
 # make deps installs what is missing (apt-get); otherwise it says what is
 # missing, and the tests that need it skip and say why in make test's
 # summary. Not Docker: the docker tests need an engine (and build their
 # image with make test-image). Not acl: TestGrantACLFormat skips without
 # getfacl (it has not been run where getfacl is).
-APT_DEPS := bubblewrap busybox-static bash-static dash mksh yash ksh zsh posh gcc libc6-dev git python3 python3-venv openssl docker-registry
+APT_DEPS := bubblewrap busybox-static bash-static dash mksh yash ksh zsh posh gcc libc6-dev git python3 python3-venv openssl nodejs node-typescript docker-registry
 
 deps:
 	@mkdir -p $(REPORT); \
@@ -125,13 +126,22 @@ test-deploy:
 	cd deploy/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@mkdir -p $(REPORT); echo "deploy/k8s: manifests vetted and tested" > $(REPORT)/20-deploy.txt
 
+# Both clients against the built binary; each runs even when the other
+# failed (make test's summary has a part for each).
+test-clients: build
+	@ok=0; \
+	$(MAKE) --no-print-directory test-client-python || ok=1; \
+	$(MAKE) --no-print-directory test-client-typescript || ok=1; \
+	exit $$ok
+
 # The Python client (clients/python, standard library only) against the
 # built binary, with the system python3, on every backend that can run
 # here (bwrap and docker tests skip, saying why, where they cannot;
 # GATEBRIDGE_TEST_BWRAP=0 or GATEBRIDGE_TEST_DOCKER=0 leaves one out),
 # and its offline pip install (test_install.py); then its example agent
 # loop once; and the scripts' own tests (internal/bench/benchcmp.py).
-test-clients: build
+.PHONY: test-client-python test-client-typescript
+test-client-python: build
 	@mkdir -p $(REPORT); \
 	if ! command -v python3 >/dev/null 2>&1; then \
 		echo "python client: skipped: no python3 (make deps installs it)" | tee $(REPORT)/50-python.txt; exit 0; fi; \
@@ -142,6 +152,29 @@ test-clients: build
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 examples/agent_loop.py; \
 	echo "  examples/agent_loop.py: ok" >> $(REPORT)/50-python.txt; \
 	$(GO) run ./internal/testreport unittest $(REPORT)/51-bench-scripts.txt -- python3 -m unittest discover -s internal/bench -p '*_test.py' -v
+
+# The TypeScript/JavaScript client (clients/typescript, no dependencies,
+# Node >= 20) the same way: `node --test` on every backend that can run
+# here, the types checked by tsc (node-typescript; the test that runs it
+# skips without it), then examples/agent_loop.mjs. Without node (or with
+# one older than 20) it is skipped with the reason, except under CI
+# (GATEBRIDGE_REQUIRE_BACKENDS set), where that fails.
+test-client-typescript: build
+	@mkdir -p $(REPORT); \
+	why=; if ! command -v node >/dev/null 2>&1; then why="no node (make deps installs nodejs; Node >= 20 is needed)"; \
+	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+		why="node $$(node --version) is older than 20"; fi; \
+	if [ -n "$$why" ]; then \
+		echo "typescript client: skipped: $$why" | tee $(REPORT)/52-typescript.txt; \
+		if [ -n "$$GATEBRIDGE_REQUIRE_BACKENDS" ]; then echo "typescript client: required under CI (GATEBRIDGE_REQUIRE_BACKENDS is set)" >&2; exit 1; fi; \
+		exit 0; fi; \
+	set -e; \
+	echo "cd clients/typescript && node --test"; \
+	cd clients/typescript && GATEBRIDGE_BIN=$(abspath $(BIN)) GATEBRIDGE_TEST_BWRAP=$${GATEBRIDGE_TEST_BWRAP-1} GATEBRIDGE_TEST_DOCKER=$${GATEBRIDGE_TEST_DOCKER-1} \
+		GATEBRIDGE_REQUIRE_TSC=$${GATEBRIDGE_REQUIRE_TSC-$$([ -n "$$GATEBRIDGE_REQUIRE_BACKENDS" ] && echo 1)} \
+		$(GO) run ../../internal/testreport node $(abspath $(REPORT))/52-typescript.txt -- node --test --test-reporter=tap; \
+	cd ../.. && GATEBRIDGE_BIN=$(abspath $(BIN)) node examples/agent_loop.mjs; \
+	echo "  examples/agent_loop.mjs: ok" >> $(REPORT)/52-typescript.txt
 
 # Go before 1.27 can fail a fuzz run with a bare "context deadline
 # exceeded" as -fuzztime ends on a loaded machine (golang/go#75804): no

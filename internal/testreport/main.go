@@ -4,6 +4,7 @@
 //
 //	go run ./internal/testreport go FILE -- go test -json ./...
 //	go run ./internal/testreport unittest FILE -- python3 -m unittest discover -v
+//	go run ./internal/testreport node FILE -- node --test --test-reporter=tap
 //
 // go reads `go test -json` events and prints what `go test` prints
 // without -v (each package's result line, the output of failed tests and
@@ -11,6 +12,9 @@
 // of tests and skips; FILE gets the totals and, per package, each skip
 // reason with the tests it skipped. unittest passes `unittest -v`'s
 // output through and collects its "skipped 'reason'" lines the same way.
+// node reads the TAP of `node --test --test-reporter=tap`, shows its
+// result lines and the details of failures, and counts leaf tests (a
+// skipped suite counts as one skip of "every test").
 // The exit code is the command's (1 when it passed but a test failed).
 package main
 
@@ -28,8 +32,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 5 || os.Args[3] != "--" || (os.Args[1] != "go" && os.Args[1] != "unittest") {
-		fmt.Fprintln(os.Stderr, "usage: testreport go|unittest FILE -- COMMAND [ARG...]")
+	if len(os.Args) < 5 || os.Args[3] != "--" || !slices.Contains([]string{"go", "unittest", "node"}, os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: testreport go|unittest|node FILE -- COMMAND [ARG...]")
 		os.Exit(2)
 	}
 	kind, file, argv := os.Args[1], os.Args[2], os.Args[4:]
@@ -38,7 +42,7 @@ func main() {
 	var r *report
 	var out io.ReadCloser
 	var err error
-	if kind == "go" {
+	if kind == "go" || kind == "node" {
 		cmd.Stderr = os.Stderr
 		out, err = cmd.StdoutPipe()
 	} else {
@@ -52,9 +56,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "testreport: %v\n", err)
 		os.Exit(1)
 	}
-	if kind == "go" {
+	switch kind {
+	case "go":
 		r = readGo(out, os.Stdout)
-	} else {
+	case "node":
+		r = readNodeTAP(out, os.Stdout)
+	default:
 		r = readUnittest(out, os.Stderr)
 	}
 	code := 0
@@ -335,6 +342,79 @@ func readUnittest(in io.Reader, w io.Writer) *report {
 			r.failed++
 		}
 		test = ""
+	}
+	return r
+}
+
+// node --test's TAP: "# Subtest: NAME" opens a test (indented four
+// spaces per level), "ok N - NAME # SKIP reason" or "not ok N - NAME"
+// closes it, and a YAML block between "---" and "..." follows.
+var (
+	tapSubtest = regexp.MustCompile(`^(\s*)# Subtest: (.*)$`)
+	tapResult  = regexp.MustCompile(`^(\s*)(ok|not ok) \d+ - (.*?)(?: # (SKIP|TODO)(?: (.*))?)?$`)
+)
+
+// readNodeTAP shows the result lines of in and the YAML blocks of failed
+// tests on w, and counts leaf tests; skips are grouped by the top-level
+// test or suite.
+func readNodeTAP(in io.Reader, w io.Writer) *report {
+	r := newReport("node --test")
+	type open struct {
+		name     string
+		children bool
+	}
+	var stack []*open
+	showYAML := false // inside the YAML block of a failed test
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trim := strings.TrimSpace(line)
+		if showYAML {
+			fmt.Fprintln(w, line)
+			showYAML = trim != "..."
+			continue
+		}
+		if m := tapSubtest.FindStringSubmatch(line); m != nil {
+			if len(stack) > 0 {
+				stack[len(stack)-1].children = true
+			}
+			stack = append(stack, &open{name: m[2]})
+			continue
+		}
+		m := tapResult.FindStringSubmatch(line)
+		if m == nil {
+			if strings.HasPrefix(line, "# ") || (trim != "" && !strings.HasPrefix(line, " ") && trim != "TAP version 13" && !strings.HasPrefix(trim, "1..")) {
+				fmt.Fprintln(w, line) // the totals, and anything that is not TAP
+			}
+			continue
+		}
+		fmt.Fprintln(w, line)
+		var t *open
+		path := make([]string, 0, len(stack))
+		for _, o := range stack {
+			path = append(path, o.name)
+		}
+		if len(stack) > 0 {
+			t, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		} else {
+			t, path = &open{name: m[3]}, []string{m[3]}
+		}
+		group, name := path[0], strings.Join(path[1:], " > ")
+		switch {
+		case m[2] == "not ok":
+			showYAML = true
+			if !t.children {
+				r.failed++
+			}
+		case m[4] == "SKIP" && !t.children:
+			if name == "" {
+				name = "every test"
+			}
+			r.skip(group, name, m[5])
+		case !t.children:
+			r.passed++
+		}
 	}
 	return r
 }

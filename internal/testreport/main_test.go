@@ -99,3 +99,67 @@ func TestReadUnittest(t *testing.T) {
 		}
 	}
 }
+
+const nodeTAP = `TAP version 13
+# Subtest: local
+    # Subtest: runs a command
+    ok 1 - runs a command
+      ---
+      duration_ms: 14.7
+      ...
+    # Subtest: a gate
+    not ok 2 - a gate
+      ---
+      error: 'Expected values to be strictly equal'
+      ...
+    1..2
+not ok 1 - local
+  ---
+  type: 'suite'
+  ...
+# Subtest: bwrap
+ok 2 - bwrap # SKIP bwrap tests are off: set GATEBRIDGE_TEST_BWRAP=1
+  ---
+  type: 'suite'
+  ...
+# Subtest: tsc
+ok 3 - tsc # SKIP no tsc
+  ---
+  duration_ms: 0.1
+  ...
+# Subtest: plain
+ok 4 - plain
+  ---
+  duration_ms: 0.1
+  ...
+1..4
+# tests 4
+# pass 2
+`
+
+func TestReadNodeTAP(t *testing.T) {
+	var out strings.Builder
+	r := readNodeTAP(strings.NewReader(nodeTAP), &out)
+	for _, want := range []string{"    ok 1 - runs a command\n", "    not ok 2 - a gate\n      ---\n      error: 'Expected values to be strictly equal'\n      ...\n", "# tests 4\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "duration_ms") {
+		t.Errorf("output shows the YAML of tests that passed:\n%s", out.String())
+	}
+	// The suite local counts through its tests; the skipped suite bwrap is one skip.
+	if r.passed != 2 || r.failed != 1 || r.skipped != 2 {
+		t.Errorf("counts %+v", r)
+	}
+	sum := r.summary("node --test")
+	for _, want := range []string{
+		"node --test: 2 passed, 1 failed, 2 skipped\n",
+		"  skipped in bwrap (1):\n    1× bwrap tests are off: set GATEBRIDGE_TEST_BWRAP=1  [every test]\n",
+		"  skipped in tsc (1):\n    1× no tsc  [every test]\n",
+	} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+}
