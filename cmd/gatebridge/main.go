@@ -22,6 +22,7 @@ import (
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/internal/buildinfo"
 	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
@@ -99,6 +100,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if _, ok := cmdpolicy.IsDenied(err); ok {
+		printError(stderr, err)
+		return ExitPolicy
 	}
 	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") && c != nil {
 		// cobra's own error, from outside the flag error func
@@ -218,6 +223,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newMCPCmd(a),
 		newPromptCmd(a),
 		newConfigCmd(a),
+		newPolicyCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)
