@@ -32,6 +32,16 @@ func (d Decision) String() string {
 	return "Decision(" + strconv.Itoa(int(d)) + ")"
 }
 
+// MarshalText writes the decision as its word (JSON "deny").
+func (d Decision) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads the decision's word.
+func (d *Decision) UnmarshalText(b []byte) error {
+	v, err := ParseDecision(string(b))
+	*d = v
+	return err
+}
+
 // ParseDecision reads "allow", "ask" or "deny".
 func ParseDecision(s string) (Decision, error) {
 	switch s {
@@ -227,7 +237,7 @@ const (
 // restrictive decision over every command in it, and the first command
 // that got it.
 type Result struct {
-	Decision Decision `json:"-"`
+	Decision Decision `json:"decision"`
 	Source   Source   `json:"source,omitempty"`
 	// RuleIndex is the rule's index in policy.commands.rules (-1 when
 	// Source is not rule); Rule its text.
@@ -337,6 +347,19 @@ func (e *DeniedError) Hint() string {
 			"`gatebridge policy check` shows the decision; change policy.commands in the config to allow it"
 	}
 	return "`gatebridge policy check -- COMMAND...` shows which rule decides; policy.commands in the config sets the rules"
+}
+
+// ErrorData is the data of a protocol error for a refused command
+// (docs/jsonrpc.md "policy_denied"): kind "policy_denied" and the Result.
+type ErrorData struct {
+	Kind string `json:"kind"`
+	Result
+	Hint string `json:"hint,omitempty"`
+}
+
+// Data is the protocol error data of the refusal.
+func (e *DeniedError) Data() ErrorData {
+	return ErrorData{Kind: "policy_denied", Result: e.Result, Hint: e.Hint()}
 }
 
 // IsDenied reports whether err is a policy refusal and returns it.

@@ -1,6 +1,7 @@
 package cmdpolicy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -359,5 +360,28 @@ func TestShowCommandEscapes(t *testing.T) {
 	}
 	if !strings.Contains(got, `"a\nb"`) || !strings.Contains(got, "…(300 bytes)") {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestErrorData(t *testing.T) {
+	p := testPolicy(t)
+	err := p.CheckArgv([]string{"sh", "-c", "ls; rm -rf build"}).Err()
+	de, ok := IsDenied(err)
+	if !ok {
+		t.Fatalf("not a DeniedError: %v", err)
+	}
+	b, jerr := json.Marshal(de.Data())
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	want := `{"kind":"policy_denied","decision":"deny","source":"rule","rule_index":0,"rule":"{command: rm, decision: deny}","command":["rm","-rf","build"],"hint":`
+	if !strings.HasPrefix(string(b), want) {
+		t.Errorf("data\n got %s\nwant %s…", b, want)
+	}
+	if err.Error() != "policy: command rm -rf build denied by rule 0 {command: rm, decision: deny}" {
+		t.Errorf("message %q", err)
+	}
+	if p.CheckArgv([]string{"ls"}).Err() != nil {
+		t.Error("allow has an error")
 	}
 }

@@ -98,11 +98,7 @@ Exit code: 0 allow, 1 deny, 2 ask, 125 a bad config or usage.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				out := struct {
-					Decision string `json:"decision"`
-					cmdpolicy.Result
-				}{r.Decision.String(), r}
-				if err := json.NewEncoder(w).Encode(out); err != nil {
+				if err := json.NewEncoder(w).Encode(r); err != nil {
 					return err
 				}
 			} else if p == nil {
