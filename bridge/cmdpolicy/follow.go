@@ -310,6 +310,20 @@ opts:
 	}
 }
 
+// shellWithC reports whether a shell's arguments start with options
+// that hold -c.
+func shellWithC(args []word) bool {
+	for _, a := range args {
+		if !a.static || len(a.val) < 2 || a.val[0] != '-' && a.val[0] != '+' || a.val == "--" {
+			return false
+		}
+		if a.val[1] != '-' && strings.IndexByte(a.val, 'c') > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // su checks su/runuser: -c SCRIPT is checked; without it, a shell starts.
 func (c *checker) su(ws []word, nest int) {
 	args := ws[1:]

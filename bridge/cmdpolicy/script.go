@@ -173,7 +173,11 @@ func (c *checker) command(ws []word, nest int) {
 	}
 	base := baseName(name.val)
 	r := c.p.decide(base, ws[1:])
-	c.record(r, ws)
+	if !(r.Source == SourceDefault && shells[base] && shellWithC(ws[1:])) {
+		// A shell with -c SCRIPT is decided by its script (below), and
+		// by a rule that names the shell, not by the default.
+		c.record(r, ws)
+	}
 	if base != name.val {
 		// A path runs whatever file is there (a script in the
 		// workspace named ls): its rule applies, and unknown too.

@@ -298,6 +298,14 @@ func TestRuleOrderDenyWins(t *testing.T) {
 	if r := p.CheckArgv([]string{"rm", "-rf", "/"}); r.Decision != Deny || r.RuleIndex != 1 {
 		t.Errorf("rm -rf: %s", r)
 	}
+	// A rule naming a shell applies to it, with -c too.
+	q, err := New(Config{Rules: []Rule{{Command: "bash", Decision: "deny"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := q.CheckArgv([]string{"bash", "-c", "ls"}); r.Decision != Deny {
+		t.Errorf("bash denied by a rule: %s", r)
+	}
 	if r := p.CheckArgv([]string{"rm", "-r", "x"}); r.Decision != Ask || r.RuleIndex != 2 {
 		t.Errorf("rm -r: %s", r)
 	}
@@ -324,7 +332,12 @@ func TestDefaultDenyAllowlist(t *testing.T) {
 		"git push":            Deny,
 		"git $x":              Deny, // an allow rule never matches an unknown word
 		"ls | wc -l":          Deny,
-		"env ls":              Deny, // env is not allowed
+		"env ls":              Deny,  // env is not allowed
+		"sh -c 'ls -l'":       Allow, // a shell with -c is decided by its script
+		"bash -ec 'git log'":  Allow,
+		"sh -c 'rm x'":        Deny,
+		"sh script.sh":        Deny, // a shell without -c is a command (and unknown)
+		"bash":                Deny,
 		"ls $(cat /etc/shdw)": Deny,
 	} {
 		if r := p.CheckScript(s); r.Decision != want {
