@@ -96,6 +96,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// failed, flag and usage errors included (nothing for the
 		// command's own exit codes).
 		printJSONError(stdout, err)
+	} else if _, denied := cmdpolicy.IsDenied(err); denied && c.Name() == "exec" && jsonRequested(c, args) {
+		printJSONError(stdout, err) // sandbox exec --json: the same object for a policy refusal
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

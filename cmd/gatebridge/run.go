@@ -32,7 +32,8 @@ func newRunCmd(a *app) *cobra.Command {
 		Long: `Run COMMAND in a sandbox with one wrapper per gate on its PATH.
 
 The exit code is the command's; 124 when it timed out; 125 when gatebridge
-itself failed (bad config, sandbox unavailable).`,
+itself failed (bad config, sandbox unavailable); 126 when policy.commands
+refused the command before it started (gatebridge policy check says why).`,
 		Example: `  gatebridge run -- bash -c 'read_file README.md | head -3'
   gatebridge run --json -- sh -c 'gb_echo hi; submit done'`,
 		Args: func(cmd *cobra.Command, args []string) error {
