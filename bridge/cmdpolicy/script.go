@@ -178,7 +178,7 @@ func (c *checker) command(ws []word, nest int) {
 		// by a rule that names the shell, not by the default.
 		c.record(r, ws)
 	}
-	if base != name.val {
+	if base != name.val && !systemPath(name.val) {
 		// A path runs whatever file is there (a script in the
 		// workspace named ls): its rule applies, and unknown too.
 		c.unknown(ws, "it runs a file by its path")
@@ -187,6 +187,20 @@ func (c *checker) command(ws []word, nest int) {
 		return // a directory
 	}
 	c.follow(base, ws, nest)
+}
+
+// systemDirs hold the system's commands: /usr/bin/ls is ls.
+var systemDirs = []string{"/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/"}
+
+// systemPath reports whether p names a command in a system directory
+// (and nothing below it: no "..", no subdirectory).
+func systemPath(p string) bool {
+	for _, d := range systemDirs {
+		if rest, ok := strings.CutPrefix(p, d); ok && rest != "" && !strings.Contains(rest, "/") && rest != ".." && rest != "." {
+			return true
+		}
+	}
+	return false
 }
 
 // shape counts, without parsing, how deep brackets and compound

@@ -44,8 +44,13 @@ func TestCheckScript(t *testing.T) {
 		{`r\m x`, Deny, SourceRule},
 		{`"rm" x`, Deny, SourceRule},
 		{"/bin/rm x", Deny, SourceRule},
-		{"/bin/ls x", Ask, SourceUnknown}, // a path runs whatever is there
-		{"./ls", Ask, SourceUnknown},
+		{"/bin/ls x", Allow, SourceDefault}, // a system directory: by its name
+		{"/usr/bin/env rm x", Deny, SourceRule},
+		{"./ls", Ask, SourceUnknown}, // a path runs whatever is there
+		{"/tmp/ls", Ask, SourceUnknown},
+		{"/usr/bin/../../tmp/ls", Ask, SourceUnknown},
+		{"/usr/bin/x/ls", Ask, SourceUnknown},
+		{"ws/ls", Ask, SourceUnknown},
 		// lists, pipes, subshells, groups
 		{"ls | rm x", Deny, SourceRule},
 		{"ls && rm x", Deny, SourceRule},
@@ -232,6 +237,8 @@ func TestCheckArgv(t *testing.T) {
 		{[]string{"ls", "-l"}, Allow},
 		{[]string{"rm", "x"}, Deny},
 		{[]string{"/usr/bin/rm", "x"}, Deny},
+		{[]string{"/bin/sh", "-c", "ls"}, Allow},
+		{[]string{"./build.sh"}, Ask},
 		{[]string{"sh", "-c", "ls; rm x"}, Deny},
 		{[]string{"sh", "-ec", "rm x"}, Deny},
 		{[]string{"bash", "-e", "-c", "rm x"}, Deny},
