@@ -61,6 +61,19 @@ func TestHostileScriptsAreUnknown(t *testing.T) {
 	}
 }
 
+func TestMaxNodes(t *testing.T) {
+	// Within the token limit, the walk stops at MaxNodes: what is left
+	// is not looked at, and the whole is unknown.
+	p := testPolicy(t, WithLimits(Limits{MaxNodes: 1000}))
+	s := strings.Repeat("ls; ", 600) + "rm x"
+	if r := p.CheckScript(s); r.Decision != Ask || r.Source != SourceUnknown || !strings.Contains(r.Why, "1000 syntax nodes") {
+		t.Errorf("got %s", r)
+	}
+	if r := testPolicy(t).CheckScript(s); r.Decision != Deny {
+		t.Errorf("default limits: %s", r)
+	}
+}
+
 func TestUnderTheLimitsIsDecided(t *testing.T) {
 	p := testPolicy(t)
 	for name, s := range map[string]string{
@@ -118,12 +131,16 @@ func BenchmarkCheckScriptHostile(b *testing.B) {
 			}
 		})
 	}
-	ok := strings.Repeat("ls -l | grep x && echo $(cat f) ; ", 2000) // ~70 KiB, 26k tokens: the largest ordinary case
-	b.Run("ordinary_70KiB", func(b *testing.B) {
-		for b.Loop() {
-			if r := p.CheckScript(ok); r.Decision != Allow {
-				b.Fatal(r)
+	for name, s := range map[string]string{
+		"ordinary_70KiB":     strings.Repeat("ls -l | grep x && echo $(cat f) ; ", 2000), // 50k tokens
+		"worst_under_limits": strings.Repeat("aaaa;", 49_000),                            // 245 KiB, 98k tokens: parsed and walked
+	} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if r := p.CheckScript(s); r.Decision != Allow {
+					b.Fatal(r)
+				}
 			}
-		}
-	})
+		})
+	}
 }

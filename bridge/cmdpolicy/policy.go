@@ -113,14 +113,15 @@ func yamlScalar(s string) string {
 // script gets the unknown decision when it goes over one.
 type Limits struct {
 	MaxScriptBytes int // bytes of one script (each nested `sh -c` string too)
-	MaxNodes       int // tokens plus syntax nodes over the whole check
+	MaxTokens      int // tokens of one script, counted before parsing (parsing allocates per token)
+	MaxNodes       int // syntax nodes visited over the whole check, nested scripts included
 	MaxDepth       int // nesting of brackets and compound commands in a script (the parser recurses on it)
 	MaxNest        int // scripts within scripts: sh -c, eval, alias, trap, wrappers
 }
 
 // DefaultLimits are the limits New uses for zero fields.
 func DefaultLimits() Limits {
-	return Limits{MaxScriptBytes: 256 << 10, MaxNodes: 100_000, MaxDepth: 200, MaxNest: 8}
+	return Limits{MaxScriptBytes: 256 << 10, MaxTokens: 100_000, MaxNodes: 1_000_000, MaxDepth: 200, MaxNest: 8}
 }
 
 // Policy checks commands against a Config. A nil *Policy allows
@@ -158,6 +159,9 @@ func WithLimits(l Limits) Option {
 		d := DefaultLimits()
 		if l.MaxScriptBytes > 0 {
 			d.MaxScriptBytes = l.MaxScriptBytes
+		}
+		if l.MaxTokens > 0 {
+			d.MaxTokens = l.MaxTokens
 		}
 		if l.MaxNodes > 0 {
 			d.MaxNodes = l.MaxNodes

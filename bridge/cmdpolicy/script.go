@@ -87,8 +87,8 @@ func (c *checker) script(src string, nest int) {
 		c.limit(show, fmt.Sprintf("a script nested %d deep, over the %d checked", d, c.p.limits.MaxDepth))
 		return
 	}
-	if c.nodes += tokens; c.nodes > c.p.limits.MaxNodes {
-		c.limit(show, fmt.Sprintf("a script of over %d tokens and syntax nodes", c.p.limits.MaxNodes))
+	if tokens > c.p.limits.MaxTokens {
+		c.limit(show, fmt.Sprintf("a script of over %d tokens", c.p.limits.MaxTokens))
 		return
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
@@ -102,7 +102,7 @@ func (c *checker) script(src string, nest int) {
 		}
 		c.nodes++
 		if c.nodes > c.p.limits.MaxNodes {
-			c.limit(show, fmt.Sprintf("a script of over %d tokens and syntax nodes", c.p.limits.MaxNodes))
+			c.limit(show, fmt.Sprintf("a script of over %d syntax nodes", c.p.limits.MaxNodes))
 			return false
 		}
 		switch n := n.(type) {
