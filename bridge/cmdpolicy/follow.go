@@ -187,7 +187,7 @@ func (c *checker) wrapped(ws []word, w wrapper, nest int) {
 	}
 	target := append([]word(nil), rest...)
 	if w.appends {
-		target = append(target, word{src: "…", multi: true})
+		target = append(target, word{src: "…", multi: true, shell: rest[0].shell})
 	}
 	c.command(target, nest+1)
 }
@@ -372,7 +372,7 @@ func (c *checker) find(ws []word, nest int) {
 				break
 			}
 			if v.static && strings.Contains(v.val, "{}") {
-				v = word{src: v.src} // the file name, at run time
+				v = word{src: v.src, shell: v.shell} // the file name, at run time
 			}
 			target = append(target, v)
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // A Decision is what the policy says about a command: allow it, deny it,
@@ -254,6 +255,48 @@ type Result struct {
 	Why string `json:"why,omitempty"`
 	// Gate reports that Command names a gate.
 	Gate bool `json:"gate,omitempty"`
+	// Shell reports that Command is shell source, as written in a
+	// script ("$f" is the expansion), not an argv's values.
+	Shell bool `json:"shell,omitempty"`
+}
+
+// show is Command for a message.
+func (r Result) show() string {
+	if r.Shell {
+		return showSource(r.Command)
+	}
+	return ShowCommand(r.Command)
+}
+
+// showSource is shell source words for a message: as written, but a
+// word with a control character, a byte that is not UTF-8 or a backslash
+// Go-quoted (so a quoted word always holds a backslash and a raw one
+// never does: neither can pass for the other, or forge a line).
+func showSource(words []string) string {
+	const maxWords, maxWord = 16, 200
+	var b strings.Builder
+	for i, w := range words {
+		if i == maxWords {
+			fmt.Fprintf(&b, " …(%d more words)", len(words)-maxWords)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		cut := ""
+		if len(w) > maxWord {
+			cut = fmt.Sprintf("…(%d bytes)", len(w))
+			w = w[:maxWord]
+		}
+		if !utf8.ValidString(w) || strings.ContainsFunc(w, func(c rune) bool {
+			return c == '\\' || c != ' ' && !strconv.IsGraphic(c)
+		}) {
+			w = strconv.Quote(w)
+		}
+		b.WriteString(w)
+		b.WriteString(cut)
+	}
+	return b.String()
 }
 
 func allowNothing() Result { return Result{Decision: Allow, RuleIndex: -1} }
@@ -281,7 +324,7 @@ func (r Result) String() string {
 	if r.Gate {
 		what = "gate"
 	}
-	return fmt.Sprintf("%s: %s %s (%s)", r.Decision, what, ShowCommand(r.Command), r.By())
+	return fmt.Sprintf("%s: %s %s (%s)", r.Decision, what, r.show(), r.By())
 }
 
 // ShowCommand is argv for a message: words joined by spaces, each quoted
@@ -341,7 +384,7 @@ func (e *DeniedError) Error() string {
 	if e.Result.Decision == Ask {
 		verb = "needs approval"
 	}
-	return fmt.Sprintf("policy: %s %s %s by %s", what, ShowCommand(e.Result.Command), verb, e.Result.By())
+	return fmt.Sprintf("policy: %s %s %s by %s", what, e.Result.show(), verb, e.Result.By())
 }
 
 // Hint says what to do.

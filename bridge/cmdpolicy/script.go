@@ -14,6 +14,7 @@ type word struct {
 	src    string // as written (for messages)
 	static bool   // val is what the shell will pass
 	multi  bool   // may expand to zero or several words (unquoted expansion, glob, brace)
+	shell  bool   // src is shell source (from a script), not an argv value
 }
 
 // checker walks one check, keeping the most restrictive result.
@@ -32,6 +33,7 @@ func (p *Policy) newChecker() *checker {
 func (c *checker) record(r Result, cmd []word) {
 	if len(r.Command) == 0 {
 		r.Command = srcs(cmd)
+		r.Shell = len(cmd) > 0 && cmd[0].shell
 	}
 	if r.worse(c.worst) || c.worst.Source == SourceNone && r.Source != SourceNone {
 		c.worst = r
@@ -67,7 +69,7 @@ func (c *checker) script(src string, nest int) {
 	if c.done {
 		return
 	}
-	show := []word{{src: src}}
+	show := []word{{src: src, shell: true}}
 	switch {
 	case nest > c.p.limits.MaxNest:
 		c.limit(show, fmt.Sprintf("scripts nested more than %d deep", c.p.limits.MaxNest))
@@ -118,12 +120,12 @@ func (c *checker) script(src string, nest int) {
 		case *syntax.DeclClause:
 			// declare/export/local/readonly/typeset: a builtin; its
 			// assignments may set what the shell runs later (PATH).
-			ws := []word{{val: n.Variant.Value, src: n.Variant.Value, static: true}}
+			ws := []word{{val: n.Variant.Value, src: n.Variant.Value, static: true, shell: true}}
 			for _, a := range n.Args {
 				if a.Naked && a.Name == nil && a.Value != nil {
 					ws = append(ws, wordOf(a.Value, src))
 				} else {
-					ws = append(ws, word{src: srcOf(a, src)})
+					ws = append(ws, word{src: srcOf(a, src), shell: true})
 				}
 			}
 			c.record(c.p.decide(n.Variant.Value, ws[1:]), ws)
@@ -148,7 +150,7 @@ var sensitiveVars = map[string]bool{
 func (c *checker) assigns(as []*syntax.Assign, src string) {
 	for _, a := range as {
 		if a.Name != nil && sensitiveVars[a.Name.Value] {
-			c.unknown([]word{{src: srcOf(a, src)}}, "it sets "+a.Name.Value+", which chooses or runs commands")
+			c.unknown([]word{{src: srcOf(a, src), shell: true}}, "it sets "+a.Name.Value+", which chooses or runs commands")
 		}
 	}
 }
@@ -259,7 +261,7 @@ func srcOf(n syntax.Node, src string) string {
 
 // wordOf is w as far as it is known statically.
 func wordOf(w *syntax.Word, src string) word {
-	out := word{src: srcOf(w, src), static: true}
+	out := word{src: srcOf(w, src), static: true, shell: true}
 	var b strings.Builder
 	for _, part := range w.Parts {
 		switch p := part.(type) {

@@ -373,6 +373,22 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+func TestShowSource(t *testing.T) {
+	p := testPolicy(t)
+	for script, want := range map[string]string{
+		`for f in *; do rm "$f"; done`: `deny: command rm "$f" (rule 0`,
+		`rm 'a b' "c"`:                 `deny: command rm 'a b' "c" (rule 0`,
+		"rm $'\x1b[2J'":                `deny: command rm "$'\x1b[2J'" (rule 0`, // a control character: quoted
+		`r\m x`:                        `deny: command "r\\m" x (rule 0`,        // a backslash: quoted
+		"rm '\x1b[2J'":                 "deny: command rm \"'\\x1b[2J'\" (rule 0",
+	} {
+		got := p.CheckScript(script).String()
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("%q:\n got %q\nwant %q…", script, got, want)
+		}
+	}
+}
+
 func TestShowCommandEscapes(t *testing.T) {
 	got := ShowCommand([]string{"rm", "a\nb", "\x1b[2J", "\xff", "", "ok", strings.Repeat("x", 300)})
 	if strings.ContainsAny(got, "\n\x1b\xff") {
@@ -394,7 +410,7 @@ func TestErrorData(t *testing.T) {
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
-	want := `{"kind":"policy_denied","decision":"deny","source":"rule","rule_index":0,"rule":"{command: rm, decision: deny}","command":["rm","-rf","build"],"hint":`
+	want := `{"kind":"policy_denied","decision":"deny","source":"rule","rule_index":0,"rule":"{command: rm, decision: deny}","command":["rm","-rf","build"],"shell":true,"hint":`
 	if !strings.HasPrefix(string(b), want) {
 		t.Errorf("data\n got %s\nwant %s…", b, want)
 	}
