@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
 	if cfg.Policy.Commands == nil {
 		return nil, nil
 	}
+	pc := cfg.Policy.Commands // the values in effect, for config show
+	pc.Default = cmp.Or(pc.Default, "allow")
+	pc.Unknown = cmp.Or(pc.Unknown, "ask")
 	var gateNames []string
 	for _, g := range cfg.Gates.Commands {
 		gateNames = append(gateNames, g.Name)
