@@ -52,10 +52,16 @@ var wrappers = map[string]wrapper{
 		"--set-home", "--login", "--non-interactive", "--preserve-groups", "--stdin", "--shell"},
 		longWithArg:  []string{"--close-from", "--chdir", "--group", "--host", "--prompt", "--role", "--type", "--command-timeout", "--other-user", "--user"},
 		emptyUnknown: true},
-	"doas":    {noArg: "ns", withArg: "uC", emptyUnknown: true},
-	"chroot":  {longNoArg: []string{"--skip-chdir"}, longWithArg: []string{"--userspec", "--groups"}, positional: 1, emptyUnknown: true},
-	"strace":  {noArg: "cCdDfFhiqrtTvVwxyzZk", withArg: "abeEIoOpPsSuUX"},
-	"ltrace":  {noArg: "bcCfhiLrStTV", withArg: "aAeEFlnopsuwx"},
+	"doas":     {noArg: "ns", withArg: "uC", emptyUnknown: true},
+	"chroot":   {longNoArg: []string{"--skip-chdir"}, longWithArg: []string{"--userspec", "--groups"}, positional: 1, emptyUnknown: true},
+	"strace":   {noArg: "cCdDfFhiqrtTvVwxyzZk", withArg: "abeEIoOpPsSuUX"},
+	"ltrace":   {noArg: "bcCfhiLrStTV", withArg: "aAeEFlnopsuwx"},
+	"pkexec":   {withArg: "u", longNoArg: []string{"--disable-internal-agent", "--keep-cwd"}, longWithArg: []string{"--user"}, emptyUnknown: true},
+	"unbuffer": {noArg: "p"},
+	"parallel": {noArg: "0kquvX", withArg: "jdEINn", longNoArg: []string{"--null", "--keep-order", "--quote", "--ungroup", "--verbose", "--xargs"},
+		longWithArg: []string{"--jobs", "--delimiter", "--eof", "--max-args", "--max-replace-args"}, appends: true},
+	"flock": {noArg: "sxnuoFe", withArg: "wE", longNoArg: []string{"--shared", "--exclusive", "--nonblock", "--unlock", "--close", "--no-fork"},
+		longWithArg: []string{"--timeout", "--conflict-exit-code"}, positional: 1},
 	"unshare": {noArg: "mUinpuCTrfc", longNoArg: []string{"--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup", "--time", "--fork", "--map-root-user", "--map-current-user", "--kill-child"}, emptyUnknown: true},
 }
 
@@ -159,7 +165,7 @@ func (c *checker) wrapped(ws []word, w wrapper, nest int) {
 	}
 	if w.assigns {
 		for len(rest) > 0 && rest[0].static && strings.Contains(rest[0].val, "=") && !strings.HasPrefix(rest[0].val, "=") {
-			if name, _, _ := strings.Cut(rest[0].val, "="); sensitiveVars[name] {
+			if name, _, _ := strings.Cut(rest[0].val, "="); sensitiveVar(name) {
 				c.unknown(ws, "it sets "+name+", which chooses or runs commands")
 			}
 			rest = rest[1:]

@@ -144,12 +144,18 @@ func (c *checker) script(src string, nest int) {
 var sensitiveVars = map[string]bool{
 	"PATH": true, "BASH_ENV": true, "ENV": true, "PS4": true, "PROMPT_COMMAND": true,
 	"BASH_LOADABLES_PATH": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
-	"SHELLOPTS": true, "BASHOPTS": true, "CDPATH": false, "GLOBIGNORE": false,
+	"SHELLOPTS": true, "BASHOPTS": true, "BASH_ALIASES": true, "BASH_CMDS": true,
+}
+
+// sensitiveVar reports whether setting name can choose or run commands
+// (BASH_FUNC_f%% in the environment defines a function f in bash).
+func sensitiveVar(name string) bool {
+	return sensitiveVars[name] || strings.HasPrefix(name, "BASH_FUNC_")
 }
 
 func (c *checker) assigns(as []*syntax.Assign, src string) {
 	for _, a := range as {
-		if a.Name != nil && sensitiveVars[a.Name.Value] {
+		if a.Name != nil && sensitiveVar(a.Name.Value) {
 			c.unknown([]word{{src: srcOf(a, src), shell: true}}, "it sets "+a.Name.Value+", which chooses or runs commands")
 		}
 	}
@@ -171,6 +177,10 @@ func (c *checker) command(ws []word, nest int) {
 	}
 	if name.val == "" {
 		c.unknown(ws, "an empty command name")
+		return
+	}
+	if name.val[0] == '=' {
+		c.unknown(ws, "zsh runs =NAME as the file NAME is on PATH")
 		return
 	}
 	base := baseName(name.val)
