@@ -213,6 +213,14 @@ func TestCheckScript(t *testing.T) {
 		if r.Decision != tc.want || tc.src != "" && r.Source != tc.src {
 			t.Errorf("CheckScript(%q) = %v (%s), want %v by %s", tc.script, r.Decision, r.By(), tc.want, tc.src)
 		}
+		// The same construct around an allowed command is allowed: the
+		// deny above came from rm, not from the construct.
+		if tc.want == Deny && strings.Contains(tc.script, "rm") && !strings.Contains(tc.script, "gb_secret") && !strings.Contains(tc.script, "git") {
+			allowed := strings.ReplaceAll(tc.script, "rm", "ls")
+			if r := p.CheckScript(allowed); r.Decision != Allow {
+				t.Errorf("CheckScript(%q) = %s, want allow", allowed, r)
+			}
+		}
 	}
 }
 
