@@ -1,6 +1,6 @@
 module github.com/gatebridge/gatebridge
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/containerd/errdefs v1.0.0
@@ -16,8 +16,9 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/spf13/viper v1.21.0
 	golang.org/x/net v0.50.0
-	golang.org/x/sys v0.41.0
+	golang.org/x/sys v0.47.0
 	gopkg.in/yaml.v3 v3.0.1
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

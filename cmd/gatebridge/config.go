@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/gates/secrets"
@@ -39,11 +40,14 @@ type Config struct {
 	Gates   GatesConfig   `mapstructure:"gates"`
 	Audit   AuditConfig   `mapstructure:"audit"`
 	MCP     MCPConfig     `mapstructure:"mcp"`
+	Policy  PolicyConfig  `mapstructure:"policy"`
 
 	// Secrets, by name: credentials gates use (broker.go).
 	Secrets map[string]SecretConfig `mapstructure:"secrets"`
 	// secrets holds them once checked; nil when there are none.
 	secrets *secrets.Store
+	// policy is policy.commands compiled; nil without it (allows all).
+	policy *cmdpolicy.Policy
 
 	// configFile is the resolved path of the config file read, if any;
 	// configGiven the absolute path it was named by.
@@ -410,6 +414,9 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 	if err := cfg.Validate(backends); err != nil {
 		return nil, used, err
 	}
+	if cfg.policy, err = compilePolicy(&cfg); err != nil {
+		return nil, used, err
+	}
 	if err := cfg.loadSecrets(data); err != nil { // scrubs env secrets' variables
 		return nil, used, err
 	}
@@ -508,9 +515,13 @@ func knownKeys(t reflect.Type, prefix string) map[string]reflect.Kind {
 			continue
 		}
 		key := prefix + tag
-		out[key] = f.Type.Kind()
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
-			for k, v := range knownKeys(f.Type, key+".") {
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+			ft = ft.Elem() // an optional section (policy.commands)
+		}
+		out[key] = ft.Kind()
+		if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)) {
+			for k, v := range knownKeys(ft, key+".") {
 				out[k] = v
 			}
 		}

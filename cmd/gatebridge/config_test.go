@@ -292,6 +292,12 @@ func isDurationKey(key string) bool {
 			t = t.Elem()
 			continue
 		}
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem() // an optional section (policy.commands)
+		}
+		if t.Kind() != reflect.Struct {
+			return false
+		}
 		found := false
 		for i := range t.NumField() {
 			if t.Field(i).Tag.Get("mapstructure") == p {

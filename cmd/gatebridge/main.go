@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -95,10 +96,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// failed, flag and usage errors included (nothing for the
 		// command's own exit codes).
 		printJSONError(stdout, err)
+	} else if _, denied := cmdpolicy.IsDenied(err); denied && c.Name() == "exec" && jsonRequested(c, args) {
+		printJSONError(stdout, err) // sandbox exec --json: the same object for a policy refusal
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if _, ok := cmdpolicy.IsDenied(err); ok {
+		printError(stderr, err)
+		return ExitPolicy
 	}
 	if hint.Of(err) == "" && strings.HasPrefix(err.Error(), "unknown command ") && c != nil {
 		// cobra's own error, from outside the flag error func
@@ -218,6 +225,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newMCPCmd(a),
 		newPromptCmd(a),
 		newConfigCmd(a),
+		newPolicyCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)

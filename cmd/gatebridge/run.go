@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
@@ -31,7 +32,8 @@ func newRunCmd(a *app) *cobra.Command {
 		Long: `Run COMMAND in a sandbox with one wrapper per gate on its PATH.
 
 The exit code is the command's; 124 when it timed out; 125 when gatebridge
-itself failed (bad config, sandbox unavailable).`,
+itself failed (bad config, sandbox unavailable); 126 when policy.commands
+refused the command before it started (gatebridge policy check says why).`,
 		Example: `  gatebridge run -- bash -c 'read_file README.md | head -3'
   gatebridge run --json -- sh -c 'gb_echo hi; submit done'`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -65,7 +67,7 @@ itself failed (bad config, sandbox unavailable).`,
 // jsonError is the "error" of run --json when gatebridge itself failed
 // (exit 125): a runtime can tell its own failures from the command's.
 type jsonError struct {
-	Kind    string `json:"kind"` // config, sandbox_unavailable, image_missing, session, internal (docs/json.md)
+	Kind    string `json:"kind"` // config, sandbox_unavailable, image_missing, session, policy_denied, internal (docs/json.md)
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
 }
@@ -80,8 +82,12 @@ func printJSONError(w io.Writer, err error) {
 	}
 	// The same object as a run's result (every field, so a runtime can
 	// decode both with one type), plus the error.
+	code := ExitInternal
+	if _, ok := cmdpolicy.IsDenied(err); ok {
+		code = ExitPolicy
+	}
 	res := jsonResult{
-		Result: &bridge.Result{ExitCode: ExitInternal, Calls: []bridge.CallRecord{}},
+		Result: &bridge.Result{ExitCode: code, Calls: []bridge.CallRecord{}},
 		Error:  &jsonError{Kind: errorKind(err), Message: err.Error(), Hint: hint.Of(err)},
 	}
 	enc := json.NewEncoder(w)
@@ -95,6 +101,9 @@ func errorKind(err error) string {
 	var ue *usageError
 	var se *sandbox.Error
 	var be *bridgeError
+	if _, ok := cmdpolicy.IsDenied(err); ok {
+		return "policy_denied"
+	}
 	switch {
 	case errors.As(err, &ce), errors.As(err, &ue):
 		return "config"
@@ -123,7 +132,8 @@ func (e *bridgeError) Unwrap() error { return e.err }
 type jsonResult struct {
 	*bridge.Result
 	SandboxReason string `json:"sandbox_reason,omitempty"`
-	// Error is set only when gatebridge itself failed (exit 125).
+	// Error is set only when gatebridge itself failed (exit 125) or the
+	// command policy refused the command (exit 126, kind policy_denied).
 	Error *jsonError `json:"error,omitempty"`
 }
 
@@ -131,6 +141,9 @@ type jsonResult struct {
 func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	cfg := a.cfg
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := checkCommandPolicy(cfg, args); err != nil { // before anything starts
+		return err
+	}
 	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
 		return err

@@ -277,7 +277,7 @@ gates on its PATH, exactly as 'gatebridge run --reuse NAME -- COMMAND'.
 Run it from the sandbox's workspace or a directory under it.
 
 The exit code is the command's; 124 when it timed out; 125 when gatebridge
-itself failed.`,
+itself failed; 126 when policy.commands refused the command.`,
 		Example: `  gatebridge sandbox exec work -- sh -c 'read_file README.md | head -3'`,
 		Args:    execArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -106,6 +106,9 @@ var rules = []rule{
 	{"the leaf internals (internal/{hint,fspath,lossless,hostilefs}) import from the module only each other", func(e edge) bool {
 		return underAny(e.from, leaves) && e.toMod && !underAny(e.to, leaves)
 	}},
+	{"bridge/cmdpolicy (the command policy, transport-neutral) imports nothing from the module", func(e edge) bool {
+		return under(e.from, "bridge/cmdpolicy") && e.toMod
+	}},
 }
 
 // violations lists the edges that break a rule, with the first rule
@@ -213,6 +216,9 @@ func TestRulesCatch(t *testing.T) {
 		{mod("internal/hint", "sandbox"), true},
 		{mod("internal/hostilefs", "internal/lossless"), false},
 		{mod("internal/bench", "bridge"), false},
+		{mod("bridge/cmdpolicy", "internal/hint"), true},
+		{edge{"bridge/cmdpolicy", "mvdan.cc/sh/v3/syntax", false}, false},
+		{mod("cmd/gatebridge", "bridge/cmdpolicy"), false},
 	} {
 		_, bad := violations([]edge{tc.e})[tc.e.String()]
 		if bad != tc.bad {

@@ -74,6 +74,8 @@ func walk(v reflect.Value, prefix, entry string, sparse bool, source func(string
 		case sparse && fv.IsZero():
 		case f.Type.Kind() == reflect.Struct:
 			walk(fv, key+".", entry, sparse, source, out)
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct && !fv.IsNil():
+			walk(fv.Elem(), key+".", entry, sparse, source, out) // an optional section that is set (policy.commands)
 		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
 			if fv.Len() == 0 {
 				*out = append(*out, Entry{key, "[]", src()})

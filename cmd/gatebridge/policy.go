@@ -1,0 +1,127 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+)
+
+// ExitPolicy is the exit code of a command the command policy refused
+// before it started (as a shell's "cannot execute").
+const ExitPolicy = 126
+
+// PolicyConfig is the policy section. Commands is nil when the config
+// has no policy.commands: then nothing is checked.
+type PolicyConfig struct {
+	Commands *cmdpolicy.Config `mapstructure:"commands"`
+}
+
+// compilePolicy builds the command policy of cfg (nil without
+// policy.commands).
+func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
+	if cfg.Policy.Commands == nil {
+		return nil, nil
+	}
+	pc := cfg.Policy.Commands // the values in effect, for config show
+	pc.Default = cmp.Or(pc.Default, "allow")
+	pc.Unknown = cmp.Or(pc.Unknown, "ask")
+	var gateNames []string
+	for _, g := range cfg.Gates.Commands {
+		gateNames = append(gateNames, g.Name)
+	}
+	for _, g := range cfg.Gates.HTTP {
+		gateNames = append(gateNames, g.Name)
+	}
+	p, err := cmdpolicy.New(*cfg.Policy.Commands, cmdpolicy.WithGates(gateNames...))
+	var ce *cmdpolicy.ConfigError
+	if errors.As(err, &ce) {
+		return nil, &configError{Key: ce.Key, Msg: ce.Msg, Help: ce.Help}
+	}
+	return p, err
+}
+
+// checkCommandPolicy decides argv before anything starts (run, sandbox
+// exec): nil to go on, else the refusal (exit 126).
+func checkCommandPolicy(cfg *Config, argv []string) error {
+	r := cfg.policy.CheckArgv(argv)
+	switch r.Decision {
+	case cmdpolicy.Allow:
+		return nil
+	case cmdpolicy.Ask:
+		return askCommandPolicy(r)
+	}
+	return r.Err()
+}
+
+// askCommandPolicy is where a person is asked about a command the policy
+// marks ask. APPROVAL FRONT END GOES HERE: until the terminal prompt of
+// issue 29 (the approval package) replaces this function, ask is a
+// refusal whose hint says an approval front end is needed.
+func askCommandPolicy(r cmdpolicy.Result) error {
+	return withHint(r.Err(), "this command needs approval (policy.commands says ask), and gatebridge run cannot ask yet: "+
+		"an approval front end is needed (gatebridge serve's client, later a terminal prompt); "+
+		"`gatebridge policy check` shows the rule; change it to allow in the config to run the command")
+}
+
+func newPolicyCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Show what the command policy (policy.commands) decides",
+	}
+	var script string
+	var asJSON bool
+	check := &cobra.Command{
+		Use:   "check [--script SCRIPT | -- COMMAND [ARG...]]",
+		Short: "Say whether a command or a script would be allowed, denied or asked about, and by which rule",
+		Long: `Say what policy.commands decides about COMMAND (as run would start it) or
+about a shell script, and which rule, the default, or the unknown setting
+decided it. Nothing is run.
+
+Exit code: 0 allow, 1 deny, 2 ask, 125 a bad config or usage.`,
+		Example: `  gatebridge policy check -- rm -rf build
+  gatebridge policy check --script 'ls | xargs rm'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if (script == "") == (len(args) == 0) {
+				return &usageError{withHint(errors.New("policy check: give either --script SCRIPT or -- COMMAND [ARG...]"),
+					"usage: gatebridge policy check -- COMMAND [ARG...]  or  gatebridge policy check --script 'SCRIPT'")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := a.cfg.policy
+			var r cmdpolicy.Result
+			if script != "" {
+				r = p.CheckScript(script)
+			} else {
+				r = p.CheckArgv(args)
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				if err := json.NewEncoder(w).Encode(r); err != nil {
+					return err
+				}
+			} else if p == nil {
+				fmt.Fprintln(w, "allow: the config has no policy.commands, so every command is allowed")
+			} else {
+				fmt.Fprintln(w, r.String())
+			}
+			switch r.Decision {
+			case cmdpolicy.Deny:
+				return &exitError{1}
+			case cmdpolicy.Ask:
+				return &exitError{2}
+			}
+			return nil
+		},
+	}
+	check.Flags().StringVar(&script, "script", "", "check this shell script instead of a command")
+	check.Flags().BoolVar(&asJSON, "json", false, "print the decision as JSON")
+	check.Flags().SetInterspersed(false)
+	cmd.AddCommand(needsConfig(check))
+	return cmd
+}
