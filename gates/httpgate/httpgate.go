@@ -34,7 +34,9 @@
 // secrets (${secret:NAME}, see package secrets), read when the gate is
 // made and again (for a refresh) at each request. The sandbox cannot set
 // a header any rule sets, nor Host, hop-by-hop, Content-Length or Proxy-*
-// headers, nor a value with a line break. Bodies are capped
+// headers, nor Accept-Encoding, Range or If-Range (a secret a server
+// quotes back would come compressed or in pieces, past the redactor), nor
+// a value with a line break. Bodies are capped
 // ([Config.MaxRequestBytes], [Config.MaxResponseBytes]). Each request is
 // an event of the call's record ([gates.Call].Audit): method, canonical
 // URL, rule index, status, bytes.
@@ -650,8 +652,8 @@ func (g *Gate) help() string {
 options:
   -X, --request METHOD   the method (default GET; POST with -d)
   -H, --header 'N: v'    a request header ('N:' drops a default one); a header
-                         the rules set cannot be set, nor Host, Proxy-* or
-                         hop-by-hop ones
+                         the rules set cannot be set, nor Host, Proxy-*,
+                         hop-by-hop ones, Accept-Encoding or Range
   -d, --data DATA        a request body (repeated: joined with &); @- reads it
                          from stdin, without line breaks
   --data-binary DATA     a request body as it is; @- reads it from stdin (a file

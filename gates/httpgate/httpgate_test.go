@@ -1,9 +1,11 @@
 package httpgate
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -380,5 +382,35 @@ func TestConfigErrors(t *testing.T) {
 	defer reg.Close()
 	if names, err := k.Add(context.Background(), reg, Config{Name: "gh_api", Rules: []Rule{{URL: "https://api.github.com/repos/"}}}, gates.Env{}); err != nil || !slices.Equal(names, []string{"gh_api"}) {
 		t.Errorf("kind: %v %v", names, err)
+	}
+}
+
+// A server that quotes the request back (the rule's token with it) is
+// redacted only if what it sends is the token as bytes: the sandbox may
+// not ask for an encoding (gzip hides the token from the redactor) or a
+// range (a piece shorter than the token is not redacted, and pieces add
+// up). Without those headers the gate decodes gzip itself, and the token
+// reaches the sandbox as [secret:gh].
+func TestReflectedSecretStaysRedactable(t *testing.T) {
+	ts := newTestServer(t, false)
+	g := localGate(t, ts)
+	for _, h := range []string{"Accept-Encoding: gzip", "accept-encoding: gzip, br", "Accept-Encoding: identity;q=0, gzip",
+		"Range: bytes=0-14", "range: bytes=15-", "If-Range: x"} {
+		r := call(t, g, nil, "-H", h, ts.URL+"/reflect")
+		if r.code != gates.ExitDenied || !strings.Contains(r.stderr, "refused") {
+			t.Errorf("-H %q: %+v", h, r)
+		}
+	}
+	if hits := ts.hits(); len(hits) != 0 {
+		t.Errorf("refused requests reached the server: %v", hits)
+	}
+	red := g.secrets.Redactor()
+	var out bytes.Buffer
+	w := red.Writer(&out)
+	c := &gates.Call{Args: []string{"-i", ts.URL + "/reflect"}, Stdout: w, Stderr: io.Discard}
+	code, err := g.Call(context.Background(), c)
+	w.Flush()
+	if code != 0 || err != nil || !strings.Contains(out.String(), "Bearer [secret:gh]") || strings.Contains(out.String(), token[:8]) {
+		t.Errorf("plain request: %d %v %q", code, err, out.String())
 	}
 }
