@@ -449,6 +449,18 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			c.Audit(e)
 		}
 	}
+	// The response is redacted here, before it is capped or cut short:
+	// a cut that splits a secret a server quotes back would leave its
+	// start, which no later redaction recognizes.
+	out := g.secrets.Redactor().Writer(c.Stdout)
+	cutShort := false
+	defer func() {
+		if cutShort {
+			out.Cut()
+		} else {
+			out.Flush()
+		}
+	}()
 	method, body, hasBody := req.method, req.body(), req.hasData
 	for hop := 0; ; hop++ {
 		r, err := g.match(cur, method)
@@ -472,7 +484,7 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			resp.Body.Close()
 			audit(ev)
 			if req.include {
-				writeHead(c.Stdout, resp)
+				writeHead(out, resp)
 			}
 			if hop == MaxRedirects {
 				return 0, &gates.ExitError{Code: exitRedirects, Err: fmt.Errorf("more than %d redirects", MaxRedirects)}
@@ -493,13 +505,14 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			return 0, &gates.ExitError{Code: exitHTTPError, Err: fmt.Errorf("the requested URL returned error: %s", resp.Status)}
 		}
 		if req.include {
-			writeHead(c.Stdout, resp)
+			writeHead(out, resp)
 		}
-		n, err := copyBody(c.Stdout, resp.Body, g.maxResp)
+		n, err := copyBody(out, resp.Body, g.maxResp)
 		resp.Body.Close()
 		ev.Bytes = n
 		if err != nil {
 			ev.Error = err.Error()
+			cutShort = true
 		}
 		audit(ev)
 		if err != nil {

@@ -30,18 +30,18 @@ func localGate(t *testing.T, ts *testServer, extra ...Rule) *Gate {
 	return newGate(t, Config{Rules: append(rules, extra...)}, gates.Env{Secrets: testStore(t, token)})
 }
 
-// The rule's header reaches the server; the body streams to stdout; the
-// request is an audit event with the canonical URL, status, bytes and
-// rule index.
+// The rule's header reaches the server; the body streams to stdout,
+// redacted (the server quotes the token back); the request is an audit
+// event with the canonical URL, status, bytes received and rule index.
 func TestGetWithInjectedHeader(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := localGate(t, ts)
 	r := call(t, g, nil, "-H", "X-Trace: 7", ts.URL+"/echo/./a?b=1")
-	if r.code != 0 || !strings.Contains(r.stdout, "GET /echo/a?b=1\n") || !strings.Contains(r.stdout, "Authorization: Bearer "+token) ||
+	if r.code != 0 || !strings.Contains(r.stdout, "GET /echo/a?b=1\n") || !strings.Contains(r.stdout, "Authorization: Bearer [secret:gh]") ||
 		!strings.Contains(r.stdout, "X-Trace: 7") || !strings.Contains(r.stdout, "User-Agent: gatebridge-http") {
 		t.Fatalf("%+v", r)
 	}
-	if len(r.events) != 1 || r.events[0] != (event{Kind: "http_request", Method: "GET", URL: ts.URL + "/echo/a?b=1", Rule: 0, Status: 200, Bytes: int64(len(r.stdout))}) {
+	if len(r.events) != 1 || r.events[0] != (event{Kind: "http_request", Method: "GET", URL: ts.URL + "/echo/a?b=1", Rule: 0, Status: 200, Bytes: int64(len(r.stdout) - len("[secret:gh]") + len(token))}) {
 		t.Errorf("events %+v", r.events)
 	}
 	r = call(t, g, nil, "-i", ts.URL+"/status?code=404")
@@ -244,11 +244,16 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 // The body streams: its first line reaches stdout while the server still
-// holds the rest; --max-time ends a slow body with 124; -f turns a 404
-// into 22 with no body.
+// holds the rest (with no secret to redact: a redactor holds back as many
+// bytes as the longest secret has, less one); --max-time ends a slow body
+// with 124, what came written, but with a secret active what the redactor
+// held dropped; -f turns a 404 into 22 with no body.
 func TestStreamTimeoutFail(t *testing.T) {
 	ts := newTestServer(t, false)
-	g := localGate(t, ts)
+	open := func(ts *testServer) *Gate {
+		return newGate(t, Config{Rules: []Rule{{URL: ts.URL + "/", AllowPrivate: true}}}, gates.Env{})
+	}
+	g := open(ts)
 	w := &lineWriter{first: make(chan struct{})}
 	done := make(chan int)
 	go func() {
@@ -266,12 +271,18 @@ func TestStreamTimeoutFail(t *testing.T) {
 	}
 
 	ts2 := newTestServer(t, false)
-	g2 := localGate(t, ts2)
-	start := time.Now()
-	r := call(t, g2, nil, "--max-time", "0.3", ts2.URL+"/slow")
-	if r.code != gates.ExitTimeout || r.stdout != "first\n" || time.Since(start) > 3*time.Second || !strings.Contains(r.stderr, "--max-time") {
-		t.Errorf("--max-time: %+v after %v", r, time.Since(start))
+	for _, g2 := range []*Gate{open(ts2), localGate(t, ts2)} {
+		want := "first\n"
+		if g2.secrets != nil {
+			want = ""
+		}
+		start := time.Now()
+		r := call(t, g2, nil, "--max-time", "0.3", ts2.URL+"/slow")
+		if r.code != gates.ExitTimeout || r.stdout != want || time.Since(start) > 3*time.Second || !strings.Contains(r.stderr, "--max-time") {
+			t.Errorf("--max-time: %+v after %v", r, time.Since(start))
+		}
 	}
+	g2 := localGate(t, ts2)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	code, err := g2.Call(ctx, &gates.Call{Args: []string{ts2.URL + "/slow"}, Stdout: &strings.Builder{}, Stderr: &strings.Builder{}})
@@ -279,6 +290,7 @@ func TestStreamTimeoutFail(t *testing.T) {
 		t.Errorf("gate timeout: %d %v", code, err)
 	}
 
+	g = localGate(t, ts)
 	if r := call(t, g, nil, "-f", ts.URL+"/status?code=404"); r.code != exitHTTPError || r.stdout != "" || !strings.Contains(r.stderr, "404") {
 		t.Errorf("-f: %+v", r)
 	}
@@ -412,5 +424,28 @@ func TestReflectedSecretStaysRedactable(t *testing.T) {
 	w.Flush()
 	if code != 0 || err != nil || !strings.Contains(out.String(), "Bearer [secret:gh]") || strings.Contains(out.String(), token[:8]) {
 		t.Errorf("plain request: %d %v %q", code, err, out.String())
+	}
+}
+
+// A response cut at max_response_bytes (a place the sandbox chooses, by
+// the length of what the server quotes before the token) does not end
+// with the start of the token: the gate redacts before it cuts, and drops
+// what the redactor held at the cut.
+func TestCutResponseLeavesNoPartialSecret(t *testing.T) {
+	ts := newTestServer(t, false)
+	full := call(t, localGate(t, ts), nil, ts.URL+"/echo")
+	at := strings.Index(full.stdout, "Bearer [secret:gh]")
+	if at < 0 {
+		t.Fatalf("the server does not quote the token: %q", full.stdout)
+	}
+	at += len("Bearer ")
+	g := newGate(t, Config{MaxResponseBytes: int64(at + 12), Rules: []Rule{{URL: ts.URL + "/", AllowPrivate: true,
+		Headers: map[string]string{"authorization": "Bearer ${secret:gh}"}}}}, gates.Env{Secrets: testStore(t, token)})
+	var out bytes.Buffer
+	w := g.secrets.Redactor().Writer(&out) // the dispatcher's
+	code, err := g.Call(context.Background(), &gates.Call{Args: []string{ts.URL + "/echo"}, Stdout: w, Stderr: io.Discard})
+	w.Flush()
+	if gates.ExitCodeOf(code, err) != exitTooBig || strings.Contains(out.String(), token[:12]) || !strings.HasPrefix(out.String(), "GET /echo\n") {
+		t.Errorf("exit %d (%v), out %q", gates.ExitCodeOf(code, err), err, out.String())
 	}
 }

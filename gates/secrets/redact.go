@@ -180,6 +180,21 @@ func (w *Writer) Flush() error {
 	return err
 }
 
+// Cut ends a stream that was cut short (a cap, a timeout, a failed read)
+// instead of [Writer.Flush]: what is held back is dropped, not written,
+// since it may end with the start of a value the cut split, which no
+// longer matches a whole value. (Replacing such a start instead would
+// confirm, to a sandbox that chooses how a stream ends, each byte it
+// guesses.) A program that caps a stream that may hold a secret caps it
+// here, after redaction: redact, count, and Cut at the cap. Writes after
+// it are dropped.
+func (w *Writer) Cut() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	w.held = nil
+}
+
 // secret is one value and what replaces it.
 type secret struct{ val, repl []byte }
 
