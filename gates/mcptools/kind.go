@@ -97,6 +97,7 @@ func secretSettings(ctx context.Context, s *Server, env gates.Env) error {
 	}
 	st, untrusted := env.Secrets, env.Untrusted
 	s.Expand = func(ctx context.Context, v string) (string, error) { return st.Expand(ctx, v, untrusted) }
+	s.Redactor = st.Redactor()
 	return nil
 }
 
