@@ -75,7 +75,8 @@ func TestPolicy(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := newGate(t, Config{Rules: []Rule{{URL: ts.URL + "/api/", AllowPrivate: true}}}, gates.Env{})
 	for _, u := range []string{ts.URL + "/admin", ts.URL + "/api/../admin", ts.URL + "/api/%2e%2e/admin", ts.URL + "/apix",
-		ts.URL + "/api", "http://localhost:" + ts.port() + "/api/", "https://127.0.0.1:" + ts.port() + "/api/", ts.URL + "/api/x%2F..%2F..%2Fadmin"} {
+		ts.URL + "/api", "http://localhost:" + ts.port() + "/api/", "https://127.0.0.1:" + ts.port() + "/api/", ts.URL + "/api/x%2F..%2F..%2Fadmin",
+		ts.URL + "/api/..;/admin", ts.URL + "/api/%2e%2e;x=1/admin"} {
 		r := call(t, g, nil, u)
 		if r.code != gates.ExitDenied {
 			t.Errorf("%s: %+v", u, r)
