@@ -207,6 +207,11 @@ func headerRefusal(name string) string {
 // value and none redacted.
 var reshapingHeaders = map[string]bool{"Accept-Encoding": true, "Range": true, "If-Range": true}
 
+// Headers that ask a server for another method than the request's
+// (Rails, Express's method-override, Google's APIs honour them): a rule
+// that allows GET must not let the sandbox DELETE.
+var methodHeaders = map[string]bool{"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true}
+
 // addHeader reads -H 'Name: value' ('Name:' removes a default header).
 func (r *request) addHeader(h string) error {
 	if strings.ContainsAny(h, "\r\n\x00") {
@@ -224,6 +229,9 @@ func (r *request) addHeader(h string) error {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	if why := headerRefusal(name); why != "" {
 		return gates.Deniedf("header %s is refused: %s", name, why)
+	}
+	if methodHeaders[name] {
+		return gates.Deniedf("header %s is refused: a server that honours it would run another method than the one a rule allowed", name)
 	}
 	if reshapingHeaders[name] {
 		return gates.Deniedf("header %s is refused: it would let a secret a server quotes back slip past redaction (compressed, or in pieces); the gate asks for gzip itself and decodes it", name)

@@ -34,7 +34,8 @@
 // secrets (${secret:NAME}, see package secrets), read when the gate is
 // made and again (for a refresh) at each request. The sandbox cannot set
 // a header any rule sets, nor Host, hop-by-hop, Content-Length or Proxy-*
-// headers, nor Accept-Encoding, Range or If-Range (a secret a server
+// headers, nor a method override (X-HTTP-Method-Override, …), nor
+// Accept-Encoding, Range or If-Range (a secret a server
 // quotes back would come compressed or in pieces, past the redactor), nor
 // a value with a line break. Bodies are capped
 // ([Config.MaxRequestBytes], [Config.MaxResponseBytes]). Each request is

@@ -51,13 +51,14 @@ func TestGetWithInjectedHeader(t *testing.T) {
 }
 
 // Headers the sandbox may not send: one a rule sets (in any case), Host,
-// hop-by-hop and Proxy-* ones, a value with CR/LF. Nothing reaches the
-// server.
+// hop-by-hop and Proxy-* ones, a value with CR/LF, a method override
+// (a GET rule is not a DELETE rule). Nothing reaches the server.
 func TestRefusedHeaders(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := localGate(t, ts)
 	for _, h := range []string{"Authorization: Bearer mine", "authorization: x", "Host: evil.example", "Connection: close",
-		"Transfer-Encoding: chunked", "Proxy-Authorization: Basic x", "Content-Length: 5", "X-A: a\r\nAuthorization: x", "X-A: a\nb"} {
+		"Transfer-Encoding: chunked", "Proxy-Authorization: Basic x", "Content-Length: 5", "X-A: a\r\nAuthorization: x", "X-A: a\nb",
+		"X-HTTP-Method-Override: DELETE", "x-http-method: DELETE", "X-Method-Override: PUT"} {
 		r := call(t, g, nil, "-H", h, ts.URL+"/echo")
 		if r.code != gates.ExitDenied || !strings.Contains(r.stderr, "gatebridge: http: ") {
 			t.Errorf("-H %q: %+v", h, r)
