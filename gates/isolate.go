@@ -103,8 +103,11 @@ func (s IsolateSpec) String() string {
 // how to fix that or how to run the gate on the host); s.Host comes with
 // other settings; a path is not absolute or does not exist; a path holds
 // or lies in one of env.Sessions (a gate would read every sandbox's
-// calls); a Write path holds or lies in one of env.Protected under the
-// workspace (a gate could plant .git/hooks the host runs).
+// calls); a path holds the file of a secret of env.Secrets (a gate gets
+// a secret through its env, and only the ones it references: an MCP
+// server given /home/me could read every secret file kept there); a
+// Write path holds or lies in one of env.Protected under the workspace (a
+// gate could plant .git/hooks the host runs).
 func (env Env) Isolation(ctx context.Context, s IsolateSpec, extra ...ExtraPath) (Isolator, error) {
 	if s.Host {
 		if s.Network || len(s.Read) > 0 || len(s.Write) > 0 {
@@ -189,6 +192,20 @@ func (env Env) checkIsolatePath(p string, write bool) (help string, err error) {
 		if fspath.Within(rs, real) || fspath.Within(real, rs) {
 			return "list narrower paths, outside bridge.session_dir and sandbox.docker.sessions_root",
 				fmt.Errorf("%s and the session directory %s overlap: a gate would see every sandbox's calls", quoteArg(p), rs)
+		}
+	}
+	for _, name := range env.Secrets.Names() {
+		src, _ := env.Secrets.Source(name)
+		if src.File == "" {
+			continue
+		}
+		f := filepath.Clean(src.File)
+		if d, err := filepath.EvalSymlinks(filepath.Dir(f)); err == nil {
+			f = filepath.Join(d, filepath.Base(f))
+		}
+		if fspath.Within(f, real) {
+			return "list narrower paths, or keep secret files where no gate reads (a gate gets a secret through its env only)",
+				fmt.Errorf("%s holds %s, the file of secret %s: the gate would read it, and every other secret kept there", quoteArg(p), f, name)
 		}
 	}
 	if !write || env.Workspace == "" {

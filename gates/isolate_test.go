@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 )
 
 // fakeIsolator records what it is asked and runs the program on the host
@@ -96,7 +97,13 @@ func TestCommandKindIsolatePaths(t *testing.T) {
 	for _, d := range []string{".git/hooks", "src"} {
 		os.MkdirAll(filepath.Join(ws, d), 0o755)
 	}
-	env := gates.Env{Workspace: ws, Isolator: &fakeIsolator{}, Protected: []string{".git"}, Sessions: []string{sessions}}
+	keep := t.TempDir() // where a secret file is kept
+	os.WriteFile(filepath.Join(keep, "db_pass"), []byte("db-pass-0123456789"), 0o600)
+	store, err := secrets.New(map[string]secrets.Source{"db": {File: filepath.Join(keep, "db_pass")}}, secrets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gates.Env{Workspace: ws, Isolator: &fakeIsolator{}, Protected: []string{".git"}, Sessions: []string{sessions}, Secrets: store}
 	for _, tc := range []struct {
 		name  string
 		iso   gates.IsolateSpec
@@ -113,6 +120,10 @@ func TestCommandKindIsolatePaths(t *testing.T) {
 		{"read above the sessions", gates.IsolateSpec{Read: []string{filepath.Dir(sessions)}}, "", "isolate.read"},
 		{"write in the sessions", gates.IsolateSpec{Write: []string{sessions}}, "", "isolate.write"},
 		{"dir in the sessions", gates.IsolateSpec{}, sessions, "dir"},
+		{"read a secret's dir", gates.IsolateSpec{Read: []string{keep}}, "", "isolate.read"},
+		{"read a secret file", gates.IsolateSpec{Read: []string{filepath.Join(keep, "db_pass")}}, "", "isolate.read"},
+		{"write a secret's dir", gates.IsolateSpec{Write: []string{keep}}, "", "isolate.write"},
+		{"dir holds a secret", gates.IsolateSpec{}, keep, "dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := gates.CommandSpec{Name: "gb_true", Command: []string{"true"}, Dir: tc.dir, Isolate: tc.iso}
