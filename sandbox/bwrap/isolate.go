@@ -476,7 +476,7 @@ func (i *Isolator) args(pl isoPlan, argv []string, network bool, feat bwrapFeatu
 		a = append(a, etcArgs(e)...)
 	}
 	for _, d := range pl.data {
-		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(d.fd), d.dest)
+		a = append(a, "--ro-bind-data", strconv.Itoa(d.fd), d.dest) // the program's own file inside: it reads it
 	}
 	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev")
 	for _, d := range []string{"/tmp", "/dev/shm"} {
