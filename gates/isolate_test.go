@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,5 +189,33 @@ func TestCommandIsolatedCall(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the program ran although Isolate failed")
+	}
+}
+
+// An isolated gate's paths reach the isolator resolved, as they were
+// checked: a configured link (/srv/repo -> /data/repo) is followed once,
+// when the gates are made, so that the isolator can refuse a link that
+// appears later (bwrap.TestIsolateLinkedPathRefused) without refusing
+// this one.
+func TestCommandIsolatedPathsResolved(t *testing.T) {
+	k, ctx := commandKind(t), context.Background()
+	base := t.TempDir()
+	real := filepath.Join(base, "data")
+	os.Mkdir(real, 0o755)
+	link := filepath.Join(base, "repo")
+	os.Symlink(real, link)
+	fake := &fakeIsolator{}
+	gs, err := k.New(ctx, gates.CommandSpec{Name: "gb_ls", Command: []string{"true"}, Dir: link,
+		Isolate: gates.IsolateSpec{Read: []string{link}, Write: []string{link}}}, gates.Env{Isolator: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs[0].Call(ctx, &gates.Call{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.specs) != 1 || !slices.Equal(fake.specs[0].Read, []string{real}) || !slices.Equal(fake.specs[0].Write, []string{real}) || fake.dirs[0] != real {
+		t.Errorf("isolated with %+v in %q, want %s", fake.specs, fake.dirs, real)
 	}
 }

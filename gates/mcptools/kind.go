@@ -47,7 +47,7 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 		s.Command = append([]string{prog}, s.Command[1:]...)
 		if s.Isolator == nil {
 			// In a sandbox of its own unless isolate.host says otherwise.
-			if s.Isolator, err = env.Isolation(ctx, s.Isolate); err != nil {
+			if s.Isolator, s.Isolate, _, err = env.IsolationResolved(ctx, s.Isolate); err != nil {
 				return nil, err
 			}
 		}

@@ -44,9 +44,12 @@ import (
 // (cmd.Dir) read-only unless it lies in a Write path (with no cmd.Dir it
 // starts in /tmp), and the Confinement's Read paths read-only and Write
 // paths read-write. Nothing else: not the session directories, not $HOME,
-// not the workspace unless listed. Paths are resolved on the host, opened,
-// and mounted from the descriptor (where bwrap has --bind-fd), so a path
-// swapped for a symlink after the check is not followed.
+// not the workspace unless listed. The Read and Write paths and cmd.Dir
+// must be resolved already (no symlink on the way: one is refused, not
+// followed, as it may have been planted since the caller checked the
+// path); they are opened and mounted from the descriptor (where bwrap has
+// --bind-fd), so a path swapped for a symlink after that is not followed
+// either.
 //
 // The program runs as gatebridge's own uid when that is not root; as root,
 // as UID:GID (0 means [GateUID]), never as root, with no supplementary
@@ -162,7 +165,11 @@ func namedCopy(path string, id uint32, line string) (*os.File, error) {
 }
 
 // plan resolves what cmd and c name. Every path must be absolute and
-// exist.
+// exist; c's paths and cmd.Dir must be their own resolved form (no link
+// on the way): a caller resolves them once, when it checks them, and a
+// link that appears later (the sandbox, which writes the workspace,
+// swapping a directory a gate writes for a link to $HOME) is refused
+// instead of followed.
 func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	real := func(what, p string) (string, error) {
 		if !filepath.IsAbs(p) {
@@ -174,6 +181,13 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 		}
 		return r, nil
 	}
+	exact := func(what, p string) (string, error) {
+		r, err := real(what, p)
+		if err == nil && r != filepath.Clean(p) {
+			return "", fmt.Errorf("%s %s leads through a link to %s: refusing to follow it (give the resolved path; one that became a link since it was checked was swapped)", what, p, r)
+		}
+		return r, err
+	}
 	var pl isoPlan
 	var err error
 	if pl.prog, err = real("program", cmd.Path); err != nil {
@@ -181,7 +195,7 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	}
 	var write []string
 	for _, p := range c.Write {
-		r, err := real("write path", p)
+		r, err := exact("write path", p)
 		if err != nil {
 			return pl, err
 		}
@@ -196,9 +210,13 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 		}
 		return false
 	}
-	for _, list := range [][]string{i.ReadOnly, c.Read} {
+	for k, list := range [][]string{i.ReadOnly, c.Read} {
 		for _, p := range list {
-			r, err := real("read path", p)
+			resolve := exact
+			if k == 0 {
+				resolve = real // the operator's, out of the sandbox's reach
+			}
+			r, err := resolve("read path", p)
 			if err != nil {
 				return pl, err
 			}
@@ -207,7 +225,7 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	}
 	pl.dir = "/tmp"
 	if cmd.Dir != "" {
-		if pl.dir, err = real("working directory", cmd.Dir); err != nil {
+		if pl.dir, err = exact("working directory", cmd.Dir); err != nil {
 			return pl, err
 		}
 		if !inWrite(pl.dir) {

@@ -507,3 +507,30 @@ func TestIsolateApartFromNobody(t *testing.T) {
 		}
 	}
 }
+
+// A Write path (or Read path, or working directory) that leads through a
+// link is refused, not followed: the caller resolved it when it checked
+// it, so a link there now was planted since (the sandbox writes the
+// workspace: it swaps the build directory a gate writes for a link to
+// $HOME). Before, the link's target was mounted read-write and the
+// program wrote the host file.
+func TestIsolateLinkedPathRefused(t *testing.T) {
+	iso := newIsolator(t, sandbox.Limits{})
+	base, target := openDir(t), openDir(t)
+	link := filepath.Join(base, "build")
+	must(t, os.Symlink(target, link))
+	for _, r := range []isoRun{
+		{c: bwrap.Confinement{Write: []string{link}}},
+		{c: bwrap.Confinement{Write: []string{target}}, dir: link},
+		{c: bwrap.Confinement{Read: []string{link}, Write: []string{base}}},
+	} {
+		_, _, err := r.run(t, iso, "echo pwned > "+target+"/planted")
+		if err == nil || !strings.Contains(err.Error(), "leads through a link") {
+			t.Errorf("%+v: err %v, want a refusal", r.c, err)
+		}
+		if _, err := os.Stat(filepath.Join(target, "planted")); err == nil {
+			t.Errorf("%+v: the program wrote through the link", r.c)
+			os.Remove(filepath.Join(target, "planted"))
+		}
+	}
+}
