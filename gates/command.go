@@ -411,8 +411,9 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 		if inR != nil {
 			inR.Close()
 		}
-		go func() { outTrunc = copyCapped(stdout(c), outR, g.maxOut); done <- struct{}{} }()
-		go func() { errTrunc = copyCapped(stderr(c), errR, g.maxOut); done <- struct{}{} }()
+		red := g.secrets.Redactor()
+		go func() { outTrunc = copyCapped(stdout(c), outR, g.maxOut, red); done <- struct{}{} }()
+		go func() { errTrunc = copyCapped(stderr(c), errR, g.maxOut, red); done <- struct{}{} }()
 		workers = 2
 		if inW != nil {
 			workers++
@@ -468,9 +469,19 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 }
 
 // copyCapped copies src to dst up to max bytes, drains the rest, and
-// reports whether anything was dropped.
-func copyCapped(dst io.Writer, src io.Reader, max int64) (truncated bool) {
-	io.Copy(dst, io.LimitReader(src, max))
+// reports whether anything was dropped. Secrets are redacted before the
+// cap: a cut that splits one would leave its start, which no later
+// redaction recognizes (the cut is where the sandbox puts it, with the
+// arguments that come out before the secret); what the redactor holds at
+// the cut is dropped ([secrets.Writer.Cut]).
+func copyCapped(dst io.Writer, src io.Reader, max int64, red *secrets.Redactor) (truncated bool) {
+	w := red.Writer(dst)
+	io.Copy(w, io.LimitReader(src, max))
 	n, _ := io.Copy(io.Discard, src)
+	if n > 0 {
+		w.Cut()
+	} else {
+		w.Flush()
+	}
 	return n > 0
 }

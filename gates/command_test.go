@@ -401,8 +401,9 @@ func TestCommandPathEnv(t *testing.T) {
 }
 
 // A command gate gets a secret through its own env entry, read at each
-// call; the variable the secret comes from is not passed on (the host
-// environment never is), and a reference anywhere but env is refused.
+// call (its output is redacted: the value comes back as [secret:db]); the
+// variable the secret comes from is not passed on (the host environment
+// never is), and a reference anywhere but env is refused.
 func TestCommandSecrets(t *testing.T) {
 	const value = "db-pass-0123456789"
 	t.Setenv("GB_TEST_CMD_SECRET", value)
@@ -413,7 +414,17 @@ func TestCommandSecrets(t *testing.T) {
 	store.ScrubEnv()
 	g := mustCommand(t, CommandSpec{Name: "db", Command: []string{"sh", "-c", `echo "$PGPASSWORD ${GB_TEST_CMD_SECRET:-unset}"`},
 		Env: []string{"PGPASSWORD=${secret:db}"}, Secrets: store})
-	callGate(t, g, nil).check(t, 0, value+" unset\n", "")
+	callGate(t, g, nil).check(t, 0, "[secret:db] unset\n", "")
+
+	// Output capped where the sandbox chooses (the length of an argument
+	// printed before the secret) ends before the secret, not with its
+	// start.
+	capped := mustCommand(t, CommandSpec{Name: "db", Command: []string{"sh", "-c", `printf '%s%s\n' "$1" "$PGPASSWORD"`, "sh"},
+		AllowPattern: "x+", MaxOutputBytes: 40, Env: []string{"PGPASSWORD=${secret:db}"}, Secrets: store})
+	if r := callGate(t, capped, nil, strings.Repeat("x", 30)); r.code != 0 || strings.Contains(r.out, value[:10]) ||
+		!strings.Contains(r.errOut, "stdout truncated at 40 bytes") {
+		t.Errorf("capped: %+v", r)
+	}
 
 	base := CommandSpec{Name: "x", Command: []string{"echo"}, Secrets: store}
 	for _, tc := range []struct {

@@ -62,7 +62,10 @@ type IsolationChecker interface {
 }
 
 // IsolateSpec is what an isolated program may reach beyond what every one
-// gets (see [Isolator]): a gate's `isolate` settings.
+// gets (see [Isolator]): a gate's `isolate` settings. An Isolator may
+// refuse a path that leads through a link ([Env.Isolation] resolves them
+// once: one that turns into a link later was swapped, by whoever writes
+// where it lies).
 type IsolateSpec struct {
 	Read    []string // host paths it may read
 	Write   []string // host paths it may read and write
@@ -103,9 +106,51 @@ func (s IsolateSpec) String() string {
 // how to fix that or how to run the gate on the host); s.Host comes with
 // other settings; a path is not absolute or does not exist; a path holds
 // or lies in one of env.Sessions (a gate would read every sandbox's
-// calls); a Write path holds or lies in one of env.Protected under the
-// workspace (a gate could plant .git/hooks the host runs).
+// calls); a path holds the file of a secret of env.Secrets (a gate gets
+// a secret through its env, and only the ones it references: an MCP
+// server given /home/me could read every secret file kept there); a
+// Write path holds or lies in one of env.Protected under the workspace (a
+// gate could plant .git/hooks the host runs).
 func (env Env) Isolation(ctx context.Context, s IsolateSpec, extra ...ExtraPath) (Isolator, error) {
+	iso, _, _, err := env.IsolationResolved(ctx, s, extra...)
+	return iso, err
+}
+
+// IsolationResolved is [Env.Isolation] that also returns s with its
+// paths resolved (symlinks followed, as checked), and extra's the same:
+// what to give the Isolator at each run, so that a path some component
+// of which becomes a link later (the sandbox writes the workspace) is
+// refused rather than followed to wherever the link points.
+func (env Env) IsolationResolved(ctx context.Context, s IsolateSpec, extra ...ExtraPath) (Isolator, IsolateSpec, []string, error) {
+	iso, err := env.isolation(ctx, s, extra...)
+	if err != nil || iso == nil {
+		return iso, s, nil, err
+	}
+	resolve := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	out := IsolateSpec{Network: s.Network}
+	for _, p := range s.Read {
+		out.Read = append(out.Read, resolve(p))
+	}
+	for _, p := range s.Write {
+		out.Write = append(out.Write, resolve(p))
+	}
+	var ex []string
+	for _, x := range extra {
+		if x.Path == "" {
+			ex = append(ex, "")
+			continue
+		}
+		ex = append(ex, resolve(x.Path))
+	}
+	return iso, out, ex, nil
+}
+
+func (env Env) isolation(ctx context.Context, s IsolateSpec, extra ...ExtraPath) (Isolator, error) {
 	if s.Host {
 		if s.Network || len(s.Read) > 0 || len(s.Write) > 0 {
 			return nil, &SettingError{Field: "isolate.host", Err: errors.New("host: true runs the program on the host: network, read and write would not apply"),
@@ -189,6 +234,20 @@ func (env Env) checkIsolatePath(p string, write bool) (help string, err error) {
 		if fspath.Within(rs, real) || fspath.Within(real, rs) {
 			return "list narrower paths, outside bridge.session_dir and sandbox.docker.sessions_root",
 				fmt.Errorf("%s and the session directory %s overlap: a gate would see every sandbox's calls", quoteArg(p), rs)
+		}
+	}
+	for _, name := range env.Secrets.Names() {
+		src, _ := env.Secrets.Source(name)
+		if src.File == "" {
+			continue
+		}
+		f := filepath.Clean(src.File)
+		if d, err := filepath.EvalSymlinks(filepath.Dir(f)); err == nil {
+			f = filepath.Join(d, filepath.Base(f))
+		}
+		if fspath.Within(f, real) {
+			return "list narrower paths, or keep secret files where no gate reads (a gate gets a secret through its env only)",
+				fmt.Errorf("%s holds %s, the file of secret %s: the gate would read it, and every other secret kept there", quoteArg(p), f, name)
 		}
 	}
 	if !write || env.Workspace == "" {

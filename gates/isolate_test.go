@@ -6,14 +6,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 )
 
 // fakeIsolator records what it is asked and runs the program on the host
@@ -96,7 +99,13 @@ func TestCommandKindIsolatePaths(t *testing.T) {
 	for _, d := range []string{".git/hooks", "src"} {
 		os.MkdirAll(filepath.Join(ws, d), 0o755)
 	}
-	env := gates.Env{Workspace: ws, Isolator: &fakeIsolator{}, Protected: []string{".git"}, Sessions: []string{sessions}}
+	keep := t.TempDir() // where a secret file is kept
+	os.WriteFile(filepath.Join(keep, "db_pass"), []byte("db-pass-0123456789"), 0o600)
+	store, err := secrets.New(map[string]secrets.Source{"db": {File: filepath.Join(keep, "db_pass")}}, secrets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gates.Env{Workspace: ws, Isolator: &fakeIsolator{}, Protected: []string{".git"}, Sessions: []string{sessions}, Secrets: store}
 	for _, tc := range []struct {
 		name  string
 		iso   gates.IsolateSpec
@@ -113,6 +122,10 @@ func TestCommandKindIsolatePaths(t *testing.T) {
 		{"read above the sessions", gates.IsolateSpec{Read: []string{filepath.Dir(sessions)}}, "", "isolate.read"},
 		{"write in the sessions", gates.IsolateSpec{Write: []string{sessions}}, "", "isolate.write"},
 		{"dir in the sessions", gates.IsolateSpec{}, sessions, "dir"},
+		{"read a secret's dir", gates.IsolateSpec{Read: []string{keep}}, "", "isolate.read"},
+		{"read a secret file", gates.IsolateSpec{Read: []string{filepath.Join(keep, "db_pass")}}, "", "isolate.read"},
+		{"write a secret's dir", gates.IsolateSpec{Write: []string{keep}}, "", "isolate.write"},
+		{"dir holds a secret", gates.IsolateSpec{}, keep, "dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := gates.CommandSpec{Name: "gb_true", Command: []string{"true"}, Dir: tc.dir, Isolate: tc.iso}
@@ -176,5 +189,33 @@ func TestCommandIsolatedCall(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the program ran although Isolate failed")
+	}
+}
+
+// An isolated gate's paths reach the isolator resolved, as they were
+// checked: a configured link (/srv/repo -> /data/repo) is followed once,
+// when the gates are made, so that the isolator can refuse a link that
+// appears later (bwrap.TestIsolateLinkedPathRefused) without refusing
+// this one.
+func TestCommandIsolatedPathsResolved(t *testing.T) {
+	k, ctx := commandKind(t), context.Background()
+	base := t.TempDir()
+	real := filepath.Join(base, "data")
+	os.Mkdir(real, 0o755)
+	link := filepath.Join(base, "repo")
+	os.Symlink(real, link)
+	fake := &fakeIsolator{}
+	gs, err := k.New(ctx, gates.CommandSpec{Name: "gb_ls", Command: []string{"true"}, Dir: link,
+		Isolate: gates.IsolateSpec{Read: []string{link}, Write: []string{link}}}, gates.Env{Isolator: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs[0].Call(ctx, &gates.Call{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.specs) != 1 || !slices.Equal(fake.specs[0].Read, []string{real}) || !slices.Equal(fake.specs[0].Write, []string{real}) || fake.dirs[0] != real {
+		t.Errorf("isolated with %+v in %q, want %s", fake.specs, fake.dirs, real)
 	}
 }

@@ -261,8 +261,14 @@ var commandKind = KindOf(KindCommand, "a host program with a fixed argv prefix; 
 		}
 		cg := g.(*commandGate)
 		if iso == nil {
-			if iso, err = env.Isolation(ctx, isoSpec, ExtraPath{"dir", cg.dir}, ExtraPath{"home", cg.home}); err != nil {
+			var ex []string
+			if iso, isoSpec, ex, err = env.IsolationResolved(ctx, isoSpec, ExtraPath{"dir", cg.dir}, ExtraPath{"home", cg.home}); err != nil {
 				return nil, err
+			}
+			if iso != nil {
+				// Resolved now, as checked: a link that appears later on
+				// the way is refused by the isolator, not followed.
+				cg.dir, cg.home = ex[0], ex[1]
 			}
 		}
 		cg.isolate(iso, isoSpec)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/sandboxtest"
 )
 
@@ -20,7 +21,7 @@ import (
 // bwrap (skipped without it, failed where GATEBRIDGE_REQUIRE_BACKENDS
 // names bwrap); the sandboxed command runs under bwrap too, but what is
 // tested is the gate's own sandbox. Everything a gate should or should not
-// reach is placed where its uid (65534 as root) could reach it on the
+// reach is placed where its uid (sandbox.gate_uid as root) could reach it on the
 // host: only the isolation keeps it out.
 
 // openDir is a fresh directory anyone may write, in a parent anyone may
@@ -219,7 +220,7 @@ func TestSecIsolatedGateLeftovers(t *testing.T) {
 	})
 }
 
-// An isolated gate never runs as root: as root, as sandbox.uid (65534),
+// An isolated gate never runs as root: as root, as sandbox.gate_uid,
 // with no capabilities and no new privileges; an isolated MCP server the
 // same, and it cannot write outside isolate.write either.
 func TestSecIsolatedGateNotRoot(t *testing.T) {
@@ -238,7 +239,7 @@ mcp:
 	out := gb(t, "bwrap", Run{Config: cfg, Command: []string{"sh", "-c", "gb_whoami; calc_probe write=" + open + "/pwned"}})
 	want := strconv.Itoa(os.Getuid())
 	if os.Getuid() == 0 {
-		want = "65534"
+		want = strconv.Itoa(bwrap.GateUID) // not sandbox.uid (65534)
 	}
 	for _, w := range []string{want + "\n", "CapEff: 0000000000000000\n", "NoNewPrivs: 1\n", "write failed", "uid " + want} {
 		if !strings.Contains(out.Stdout, w) {

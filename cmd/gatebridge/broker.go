@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -11,6 +12,7 @@ import (
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
@@ -79,8 +81,43 @@ func (c *Config) loadSecrets(raw []byte) error {
 		return secretError(err)
 	}
 	st.ScrubEnv()
+	// sandbox.bwrap.read_only is bound into every bwrap sandbox and every
+	// gate's own: a secret file there is read by the sandboxed command
+	// (as gatebridge's uid when it is not root, the file's owner).
+	for _, name := range st.Names() {
+		src, _ := st.Source(name)
+		if src.File == "" {
+			continue
+		}
+		if ro := within(src.File, c.Sandbox.Bwrap.ReadOnly); ro != "" {
+			return &configError{Key: "secrets." + name + ".file", Msg: fmt.Sprintf("%s is inside %s, which sandbox.bwrap.read_only binds into every sandbox: a sandboxed command would read it", src.File, ro),
+				Help: "keep secret files outside sandbox.bwrap.read_only (e.g. /run/secrets)"}
+		}
+	}
 	c.secrets = st
 	return nil
+}
+
+// within returns the entry of dirs that holds p (both resolved where they
+// exist), or "".
+func within(p string, dirs []string) string {
+	real := func(s string) string {
+		s = filepath.Clean(s)
+		if r, err := filepath.EvalSymlinks(s); err == nil {
+			return r
+		}
+		if d, err := filepath.EvalSymlinks(filepath.Dir(s)); err == nil {
+			return filepath.Join(d, filepath.Base(s))
+		}
+		return s
+	}
+	rp := real(p)
+	for _, d := range dirs {
+		if d != "" && (fspath.Within(rp, real(d)) || fspath.Within(filepath.Clean(p), filepath.Clean(d))) {
+			return d
+		}
+	}
+	return ""
 }
 
 // secretError names the key of a secret's error.

@@ -24,6 +24,7 @@ import (
 	"github.com/gatebridge/gatebridge/internal/configview"
 	"github.com/gatebridge/gatebridge/internal/suggest"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -67,6 +68,8 @@ type SandboxConfig struct {
 	AllowRoot         bool          `mapstructure:"allow_root"`
 	UID               int           `mapstructure:"uid"`
 	GID               int           `mapstructure:"gid"`
+	GateUID           int           `mapstructure:"gate_uid"`
+	GateGID           int           `mapstructure:"gate_gid"`
 	Docker            DockerConfig  `mapstructure:"docker"`
 	Bwrap             BwrapConfig   `mapstructure:"bwrap"`
 	Attach            AttachConfig  `mapstructure:"attach"`
@@ -263,6 +266,8 @@ var defaults = map[string]any{
 	"sandbox.allow_root":                  false,
 	"sandbox.uid":                         65534,
 	"sandbox.gid":                         65534,
+	"sandbox.gate_uid":                    bwrap.GateUID,
+	"sandbox.gate_gid":                    bwrap.GateUID,
 	"sandbox.docker.network":              "none",
 	"sandbox.docker.writable_rootfs":      false,
 	"sandbox.docker.allow_new_privileges": false,
@@ -672,6 +677,9 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	if (c.Sandbox.UID == 0 || c.Sandbox.GID == 0) && !c.Sandbox.AllowRoot {
 		return bad("sandbox.uid", "0 would run sandboxed commands as host root",
 			"pick an unprivileged uid (default 65534), or set sandbox.allow_root: true if you really mean it")
+	}
+	if c.Sandbox.GateUID < 0 || c.Sandbox.GateGID < 0 {
+		return bad("sandbox.gate_uid", "uid and gid must not be negative", fmt.Sprintf("the default %d is a uid of the gates' own (0 means it too)", bwrap.GateUID))
 	}
 	for _, p := range c.Sandbox.Attach.ReadOnlyPaths {
 		if !filepath.IsAbs(p) {

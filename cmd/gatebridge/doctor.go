@@ -414,7 +414,7 @@ func gateRunChecks(ctx context.Context, cfg *Config) []checkResult {
 	checked := false
 	who := "as gatebridge's own user"
 	if os.Geteuid() == 0 {
-		who = fmt.Sprintf("as uid %d (sandbox.uid; never root)", cmp.Or(cfg.Sandbox.UID, bwrap.NobodyUID))
+		who = fmt.Sprintf("as uid %d (sandbox.gate_uid; never root)", cmp.Or(cfg.Sandbox.GateUID, bwrap.GateUID))
 	}
 	var out []checkResult
 	for _, p := range progs {

@@ -184,11 +184,12 @@ func untrustedDirs(cfg *Config, workspace string) []string {
 }
 
 // gateIsolator is the sandbox gates' programs run in (bwrap's Isolator):
-// sandbox.bwrap's path and read_only, as sandbox.uid:gid when gatebridge
-// is root (0 means 65534: never root), under sandbox.limits.
+// sandbox.bwrap's path and read_only, as sandbox.gate_uid:gate_gid when
+// gatebridge is root (0 means bwrap.GateUID: never root, and not the
+// sandboxed commands' uid), under sandbox.limits.
 func gateIsolator(cfg *Config) gates.Isolator {
 	return bwrapGates{&bwrap.Isolator{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly,
-		UID: cfg.Sandbox.UID, GID: cfg.Sandbox.GID, Limits: sandboxLimits(cfg)}}
+		UID: cfg.Sandbox.GateUID, GID: cfg.Sandbox.GateGID, Limits: sandboxLimits(cfg)}}
 }
 
 // bwrapGates adapts a bwrap.Isolator to gates.Isolator (package sandbox

@@ -199,6 +199,19 @@ func headerRefusal(name string) string {
 	return ""
 }
 
+// Headers the sandbox may not set because they change the form of the
+// response, not its content: a secret a server quotes back must reach the
+// redactor as the bytes of its value. With an Accept-Encoding of its own
+// the body comes compressed (the gate decodes gzip only when it asked for
+// it itself); with a Range it comes in pieces, each shorter than the
+// value and none redacted.
+var reshapingHeaders = map[string]bool{"Accept-Encoding": true, "Range": true, "If-Range": true}
+
+// Headers that ask a server for another method than the request's
+// (Rails, Express's method-override, Google's APIs honour them): a rule
+// that allows GET must not let the sandbox DELETE.
+var methodHeaders = map[string]bool{"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true}
+
 // addHeader reads -H 'Name: value' ('Name:' removes a default header).
 func (r *request) addHeader(h string) error {
 	if strings.ContainsAny(h, "\r\n\x00") {
@@ -216,6 +229,12 @@ func (r *request) addHeader(h string) error {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	if why := headerRefusal(name); why != "" {
 		return gates.Deniedf("header %s is refused: %s", name, why)
+	}
+	if methodHeaders[name] {
+		return gates.Deniedf("header %s is refused: a server that honours it would run another method than the one a rule allowed", name)
+	}
+	if reshapingHeaders[name] {
+		return gates.Deniedf("header %s is refused: it would let a secret a server quotes back slip past redaction (compressed, or in pieces); the gate asks for gzip itself and decodes it", name)
 	}
 	r.headers = append(r.headers, header{name, value})
 	return nil

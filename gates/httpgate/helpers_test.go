@@ -2,6 +2,7 @@ package httpgate
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,7 +23,8 @@ import (
 
 // testServer is an HTTP server on 127.0.0.1 that records every request
 // it gets: /echo answers with the method, path, headers and body;
-// /redirect?to=URL&code=N redirects; /status?code=N answers N; /big?n=N
+// /reflect quotes the request's headers back, gzipped or a range of them
+// when asked; /redirect?to=URL&code=N redirects; /status?code=N answers N; /big?n=N
 // sends N bytes; /slow sends a line, then waits for release (or 5s).
 type testServer struct {
 	*httptest.Server
@@ -55,6 +57,22 @@ func newTestServer(t *testing.T, tlsServer bool) *testServer {
 		case r.URL.Path == "/big":
 			n, _ := strconv.Atoi(q.Get("n"))
 			w.Write(bytes.Repeat([]byte("x"), n))
+		case r.URL.Path == "/reflect":
+			// As a server that quotes the request back (an error page,
+			// a debugging endpoint) and speaks HTTP well: gzip when
+			// asked, ranges when asked.
+			var b strings.Builder
+			for n, v := range r.Header {
+				fmt.Fprintf(&b, "%s: %s\n", n, strings.Join(v, ", "))
+			}
+			if r.Header.Get("Range") == "" && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				w.Header().Set("Content-Encoding", "gzip")
+				zw := gzip.NewWriter(w)
+				io.WriteString(zw, b.String())
+				zw.Close()
+				return
+			}
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(b.String()))
 		case r.URL.Path == "/slow":
 			io.WriteString(w, "first\n")
 			w.(http.Flusher).Flush()

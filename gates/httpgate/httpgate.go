@@ -34,7 +34,10 @@
 // secrets (${secret:NAME}, see package secrets), read when the gate is
 // made and again (for a refresh) at each request. The sandbox cannot set
 // a header any rule sets, nor Host, hop-by-hop, Content-Length or Proxy-*
-// headers, nor a value with a line break. Bodies are capped
+// headers, nor a method override (X-HTTP-Method-Override, …), nor
+// Accept-Encoding, Range or If-Range (a secret a server
+// quotes back would come compressed or in pieces, past the redactor), nor
+// a value with a line break. Bodies are capped
 // ([Config.MaxRequestBytes], [Config.MaxResponseBytes]). Each request is
 // an event of the call's record ([gates.Call].Audit): method, canonical
 // URL, rule index, status, bytes.
@@ -447,6 +450,18 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			c.Audit(e)
 		}
 	}
+	// The response is redacted here, before it is capped or cut short:
+	// a cut that splits a secret a server quotes back would leave its
+	// start, which no later redaction recognizes.
+	out := g.secrets.Redactor().Writer(c.Stdout)
+	cutShort := false
+	defer func() {
+		if cutShort {
+			out.Cut()
+		} else {
+			out.Flush()
+		}
+	}()
 	method, body, hasBody := req.method, req.body(), req.hasData
 	for hop := 0; ; hop++ {
 		r, err := g.match(cur, method)
@@ -470,7 +485,7 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			resp.Body.Close()
 			audit(ev)
 			if req.include {
-				writeHead(c.Stdout, resp)
+				writeHead(out, resp)
 			}
 			if hop == MaxRedirects {
 				return 0, &gates.ExitError{Code: exitRedirects, Err: fmt.Errorf("more than %d redirects", MaxRedirects)}
@@ -491,13 +506,14 @@ func (g *Gate) Call(ctx context.Context, c *gates.Call) (int, error) {
 			return 0, &gates.ExitError{Code: exitHTTPError, Err: fmt.Errorf("the requested URL returned error: %s", resp.Status)}
 		}
 		if req.include {
-			writeHead(c.Stdout, resp)
+			writeHead(out, resp)
 		}
-		n, err := copyBody(c.Stdout, resp.Body, g.maxResp)
+		n, err := copyBody(out, resp.Body, g.maxResp)
 		resp.Body.Close()
 		ev.Bytes = n
 		if err != nil {
 			ev.Error = err.Error()
+			cutShort = true
 		}
 		audit(ev)
 		if err != nil {
@@ -650,8 +666,8 @@ func (g *Gate) help() string {
 options:
   -X, --request METHOD   the method (default GET; POST with -d)
   -H, --header 'N: v'    a request header ('N:' drops a default one); a header
-                         the rules set cannot be set, nor Host, Proxy-* or
-                         hop-by-hop ones
+                         the rules set cannot be set, nor Host, Proxy-*,
+                         hop-by-hop ones, Accept-Encoding or Range
   -d, --data DATA        a request body (repeated: joined with &); @- reads it
                          from stdin, without line breaks
   --data-binary DATA     a request body as it is; @- reads it from stdin (a file

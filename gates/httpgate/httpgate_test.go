@@ -1,9 +1,11 @@
 package httpgate
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -28,18 +30,18 @@ func localGate(t *testing.T, ts *testServer, extra ...Rule) *Gate {
 	return newGate(t, Config{Rules: append(rules, extra...)}, gates.Env{Secrets: testStore(t, token)})
 }
 
-// The rule's header reaches the server; the body streams to stdout; the
-// request is an audit event with the canonical URL, status, bytes and
-// rule index.
+// The rule's header reaches the server; the body streams to stdout,
+// redacted (the server quotes the token back); the request is an audit
+// event with the canonical URL, status, bytes received and rule index.
 func TestGetWithInjectedHeader(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := localGate(t, ts)
 	r := call(t, g, nil, "-H", "X-Trace: 7", ts.URL+"/echo/./a?b=1")
-	if r.code != 0 || !strings.Contains(r.stdout, "GET /echo/a?b=1\n") || !strings.Contains(r.stdout, "Authorization: Bearer "+token) ||
+	if r.code != 0 || !strings.Contains(r.stdout, "GET /echo/a?b=1\n") || !strings.Contains(r.stdout, "Authorization: Bearer [secret:gh]") ||
 		!strings.Contains(r.stdout, "X-Trace: 7") || !strings.Contains(r.stdout, "User-Agent: gatebridge-http") {
 		t.Fatalf("%+v", r)
 	}
-	if len(r.events) != 1 || r.events[0] != (event{Kind: "http_request", Method: "GET", URL: ts.URL + "/echo/a?b=1", Rule: 0, Status: 200, Bytes: int64(len(r.stdout))}) {
+	if len(r.events) != 1 || r.events[0] != (event{Kind: "http_request", Method: "GET", URL: ts.URL + "/echo/a?b=1", Rule: 0, Status: 200, Bytes: int64(len(r.stdout) - len("[secret:gh]") + len(token))}) {
 		t.Errorf("events %+v", r.events)
 	}
 	r = call(t, g, nil, "-i", ts.URL+"/status?code=404")
@@ -49,13 +51,14 @@ func TestGetWithInjectedHeader(t *testing.T) {
 }
 
 // Headers the sandbox may not send: one a rule sets (in any case), Host,
-// hop-by-hop and Proxy-* ones, a value with CR/LF. Nothing reaches the
-// server.
+// hop-by-hop and Proxy-* ones, a value with CR/LF, a method override
+// (a GET rule is not a DELETE rule). Nothing reaches the server.
 func TestRefusedHeaders(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := localGate(t, ts)
 	for _, h := range []string{"Authorization: Bearer mine", "authorization: x", "Host: evil.example", "Connection: close",
-		"Transfer-Encoding: chunked", "Proxy-Authorization: Basic x", "Content-Length: 5", "X-A: a\r\nAuthorization: x", "X-A: a\nb"} {
+		"Transfer-Encoding: chunked", "Proxy-Authorization: Basic x", "Content-Length: 5", "X-A: a\r\nAuthorization: x", "X-A: a\nb",
+		"X-HTTP-Method-Override: DELETE", "x-http-method: DELETE", "X-Method-Override: PUT"} {
 		r := call(t, g, nil, "-H", h, ts.URL+"/echo")
 		if r.code != gates.ExitDenied || !strings.Contains(r.stderr, "gatebridge: http: ") {
 			t.Errorf("-H %q: %+v", h, r)
@@ -73,7 +76,8 @@ func TestPolicy(t *testing.T) {
 	ts := newTestServer(t, false)
 	g := newGate(t, Config{Rules: []Rule{{URL: ts.URL + "/api/", AllowPrivate: true}}}, gates.Env{})
 	for _, u := range []string{ts.URL + "/admin", ts.URL + "/api/../admin", ts.URL + "/api/%2e%2e/admin", ts.URL + "/apix",
-		ts.URL + "/api", "http://localhost:" + ts.port() + "/api/", "https://127.0.0.1:" + ts.port() + "/api/", ts.URL + "/api/x%2F..%2F..%2Fadmin"} {
+		ts.URL + "/api", "http://localhost:" + ts.port() + "/api/", "https://127.0.0.1:" + ts.port() + "/api/", ts.URL + "/api/x%2F..%2F..%2Fadmin",
+		ts.URL + "/api/..;/admin", ts.URL + "/api/%2e%2e;x=1/admin"} {
 		r := call(t, g, nil, u)
 		if r.code != gates.ExitDenied {
 			t.Errorf("%s: %+v", u, r)
@@ -242,11 +246,16 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 // The body streams: its first line reaches stdout while the server still
-// holds the rest; --max-time ends a slow body with 124; -f turns a 404
-// into 22 with no body.
+// holds the rest (with no secret to redact: a redactor holds back as many
+// bytes as the longest secret has, less one); --max-time ends a slow body
+// with 124, what came written, but with a secret active what the redactor
+// held dropped; -f turns a 404 into 22 with no body.
 func TestStreamTimeoutFail(t *testing.T) {
 	ts := newTestServer(t, false)
-	g := localGate(t, ts)
+	open := func(ts *testServer) *Gate {
+		return newGate(t, Config{Rules: []Rule{{URL: ts.URL + "/", AllowPrivate: true}}}, gates.Env{})
+	}
+	g := open(ts)
 	w := &lineWriter{first: make(chan struct{})}
 	done := make(chan int)
 	go func() {
@@ -264,12 +273,18 @@ func TestStreamTimeoutFail(t *testing.T) {
 	}
 
 	ts2 := newTestServer(t, false)
-	g2 := localGate(t, ts2)
-	start := time.Now()
-	r := call(t, g2, nil, "--max-time", "0.3", ts2.URL+"/slow")
-	if r.code != gates.ExitTimeout || r.stdout != "first\n" || time.Since(start) > 3*time.Second || !strings.Contains(r.stderr, "--max-time") {
-		t.Errorf("--max-time: %+v after %v", r, time.Since(start))
+	for _, g2 := range []*Gate{open(ts2), localGate(t, ts2)} {
+		want := "first\n"
+		if g2.secrets != nil {
+			want = ""
+		}
+		start := time.Now()
+		r := call(t, g2, nil, "--max-time", "0.3", ts2.URL+"/slow")
+		if r.code != gates.ExitTimeout || r.stdout != want || time.Since(start) > 3*time.Second || !strings.Contains(r.stderr, "--max-time") {
+			t.Errorf("--max-time: %+v after %v", r, time.Since(start))
+		}
 	}
+	g2 := localGate(t, ts2)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	code, err := g2.Call(ctx, &gates.Call{Args: []string{ts2.URL + "/slow"}, Stdout: &strings.Builder{}, Stderr: &strings.Builder{}})
@@ -277,6 +292,7 @@ func TestStreamTimeoutFail(t *testing.T) {
 		t.Errorf("gate timeout: %d %v", code, err)
 	}
 
+	g = localGate(t, ts)
 	if r := call(t, g, nil, "-f", ts.URL+"/status?code=404"); r.code != exitHTTPError || r.stdout != "" || !strings.Contains(r.stderr, "404") {
 		t.Errorf("-f: %+v", r)
 	}
@@ -380,5 +396,58 @@ func TestConfigErrors(t *testing.T) {
 	defer reg.Close()
 	if names, err := k.Add(context.Background(), reg, Config{Name: "gh_api", Rules: []Rule{{URL: "https://api.github.com/repos/"}}}, gates.Env{}); err != nil || !slices.Equal(names, []string{"gh_api"}) {
 		t.Errorf("kind: %v %v", names, err)
+	}
+}
+
+// A server that quotes the request back (the rule's token with it) is
+// redacted only if what it sends is the token as bytes: the sandbox may
+// not ask for an encoding (gzip hides the token from the redactor) or a
+// range (a piece shorter than the token is not redacted, and pieces add
+// up). Without those headers the gate decodes gzip itself, and the token
+// reaches the sandbox as [secret:gh].
+func TestReflectedSecretStaysRedactable(t *testing.T) {
+	ts := newTestServer(t, false)
+	g := localGate(t, ts)
+	for _, h := range []string{"Accept-Encoding: gzip", "accept-encoding: gzip, br", "Accept-Encoding: identity;q=0, gzip",
+		"Range: bytes=0-14", "range: bytes=15-", "If-Range: x"} {
+		r := call(t, g, nil, "-H", h, ts.URL+"/reflect")
+		if r.code != gates.ExitDenied || !strings.Contains(r.stderr, "refused") {
+			t.Errorf("-H %q: %+v", h, r)
+		}
+	}
+	if hits := ts.hits(); len(hits) != 0 {
+		t.Errorf("refused requests reached the server: %v", hits)
+	}
+	red := g.secrets.Redactor()
+	var out bytes.Buffer
+	w := red.Writer(&out)
+	c := &gates.Call{Args: []string{"-i", ts.URL + "/reflect"}, Stdout: w, Stderr: io.Discard}
+	code, err := g.Call(context.Background(), c)
+	w.Flush()
+	if code != 0 || err != nil || !strings.Contains(out.String(), "Bearer [secret:gh]") || strings.Contains(out.String(), token[:8]) {
+		t.Errorf("plain request: %d %v %q", code, err, out.String())
+	}
+}
+
+// A response cut at max_response_bytes (a place the sandbox chooses, by
+// the length of what the server quotes before the token) does not end
+// with the start of the token: the gate redacts before it cuts, and drops
+// what the redactor held at the cut.
+func TestCutResponseLeavesNoPartialSecret(t *testing.T) {
+	ts := newTestServer(t, false)
+	full := call(t, localGate(t, ts), nil, ts.URL+"/echo")
+	at := strings.Index(full.stdout, "Bearer [secret:gh]")
+	if at < 0 {
+		t.Fatalf("the server does not quote the token: %q", full.stdout)
+	}
+	at += len("Bearer ")
+	g := newGate(t, Config{MaxResponseBytes: int64(at + 12), Rules: []Rule{{URL: ts.URL + "/", AllowPrivate: true,
+		Headers: map[string]string{"authorization": "Bearer ${secret:gh}"}}}}, gates.Env{Secrets: testStore(t, token)})
+	var out bytes.Buffer
+	w := g.secrets.Redactor().Writer(&out) // the dispatcher's
+	code, err := g.Call(context.Background(), &gates.Call{Args: []string{ts.URL + "/echo"}, Stdout: w, Stderr: io.Discard})
+	w.Flush()
+	if gates.ExitCodeOf(code, err) != exitTooBig || strings.Contains(out.String(), token[:12]) || !strings.HasPrefix(out.String(), "GET /echo\n") {
+		t.Errorf("exit %d (%v), out %q", gates.ExitCodeOf(code, err), err, out.String())
 	}
 }

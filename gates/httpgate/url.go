@@ -76,8 +76,9 @@ func deniedURL(format string, a ...any) error {
 // resolved and its percent-encoding normalized (unreserved characters
 // decoded, other escapes upper-case, bytes that need it encoded). A path
 // that still holds a dot segment once fully decoded (an encoded / or \
-// beside ..) is refused: a server that decodes before it resolves would
-// read another path than the one checked.
+// beside ..), or one with a path parameter (..;x), is refused: a server
+// that decodes, or drops parameters, before it resolves would read
+// another path than the one checked.
 func parseURL(raw string) (canonURL, error) {
 	if strings.ContainsAny(raw, "\r\n\x00") {
 		return canonURL{}, deniedURL("the URL holds a line break or a NUL byte")
@@ -119,6 +120,11 @@ func parseURL(raw string) (canonURL, error) {
 		for _, seg := range strings.FieldsFunc(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
 			if seg == "." || seg == ".." {
 				return canonURL{}, deniedURL("the path %q hides a dot segment behind an encoded / or \\", cut(c.path, 80))
+			}
+			// "..;x" is ".." to a server that drops path parameters
+			// before it resolves (Tomcat, Spring, Jetty): /api/..;/admin.
+			if p, _, ok := strings.Cut(seg, ";"); ok && (p == "." || p == "..") {
+				return canonURL{}, deniedURL("the path %q has a dot segment with a parameter (%s), which a server may resolve as a dot segment", cut(c.path, 80), cut(seg, 20))
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 		s.Command = append([]string{prog}, s.Command[1:]...)
 		if s.Isolator == nil {
 			// In a sandbox of its own unless isolate.host says otherwise.
-			if s.Isolator, err = env.Isolation(ctx, s.Isolate); err != nil {
+			if s.Isolator, s.Isolate, _, err = env.IsolationResolved(ctx, s.Isolate); err != nil {
 				return nil, err
 			}
 		}
@@ -97,6 +97,7 @@ func secretSettings(ctx context.Context, s *Server, env gates.Env) error {
 	}
 	st, untrusted := env.Secrets, env.Untrusted
 	s.Expand = func(ctx context.Context, v string) (string, error) { return st.Expand(ctx, v, untrusted) }
+	s.Redactor = st.Redactor()
 	return nil
 }
 

@@ -47,6 +47,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
@@ -84,6 +85,9 @@ type Server struct {
 	// starts) and of Headers (with each request): secret references
 	// (${secret:NAME}). The tool-list cache is keyed by Env unexpanded.
 	Expand func(ctx context.Context, v string) (string, error)
+	// Redactor, when set, redacts a stdio server's stderr before its end
+	// is cut into an error (the mcp kind sets it with Expand).
+	Redactor *secrets.Redactor
 	// Tools, when set, are the only tools made into gates: each must be
 	// one the server has. The server may list more tools than MaxTools.
 	Tools []string
@@ -153,6 +157,7 @@ type client struct {
 	name    string
 	dial    func(ctx context.Context) (*mcp.ClientSession, error)
 	stderr  *tail // the stdio server's last stderr, shown when it fails
+	red     *secrets.Redactor
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil: not connected
 	closed  bool
@@ -216,7 +221,16 @@ func (c *client) withStderr(err error) error {
 	if c.stderr == nil {
 		return err
 	}
-	if t := cleanText(c.stderr.String(), 2048); t != "" {
+	// Redacted before it is cut: the tail's start, where the sandbox
+	// puts it with the length of what the server logs after, may split a
+	// secret, whose end no later redaction recognizes.
+	t, cut := c.stderr.get()
+	if cut {
+		t = c.red.Tail(t)
+	} else {
+		t = c.red.String(t)
+	}
+	if t := cleanText(t, 2048); t != "" {
 		return fmt.Errorf("%w; its stderr ends with: %s", err, t)
 	}
 	return err
@@ -235,6 +249,7 @@ type tail struct {
 	mu  sync.Mutex
 	buf []byte
 	max int
+	cut bool // its start was dropped
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -243,14 +258,16 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > t.max {
 		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+		t.cut = true
 	}
 	return len(p), nil
 }
 
-func (t *tail) String() string {
+// get returns what is kept, and whether its start was dropped.
+func (t *tail) get() (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	return string(t.buf), t.cut
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -270,7 +287,7 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 	if n, max := len(allowSet(s.Tools)), maxTools(s); n > max {
 		return nil, nil, &SettingError{Server: s.Name, Field: "max_tools", Err: fmt.Errorf("%d tools are listed, more than the %d allowed", n, max)}
 	}
-	c := &client{name: s.Name}
+	c := &client{name: s.Name, red: s.Redactor}
 	if len(s.Command) > 0 {
 		c.stderr = &tail{max: 2048}
 	}

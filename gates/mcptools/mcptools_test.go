@@ -111,6 +111,15 @@ func serveTestTools() {
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: v}}}, nil, nil
 			})
+		mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Log a variable of the server and pad bytes on stderr, and die."},
+			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+				Name string `json:"name"`
+				Pad  int    `json:"pad"`
+			}) (*mcp.CallToolResult, any, error) {
+				fmt.Fprintf(os.Stderr, "debug: %s=%s\n%s", in.Name, os.Getenv(in.Name), strings.Repeat("x", in.Pad))
+				os.Exit(1)
+				return nil, nil, nil
+			})
 	}
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }

@@ -3,6 +3,7 @@ package mcptools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -91,5 +92,31 @@ func TestSecretSettingErrors(t *testing.T) {
 		if !errors.As(err, &se) || se.Field != tc.field || se.Help("k") == "" {
 			t.Errorf("%s: %v", tc.srv.Name, err)
 		}
+	}
+}
+
+// A server that logs its token on stderr and dies: the error quotes the
+// end of its stderr (its last 2048 bytes), redacted. The sandbox chooses
+// where that end starts (with the length of what the server logs after
+// the token), and put it inside the token: the end of the token it got
+// was not a value any redaction recognized.
+func TestStderrTailLeavesNoPartialSecret(t *testing.T) {
+	st := secretStore(t)
+	exe, _ := os.Executable()
+	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"crash"},
+		Env:     []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1", "MCP_TOKEN=${secret:tok}"},
+		Isolate: gates.IsolateSpec{Host: true}}
+	reg := gates.NewRegistry()
+	defer reg.Close()
+	if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Secrets: st}); err != nil {
+		t.Fatal(err)
+	}
+	// stderr: "debug: MCP_TOKEN=" TOKEN "\n" PAD; its last 2048 bytes
+	// start 8 bytes into the token.
+	pad := 2048 - (len(mcpSecret) - 8) - 1
+	_, out, errOut := call(t, reg, "t_crash", "", "name=MCP_TOKEN", fmt.Sprintf("pad=%d", pad))
+	seen := st.Redactor().String(out + errOut) // as the bridge passes it on
+	if !strings.Contains(errOut, "went away") || strings.Contains(seen, mcpSecret[8:]) {
+		t.Errorf("stdout %q stderr %q", out, errOut)
 	}
 }

@@ -180,6 +180,36 @@ func (w *Writer) Flush() error {
 	return err
 }
 
+// Tail returns s, the end of a stream whose start was cut off, with every
+// value replaced and its first (longest value − 1) bytes dropped: they
+// may be the end of a value the cut split, which no longer matches it.
+// (They are dropped whatever they are, as [Writer.Cut] drops what it
+// holds.) A program that keeps the end of a stream that may hold a
+// secret shows it through Tail. A nil Redactor returns s.
+func (r *Redactor) Tail(s string) string {
+	m := r.load()
+	if m == nil {
+		return s
+	}
+	out := r.String(s)
+	return out[min(len(out), m.maxLen-1):]
+}
+
+// Cut ends a stream that was cut short (a cap, a timeout, a failed read)
+// instead of [Writer.Flush]: what is held back is dropped, not written,
+// since it may end with the start of a value the cut split, which no
+// longer matches a whole value. (Replacing such a start instead would
+// confirm, to a sandbox that chooses how a stream ends, each byte it
+// guesses.) A program that caps a stream that may hold a secret caps it
+// here, after redaction: redact, count, and Cut at the cap. Writes after
+// it are dropped.
+func (w *Writer) Cut() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	w.held = nil
+}
+
 // secret is one value and what replaces it.
 type secret struct{ val, repl []byte }
 

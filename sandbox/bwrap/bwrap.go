@@ -509,6 +509,7 @@ const NobodyUID = 65534
 type bwrapFeatures struct {
 	disableUserns bool // --disable-userns (bubblewrap 0.8)
 	bindFd        bool // --bind-fd and --ro-bind-fd (bubblewrap 0.5)
+	bindData      bool // --ro-bind-data
 }
 
 var bwrapProbes struct {
@@ -530,7 +531,7 @@ func probeBwrap(ctx context.Context, bin string) bwrapFeatures {
 		return bwrapFeatures{} // not cached: try again next time
 	}
 	f := bwrapFeatures{disableUserns: bytes.Contains(out, []byte("--disable-userns")),
-		bindFd: bytes.Contains(out, []byte("--ro-bind-fd"))}
+		bindFd: bytes.Contains(out, []byte("--ro-bind-fd")), bindData: bytes.Contains(out, []byte("--ro-bind-data"))}
 	if bwrapProbes.done == nil {
 		bwrapProbes.done = map[string]bwrapFeatures{}
 	}

@@ -29,6 +29,7 @@ func (*limitCgroup) report() string                       { return "" }
 func (*limitCgroup) adopt(int) error                      { return nil }
 
 func pinPath(string) (*os.File, error)                      { return nil, errors.New("needs Linux") }
+func dataFile([]byte) (*os.File, error)                     { return nil, errors.New("needs Linux") }
 func stopNamespace(*bwrapStatus)                            {}
 func unreachable(string, uint32, uint32, bool, bool) string { return "" }
 func isolateAttr(a *syscall.SysProcAttr, _ *syscall.Credential) *syscall.SysProcAttr {

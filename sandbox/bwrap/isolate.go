@@ -6,12 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,16 +44,26 @@ import (
 // (cmd.Dir) read-only unless it lies in a Write path (with no cmd.Dir it
 // starts in /tmp), and the Confinement's Read paths read-only and Write
 // paths read-write. Nothing else: not the session directories, not $HOME,
-// not the workspace unless listed. Paths are resolved on the host, opened,
-// and mounted from the descriptor (where bwrap has --bind-fd), so a path
-// swapped for a symlink after the check is not followed.
+// not the workspace unless listed. The Read and Write paths and cmd.Dir
+// must be resolved already (no symlink on the way: one is refused, not
+// followed, as it may have been planted since the caller checked the
+// path); they are opened and mounted from the descriptor (where bwrap has
+// --bind-fd), so a path swapped for a symlink after that is not followed
+// either.
 //
 // The program runs as gatebridge's own uid when that is not root; as root,
-// as UID:GID (0 means [NobodyUID]), never as root, with no supplementary
+// as UID:GID (0 means [GateUID]), never as root, with no supplementary
 // groups: it reads only what that uid may read (a root-owned 0700
 // directory is out of its reach even when listed). Its environment is
 // cmd.Env, passed to bwrap as bwrap's own (values stay out of the process
-// list).
+// list). That uid is a gate's own, not the sandboxed commands' ([NobodyUID]
+// by default) nor nobody's: namespaces keep an isolated program and a
+// sandboxed command apart, but on the host both are processes of their
+// uid, and any host process of the same uid (a daemon running as nobody)
+// may read a gate's environment, its secrets, through /proc/PID/environ,
+// or ptrace it. When that uid has no entry in the host's /etc/passwd
+// (or /etc/group), one is added to the sandbox's copy (ssh, for one,
+// refuses to run as a uid without a name).
 //
 // # Limits and life
 //
@@ -71,7 +84,7 @@ type Isolator struct {
 	// toolchain under /opt, say); each must exist.
 	ReadOnly []string
 	// UID and GID are who the program runs as when gatebridge is root; 0
-	// means NobodyUID. Ignored when gatebridge is not root.
+	// means GateUID. Ignored when gatebridge is not root.
 	UID, GID int
 	// Limits bound the program's processes, memory, CPU and /tmp.
 	Limits sandbox.Limits
@@ -96,10 +109,67 @@ type isoPlan struct {
 	prog  string // the program file, resolved
 	dir   string // working directory inside
 	binds []isoBind
+	data  []isoData
+}
+
+// isoData is a file bwrap copies from a descriptor to dest, read-only.
+type isoData struct {
+	f    *os.File
+	fd   int // in bwrap
+	dest string
+}
+
+// GateUID is the uid (and gid) an isolated program runs as when
+// gatebridge is root and no other is configured: a uid of its own, in the
+// range systemd leaves unused (1879048192–2147483647), away from nobody
+// (65534, the sandboxed commands' default and many daemons'), from
+// useradd's subordinate ranges and from container ranges. See [Isolator].
+const GateUID = 2000000000
+
+// GateUser is the name the gates' uid and gid get in the sandbox's
+// /etc/passwd and /etc/group when the host's have none for them.
+const GateUser = "gatebridge-gate"
+
+// maxEtcBytes caps what namedCopy reads of /etc/passwd or /etc/group.
+const maxEtcBytes = 4 << 20
+
+// namedCopy returns a descriptor holding the host's file path (an
+// /etc/passwd or /etc/group) with line added when no entry of it has id
+// in its third field; nil when one has, or the host has no such file.
+func namedCopy(path string, id uint32, line string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxEtcBytes+1))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxEtcBytes {
+		return nil, fmt.Errorf("%s is over %d bytes", path, maxEtcBytes)
+	}
+	want := strconv.FormatUint(uint64(id), 10)
+	for _, l := range strings.Split(string(b), "\n") {
+		if fields := strings.Split(l, ":"); len(fields) > 2 && fields[2] == want {
+			return nil, nil
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	return dataFile(append(b, line...))
 }
 
 // plan resolves what cmd and c name. Every path must be absolute and
-// exist.
+// exist; c's paths and cmd.Dir must be their own resolved form (no link
+// on the way): a caller resolves them once, when it checks them, and a
+// link that appears later (the sandbox, which writes the workspace,
+// swapping a directory a gate writes for a link to $HOME) is refused
+// instead of followed.
 func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	real := func(what, p string) (string, error) {
 		if !filepath.IsAbs(p) {
@@ -111,6 +181,13 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 		}
 		return r, nil
 	}
+	exact := func(what, p string) (string, error) {
+		r, err := real(what, p)
+		if err == nil && r != filepath.Clean(p) {
+			return "", fmt.Errorf("%s %s leads through a link to %s: refusing to follow it (give the resolved path; one that became a link since it was checked was swapped)", what, p, r)
+		}
+		return r, err
+	}
 	var pl isoPlan
 	var err error
 	if pl.prog, err = real("program", cmd.Path); err != nil {
@@ -118,7 +195,7 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	}
 	var write []string
 	for _, p := range c.Write {
-		r, err := real("write path", p)
+		r, err := exact("write path", p)
 		if err != nil {
 			return pl, err
 		}
@@ -133,9 +210,13 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 		}
 		return false
 	}
-	for _, list := range [][]string{i.ReadOnly, c.Read} {
+	for k, list := range [][]string{i.ReadOnly, c.Read} {
 		for _, p := range list {
-			r, err := real("read path", p)
+			resolve := exact
+			if k == 0 {
+				resolve = real // the operator's, out of the sandbox's reach
+			}
+			r, err := resolve("read path", p)
 			if err != nil {
 				return pl, err
 			}
@@ -144,7 +225,7 @@ func (i *Isolator) plan(cmd *exec.Cmd, c Confinement) (isoPlan, error) {
 	}
 	pl.dir = "/tmp"
 	if cmd.Dir != "" {
-		if pl.dir, err = real("working directory", cmd.Dir); err != nil {
+		if pl.dir, err = exact("working directory", cmd.Dir); err != nil {
 			return pl, err
 		}
 		if !inWrite(pl.dir) {
@@ -185,7 +266,7 @@ func (i *Isolator) identity() *syscall.Credential {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	uid, gid := cmp.Or(i.UID, NobodyUID), cmp.Or(i.GID, NobodyUID)
+	uid, gid := cmp.Or(i.UID, GateUID), cmp.Or(i.GID, GateUID)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 }
 
@@ -226,13 +307,42 @@ func (i *Isolator) Isolate(ctx context.Context, cmd *exec.Cmd, c Confinement) (c
 		for _, b := range pl.binds {
 			if why := unreachable(b.path, cred.Uid, cred.Gid, b.rw, b.path == pl.prog); why != "" {
 				return nil, &sandbox.Error{Backend: Name, Op: "isolate", Err: fmt.Errorf("%s is out of the program's reach: %s", b.path, why),
-					Help: "place what a gate reads where its uid (sandbox.uid) can read it, or set sandbox.uid"}
+					Help: "place what a gate reads where its uid (sandbox.gate_uid) can read it, or set sandbox.gate_uid"}
 			}
 		}
 	}
 	feat := probeBwrap(ctx, bin)
 	if err := ctx.Err(); err != nil {
 		return fail("start", err)
+	}
+	etc := i.Etc
+	if etc == nil {
+		etc = DefaultEtc
+	}
+	var named []isoData // /etc/passwd and /etc/group naming the uid, where the host's do not
+	if cred != nil && feat.bindData {
+		for _, n := range []struct {
+			path string
+			id   uint32
+			line string
+		}{
+			{"/etc/passwd", cred.Uid, fmt.Sprintf("%s:x:%d:%d:gatebridge gate:/tmp:/usr/sbin/nologin\n", GateUser, cred.Uid, cred.Gid)},
+			{"/etc/group", cred.Gid, fmt.Sprintf("%s:x:%d:\n", GateUser, cred.Gid)},
+		} {
+			if !slices.Contains(etc, n.path) {
+				continue
+			}
+			f, err := namedCopy(n.path, n.id, n.line)
+			if err != nil {
+				for _, d := range named {
+					d.f.Close()
+				}
+				return fail("name the gate's uid in "+n.path, err)
+			}
+			if f != nil {
+				named = append(named, isoData{f: f, dest: n.path})
+			}
+		}
 	}
 
 	var files []*os.File // ours to close: the child has its copies
@@ -244,6 +354,11 @@ func (i *Isolator) Isolate(ctx context.Context, cmd *exec.Cmd, c Confinement) (c
 	pins := map[string]int{} // bind source → the descriptor bwrap mounts it from
 	base := 3 + len(cmd.ExtraFiles)
 	extra := []*os.File{}
+	for k := range named {
+		files = append(files, named[k].f)
+		named[k].fd = base + len(extra)
+		extra = append(extra, named[k].f)
+	}
 	if feat.bindFd {
 		for _, b := range pl.binds {
 			if _, ok := pins[b.path]; ok {
@@ -303,6 +418,7 @@ func (i *Isolator) Isolate(ctx context.Context, cmd *exec.Cmd, c Confinement) (c
 		return fail("keyring", err)
 	}
 
+	pl.data = named
 	cmd.Args = i.args(pl, cmd.Args, c.Network, feat, pins, statusFd, blockFd)
 	cmd.Path = bin
 	cmd.Dir = "/" // bwrap's own; the program's is --chdir
@@ -376,6 +492,9 @@ func (i *Isolator) args(pl isoPlan, argv []string, network bool, feat bwrapFeatu
 	}
 	for _, e := range etc {
 		a = append(a, etcArgs(e)...)
+	}
+	for _, d := range pl.data {
+		a = append(a, "--ro-bind-data", strconv.Itoa(d.fd), d.dest) // the program's own file inside: it reads it
 	}
 	a = append(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev")
 	for _, d := range []string{"/tmp", "/dev/shm"} {

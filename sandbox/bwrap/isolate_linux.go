@@ -5,6 +5,7 @@ package bwrap
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,25 @@ func pinPath(p string) (*os.File, error) {
 	if err != nil || got != p || unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		f.Close()
 		return nil, fmt.Errorf("%s changed since it was resolved (a link now, or elsewhere: %q): refusing to mount it", p, got)
+	}
+	return f, nil
+}
+
+// dataFile returns a descriptor of an anonymous file holding b, at its
+// start (bwrap's --ro-bind-data reads it to its end).
+func dataFile(b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("gatebridge-etc", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "gatebridge-etc")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }

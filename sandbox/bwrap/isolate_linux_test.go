@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ true`)
 	}
 	want := os.Getuid()
 	if want == 0 {
-		want = bwrap.NobodyUID
+		want = bwrap.GateUID
 	}
 	lines := strings.Split(out, "\n")
 	if lines[0] != strconv.Itoa(want) || lines[0] == "0" || lines[1] == "0" {
@@ -419,11 +420,11 @@ func TestIsolateRefuses(t *testing.T) {
 		})
 	}
 	if os.Geteuid() == 0 {
-		// A root-owned 0700 directory is out of uid 65534's reach: said
+		// A root-owned 0700 directory is out of the gate uid's reach: said
 		// plainly, with the path at fault, before bwrap runs.
 		private := t.TempDir() // 0700, root's
 		_, _, err := isoRun{c: bwrap.Confinement{Read: []string{private}}}.run(t, iso, "true")
-		if err == nil || !strings.Contains(err.Error(), "out of the program's reach") || !strings.Contains(err.Error(), "uid 65534") || hint.Of(err) == "" {
+		if err == nil || !strings.Contains(err.Error(), "out of the program's reach") || !strings.Contains(err.Error(), "uid "+strconv.Itoa(bwrap.GateUID)) || hint.Of(err) == "" {
 			t.Errorf("unreachable read path: %v", err)
 		}
 	}
@@ -431,5 +432,105 @@ func TestIsolateRefuses(t *testing.T) {
 		t.Error("Check passed without bwrap")
 	} else if !errors.Is(err, sandbox.ErrUnavailable) || hint.Of(err) == "" {
 		t.Errorf("Check: %v: want unavailable, with a hint", err)
+	}
+}
+
+// As root, an isolated program runs as a uid of its own (bwrap.GateUID),
+// not as nobody, the sandboxed commands' uid (and many daemons'): a host
+// process of that uid cannot read the program's environment, where its
+// secrets are, from /proc (nor ptrace it). Before, both ran as 65534 and
+// it could. The uid has a name inside (ssh refuses a uid without one).
+func TestIsolateApartFromNobody(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: not root, a gate runs as gatebridge's own uid")
+	}
+	iso := newIsolator(t, sandbox.Limits{})
+	cmd := exec.Command("/bin/sh", "-c", `id -un; id -gn; echo started; exec sleep 30`)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "GATE_TOKEN=gb-isolate-secret-0123456789"}
+	outR, outW, err := os.Pipe()
+	must(t, err)
+	defer outR.Close()
+	cmd.Stdout = outW
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		cleanup, err := iso.Isolate(context.Background(), cmd, bwrap.Confinement{})
+		if err != nil {
+			started <- err
+			return
+		}
+		err = cmd.Start()
+		outW.Close()
+		started <- err
+		if err == nil {
+			cmd.Wait()
+		}
+		cleanup()
+	}()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); <-done }()
+	var head bytes.Buffer
+	buf := make([]byte, 256)
+	for !strings.Contains(head.String(), "started\n") {
+		n, err := outR.Read(buf)
+		if err != nil {
+			t.Fatalf("the program did not start: %v (%q)", err, head.String())
+		}
+		head.Write(buf[:n])
+	}
+	if want := bwrap.GateUser + "\n" + bwrap.GateUser + "\nstarted\n"; head.String() != want {
+		t.Errorf("names inside: %q, want %q", head.String(), want)
+	}
+	// bwrap, its child (the namespace's init) and the program: every
+	// process of the sandbox, as the host sees them.
+	pids := []int{cmd.Process.Pid}
+	for k := 0; k < len(pids) && len(pids) < 8; k++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pids[k], pids[k]))
+		for _, f := range strings.Fields(string(b)) {
+			p, _ := strconv.Atoi(f)
+			pids = append(pids, p)
+		}
+	}
+	if len(pids) < 3 {
+		t.Fatalf("found only %v of the sandbox's processes", pids)
+	}
+	for _, p := range pids {
+		probe := exec.Command("/bin/cat", fmt.Sprintf("/proc/%d/environ", p))
+		probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: bwrap.NobodyUID, Gid: bwrap.NobodyUID, Groups: []uint32{}}}
+		out, err := probe.Output()
+		if err == nil || bytes.Contains(out, []byte("gb-isolate-secret")) {
+			t.Errorf("uid %d read the environment of pid %d: %q (%v)", bwrap.NobodyUID, p, out, err)
+		}
+	}
+}
+
+// A Write path (or Read path, or working directory) that leads through a
+// link is refused, not followed: the caller resolved it when it checked
+// it, so a link there now was planted since (the sandbox writes the
+// workspace: it swaps the build directory a gate writes for a link to
+// $HOME). Before, the link's target was mounted read-write and the
+// program wrote the host file.
+func TestIsolateLinkedPathRefused(t *testing.T) {
+	iso := newIsolator(t, sandbox.Limits{})
+	base, target := openDir(t), openDir(t)
+	link := filepath.Join(base, "build")
+	must(t, os.Symlink(target, link))
+	for _, r := range []isoRun{
+		{c: bwrap.Confinement{Write: []string{link}}},
+		{c: bwrap.Confinement{Write: []string{target}}, dir: link},
+		{c: bwrap.Confinement{Read: []string{link}, Write: []string{base}}},
+	} {
+		_, _, err := r.run(t, iso, "echo pwned > "+target+"/planted")
+		if err == nil || !strings.Contains(err.Error(), "leads through a link") {
+			t.Errorf("%+v: err %v, want a refusal", r.c, err)
+		}
+		if _, err := os.Stat(filepath.Join(target, "planted")); err == nil {
+			t.Errorf("%+v: the program wrote through the link", r.c)
+			os.Remove(filepath.Join(target, "planted"))
+		}
 	}
 }
