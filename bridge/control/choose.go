@@ -65,15 +65,9 @@ func Choose(ctx context.Context, reg *sandbox.Registry, ch Choice) (*Chosen, err
 	s := ch.Settings
 	var c *Chosen
 	if ch.Backend == "" || ch.Backend == Auto {
-		cctx, cancel := context.WithTimeout(ctx, AutoTimeout)
-		b, e, why, err := reg.Auto(cctx, s, ch.AllowUnsandboxed)
-		cancel()
+		b, e, why, err := PickAuto(ctx, reg, ch)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
-			}
-			return nil, &Error{Kind: KindUnavailable, Msg: fmt.Sprintf("no sandbox is usable (%s)", why), Err: err,
-				Help: "install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, " + ch.HowLocal}
+			return nil, err
 		}
 		if s.Runtime != "" && !e.Runtimes {
 			sandbox.Close(b) // an OCI runtime was asked for: never quietly a weaker sandbox
@@ -108,6 +102,29 @@ func Choose(ctx context.Context, reg *sandbox.Registry, ch Choice) (*Chosen, err
 		}
 	}
 	return c, nil
+}
+
+// ErrNoSandbox is auto finding no usable backend (and not allowed an
+// unsandboxed one); it is a sandbox.ErrUnavailable.
+var ErrNoSandbox = fmt.Errorf("%w: no sandbox is usable", sandbox.ErrUnavailable)
+
+// PickAuto is what "auto" picks, without preparing it: the first
+// registered backend that can run here, strongest isolation first,
+// within AutoTimeout, and why. No usable one is an *Error that is
+// ErrNoSandbox, with the hint.
+func PickAuto(ctx context.Context, reg *sandbox.Registry, ch Choice) (sandbox.Backend, sandbox.BackendEntry, string, error) {
+	cctx, cancel := context.WithTimeout(ctx, AutoTimeout)
+	defer cancel()
+	b, e, why, err := reg.Auto(cctx, ch.Settings, ch.AllowUnsandboxed)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, e, why, context.Cause(ctx)
+		}
+		return nil, e, why, &Error{Kind: KindUnavailable, Msg: fmt.Sprintf("no sandbox is usable (%s)", why),
+			Err:  fmt.Errorf("%w (%w)", ErrNoSandbox, err),
+			Help: "install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, " + ch.HowLocal}
+	}
+	return b, e, why, nil
 }
 
 // reopen is a long-lived sandbox opened again by name.
