@@ -276,8 +276,11 @@ func NewSignals() chan syscall.Signal { return make(chan syscall.Signal, 8) }
 // fill the channel.
 func SendSignal(signals chan syscall.Signal, done <-chan struct{}, id string, sig syscall.Signal) error {
 	select {
-	case <-done:
+	case <-done: // first: the channel may have room after the exit too
 		return errorf(KindNotFound, "process %q has exited", id)
+	default:
+	}
+	select {
 	case signals <- sig:
 		return nil
 	default:
