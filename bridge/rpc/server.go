@@ -123,12 +123,19 @@ func NewServer(opts Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	host := control.New(control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
+	host := control.New(o.ControlOptions())
+	return &Server{opts: opts, host: host}
+}
+
+// ControlOptions are the options of the control plane under a server with
+// o: what a front end that calls bridge/control directly (the MCP server)
+// builds from the same configuration.
+func (o Options) ControlOptions() control.Options {
+	return control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf})
-	return &Server{opts: opts, host: host}
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
 }
 
 // msec is a protocol's milliseconds as a duration.
