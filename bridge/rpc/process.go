@@ -3,41 +3,32 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/lossless"
-	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-// proc is one process of a connection.
+// proc is one process of a connection: its id, what process/read
+// replays, and the control plane's process once started.
 type proc struct {
 	c       *conn
-	sb      *sbox
+	sbID    string
 	id      string
 	argv    []string
-	cancel  context.CancelCauseFunc
 	signals chan syscall.Signal
-	stdin   *stdinQueue // nil: no stdin
+	stdin   *control.Stdin // nil: no stdin
 	done    chan struct{}
-	// released is closed when the process's session is gone too.
-	released chan struct{}
-	session  string // bridge session id (gate calls name it)
 
 	mu          sync.Mutex
+	cp          *control.Process // nil until started
 	seq         int64
 	replay      []Chunk
 	replayBytes int64
-	outCap      *sandbox.Capture
-	errCap      *sandbox.Capture
 	changed     chan struct{} // closed and replaced on every chunk and at exit
 	exited      bool
 	exit        ProcessExitedParams
@@ -45,21 +36,6 @@ type proc struct {
 
 var signalNames = map[string]syscall.Signal{
 	"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP,
-}
-
-// exitSignal names the signal an exit code 128+N says ended a process
-// ("" when it does not).
-func exitSignal(code int) string {
-	for name, sig := range map[string]syscall.Signal{
-		"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP,
-		"PIPE": syscall.SIGPIPE, "QUIT": syscall.SIGQUIT, "ABRT": syscall.SIGABRT, "SEGV": syscall.SIGSEGV,
-		"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM,
-	} {
-		if code == 128+int(sig) {
-			return name
-		}
-	}
-	return ""
 }
 
 func (c *conn) processStart(params json.RawMessage) (any, error) {
@@ -102,135 +78,72 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	}
 	select {
 	case <-sb.ready: // open: check the cwd now (else when it is)
-		if sb.openErr == nil {
-			if _, err := sb.workDir(p.Cwd); err != nil {
+		if sb.cs != nil {
+			if _, err := sb.cs.WorkDir(p.Cwd); err != nil {
 				c.mu.Unlock()
 				return nil, err
 			}
 		}
 	default:
 	}
-	ctx, cancel := context.WithCancelCause(c.ctx)
-	pr := &proc{c: c, sb: sb, id: p.ProcessID, argv: p.Argv, cancel: cancel,
-		signals: make(chan syscall.Signal, 8), done: make(chan struct{}), released: make(chan struct{}),
-		outCap: sandbox.NewCapture(o.MaxRetainedBytes), errCap: sandbox.NewCapture(o.MaxRetainedBytes),
-		changed: make(chan struct{})}
-	var stdinR *io.PipeReader
+	pr := &proc{c: c, sbID: sb.id, id: p.ProcessID, argv: p.Argv, signals: control.NewSignals(),
+		done: make(chan struct{}), changed: make(chan struct{})}
 	if p.Stdin {
-		var w *io.PipeWriter
-		stdinR, w = io.Pipe()
-		pr.stdin = newStdinQueue(w, o.MaxStdinQueued)
+		pr.stdin = c.srv.host.NewStdin()
 	}
 	c.procs[p.ProcessID] = pr
 	c.running++
 	c.mu.Unlock()
 
 	return replier(func(reply func(any, error)) {
-		run, err := pr.start(ctx, sb, &p, env, stdinR)
+		cp, err := pr.start(sb, &p, env)
 		if err != nil {
+			if pr.stdin != nil {
+				pr.stdin.Abort()
+			}
 			pr.finish(ProcessExitedParams{ProcessID: pr.id, ExitCode: 125}, false)
-			close(pr.released)
 			reply(nil, err)
 			return
 		}
 		reply(&ProcessStartResult{ProcessID: pr.id}, nil)
-		run()
+		cp.Run()
 	}), nil
 }
 
-// start waits for the sandbox to be open and opens the process's session;
-// run then runs the command to its end. The response goes out between the
-// two, from this goroutine, while run starts the command.
-func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env []string, stdin *io.PipeReader) (run func(), err error) {
-	c, o := pr.c, pr.c.srv.opts
+// start waits for the sandbox to be open and prepares the process (its
+// session); Run then runs the command to its end. The response goes out
+// between the two, from this goroutine.
+func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.Process, error) {
+	c := pr.c
 	select {
 	case <-sb.ready:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	case <-c.ctx.Done():
+		return nil, context.Cause(c.ctx)
 	}
 	if sb.openErr != nil {
 		return nil, errorf(CodeNotFound, "sandbox %q did not open: %v", sb.id, sb.openErr.Message)
 	}
-	dir, err := sb.workDir(p.Cwd)
+	spec := control.ProcessSpec{ID: pr.id, Argv: p.Argv, Env: env, Cwd: p.Cwd, Signals: pr.signals,
+		Stdout: pr.writer("stdout"), Stderr: pr.writer("stderr"),
+		Timeout: time.Duration(p.TimeoutMs) * time.Millisecond,
+		OnExit: func(x control.Exit) {
+			ex := ProcessExitedParams{ProcessID: pr.id, ExitCode: x.Code, Signal: x.Signal, TimedOut: x.TimedOut, Answer: x.Answer}
+			if x.Answer != nil {
+				ex.AnswerBase64 = lossless.Bytes(*x.Answer)
+			}
+			pr.finish(ex, true)
+		}}
+	if pr.stdin != nil {
+		spec.Stdin = pr.stdin
+	}
+	cp, err := sb.cs.Prepare(c.ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	sb.mu.Lock()
-	if sb.closed {
-		sb.mu.Unlock()
-		return nil, errorf(CodeNotFound, "sandbox %q is closing", sb.id)
-	}
-	sb.procs[pr.id] = pr
-	sb.mu.Unlock()
-	unlist := func() {
-		sb.mu.Lock()
-		delete(sb.procs, pr.id)
-		sb.mu.Unlock()
-	}
-
-	ss, err := c.takeSession(sb)
-	if err != nil {
-		unlist()
-		return nil, fmt.Errorf("open session: %w", err)
-	}
-	ss.owner.Store(pr)
-	sess := ss.sess
-	pr.session = sess.ID()
-	spec := o.Process
-	spec.Command = p.Argv
-	spec.Env = sandbox.MergeEnv(sb.env, env)
-	spec.Workspace, spec.Dir = sb.workspace, dir
-	spec.WorkspaceWritable = sb.writable
-	spec.Stdout, spec.Stderr = pr.writer("stdout"), pr.writer("stderr")
-	spec.MaxOutput = 4096 // the backend's own capture is not used
-	spec.Signals = pr.signals
-	spec.UID, spec.GID = sb.uid, sb.gid
-	if p.TimeoutMs > 0 {
-		spec.Timeout = time.Duration(p.TimeoutMs) * time.Millisecond
-	}
-	if stdin != nil {
-		spec.Stdin = stdin
-	}
-	c.mu.Lock()
-	c.bySession[pr.session] = pr
-	c.mu.Unlock()
-
-	return func() {
-		defer close(pr.released)
-		defer unlist()
-		res, runErr := sess.Run(ctx, sb.backend, spec)
-		// Every call the command made has been answered: the exit can be
-		// reported before the session is removed.
-		defer func() {
-			var err error
-			housekeep(func() { err = sess.CloseWithin(housekeepRemoveTime) })
-			if err != nil {
-				o.Logf("gatebridge: serve: process %s: %v", pr.id, err)
-			}
-			c.mu.Lock()
-			delete(c.bySession, pr.session)
-			c.mu.Unlock()
-		}()
-		ex := ProcessExitedParams{ProcessID: pr.id}
-		switch {
-		case runErr != nil:
-			ex.ExitCode = 125
-			msg := "gatebridge: " + runErr.Error() + "\n"
-			if h := hint.Of(runErr); h != "" {
-				msg += "gatebridge: hint: " + h + "\n"
-			}
-			pr.writer("stderr").Write([]byte(msg))
-		default:
-			ex.ExitCode, ex.TimedOut, ex.Answer = res.ExitCode, res.TimedOut, res.Answer
-			if res.Answer != nil {
-				ex.AnswerBase64 = lossless.Bytes(*res.Answer)
-			}
-			if !res.TimedOut {
-				ex.Signal = exitSignal(res.ExitCode)
-			}
-		}
-		pr.finish(ex, true)
-	}, nil
+	pr.mu.Lock()
+	pr.cp = cp
+	pr.mu.Unlock()
+	return cp, nil
 }
 
 // finish records the exit, frees the running slot, keeps the process for
@@ -238,10 +151,6 @@ func (pr *proc) start(ctx context.Context, sb *sbox, p *ProcessStartParams, env 
 // forgotten) and, when notify, sends process/exited after every output.
 func (pr *proc) finish(ex ProcessExitedParams, notify bool) {
 	c := pr.c
-	pr.cancel(errExited)
-	if pr.stdin != nil {
-		pr.stdin.abort()
-	}
 	c.mu.Lock()
 	c.running--
 	c.exited = append(c.exited, pr.id)
@@ -263,35 +172,6 @@ func (pr *proc) finish(ex ProcessExitedParams, notify bool) {
 	close(pr.done)
 }
 
-var errExited = errors.New("the process exited")
-
-// workDir turns process/start's cwd into a Spec.Dir: relative to the
-// workspace, or absolute as commands see the workspace.
-func (sb *sbox) workDir(cwd string) (string, error) {
-	if cwd == "" {
-		return "", nil
-	}
-	rel := cwd
-	if filepath.IsAbs(cwd) {
-		r, err := filepath.Rel(sb.inside, filepath.Clean(cwd))
-		if err != nil || !filepath.IsLocal(r) && r != "." {
-			return "", errorf(CodeInvalidParams, "invalid params: \"cwd\" %q is not inside the workspace (%s inside the sandbox)", cwd, sb.inside)
-		}
-		rel = r
-	}
-	if rel != "." && !filepath.IsLocal(rel) {
-		return "", errorf(CodeInvalidParams, "invalid params: \"cwd\" %q leaves the workspace", cwd)
-	}
-	st, err := os.Stat(filepath.Join(sb.workspace, rel))
-	if err != nil || !st.IsDir() {
-		return "", errorf(CodeInvalidParams, "invalid params: \"cwd\" %q is not a directory of the workspace", cwd)
-	}
-	return rel, nil
-}
-
-// stop cancels the process (its run ends the way a timeout does).
-func (p *proc) stop(cause error) { p.cancel(cause) }
-
 // outWriter turns one stream of a process into chunks.
 type outWriter struct {
 	p      *proc
@@ -300,9 +180,9 @@ type outWriter struct {
 
 func (p *proc) writer(stream string) io.Writer { return &outWriter{p, stream} }
 
-// Write numbers the chunk, keeps it for process/read and the snapshot, and
-// sends it as process/output; it blocks while the client does not read
-// (back pressure on the command).
+// Write numbers the chunk, keeps it for process/read, and sends it as
+// process/output; it blocks while the client does not read (back
+// pressure on the command).
 func (w *outWriter) Write(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
@@ -319,11 +199,6 @@ func (w *outWriter) Write(b []byte) (int, error) {
 		p.replayBytes -= int64(len(p.replay[0].Chunk))
 		p.replay[0] = Chunk{}
 		p.replay = p.replay[1:]
-	}
-	if w.stream == "stdout" {
-		p.outCap.Write(b)
-	} else {
-		p.errCap.Write(b)
 	}
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -384,7 +259,7 @@ func (c *conn) processWrite(params json.RawMessage) (any, error) {
 	if p.stdin == nil {
 		return nil, errorf(CodeInvalidParams, "process %q was started without stdin (process/start \"stdin\": true)", p.id)
 	}
-	if err := p.stdin.write(q.Chunk); err != nil {
+	if err := p.stdin.Send(q.Chunk); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil
@@ -396,7 +271,7 @@ func (c *conn) processCloseStdin(params json.RawMessage) (any, error) {
 		return nil, err
 	}
 	if p.stdin != nil {
-		p.stdin.close()
+		p.stdin.Close()
 	}
 	return struct{}{}, nil
 }
@@ -410,14 +285,10 @@ func (c *conn) processSignal(params json.RawMessage) (any, error) {
 	if !ok {
 		return nil, errorf(CodeInvalidParams, "invalid params: \"signal\" %q: use INT, TERM, KILL or HUP", q.Signal)
 	}
-	select {
-	case <-p.done:
-		return nil, errorf(CodeNotFound, "process %q has exited", p.id)
-	case p.signals <- sig:
-		return struct{}{}, nil
-	default:
-		return nil, errorf(CodeLimit, "process %q has %d signals not yet delivered", p.id, cap(p.signals))
+	if err := control.SendSignal(p.signals, p.done, p.id, sig); err != nil {
+		return nil, err
 	}
+	return struct{}{}, nil
 }
 
 // exitCode is the exit code while p.mu is held (nil while running).
@@ -517,9 +388,12 @@ func (c *conn) processSnapshot(params json.RawMessage) (any, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	omitted := p.outCap.Dropped() + p.errCap.Dropped()
-	return &ProcessSnapshotResult{Stdout: p.outCap.Bytes(), Stderr: p.errCap.Bytes(), Truncated: omitted > 0,
-		OmittedBytes: omitted, ExitCode: p.exitCode(), Running: !p.exited}, nil
+	res := &ProcessSnapshotResult{Stdout: []byte{}, Stderr: []byte{}, ExitCode: p.exitCode(), Running: !p.exited}
+	if p.cp != nil {
+		s := p.cp.Snapshot()
+		res.Stdout, res.Stderr, res.OmittedBytes, res.Truncated = s.Stdout, s.Stderr, s.OmittedBytes, s.OmittedBytes > 0
+	}
+	return res, nil
 }
 
 func (c *conn) processList(params json.RawMessage) (any, error) {
@@ -535,80 +409,12 @@ func (c *conn) processList(params json.RawMessage) (any, error) {
 	res := &ProcessListResult{Processes: []ProcessInfo{}}
 	for _, p := range ps {
 		p.mu.Lock()
-		res.Processes = append(res.Processes, ProcessInfo{ProcessID: p.id, SandboxID: p.sb.id, Argv: p.argv,
+		res.Processes = append(res.Processes, ProcessInfo{ProcessID: p.id, SandboxID: p.sbID, Argv: p.argv,
 			Running: !p.exited, ExitCode: p.exitCode()})
 		p.mu.Unlock()
 	}
 	sortProcs(res.Processes)
 	return res, nil
-}
-
-// stdinQueue passes process/write chunks to a process in order without
-// blocking the connection: up to max bytes wait for the process to read
-// them; more is refused (-32003) until it does.
-type stdinQueue struct {
-	w      *io.PipeWriter
-	max    int64
-	mu     sync.Mutex
-	queued int64
-	chunks chan []byte
-	closed bool
-	once   sync.Once
-}
-
-func newStdinQueue(w *io.PipeWriter, max int64) *stdinQueue {
-	q := &stdinQueue{w: w, max: max, chunks: make(chan []byte, 4096)}
-	go func() {
-		for b := range q.chunks {
-			_, err := w.Write(b)
-			q.mu.Lock()
-			q.queued -= int64(len(b))
-			q.mu.Unlock()
-			if err != nil {
-				for b := range q.chunks { // the process stopped reading
-					q.mu.Lock()
-					q.queued -= int64(len(b))
-					q.mu.Unlock()
-				}
-				return
-			}
-		}
-		w.Close()
-	}()
-	return q
-}
-
-func (q *stdinQueue) write(b []byte) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return errorf(CodeInvalidParams, "stdin is closed (process/closeStdin was sent, or the process exited)")
-	}
-	if q.queued+int64(len(b)) > q.max {
-		return errorf(CodeLimit, "%d bytes of stdin wait for the process to read them (limit %d); write again later", q.queued, q.max)
-	}
-	select {
-	case q.chunks <- b:
-		q.queued += int64(len(b))
-		return nil
-	default:
-		return errorf(CodeLimit, "%d stdin chunks wait for the process to read them; write again later", cap(q.chunks))
-	}
-}
-
-func (q *stdinQueue) close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.closed {
-		q.closed = true
-		close(q.chunks)
-	}
-}
-
-// abort ends stdin when the process has exited.
-func (q *stdinQueue) abort() {
-	q.close()
-	q.w.CloseWithError(io.ErrClosedPipe)
 }
 
 func sortProcs(ps []ProcessInfo) {

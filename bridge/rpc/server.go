@@ -17,6 +17,7 @@ package rpc
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -96,9 +98,11 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Server serves the protocol.
+// Server serves the protocol: a front end of the control plane
+// (bridge/control), which owns the sandboxes and processes.
 type Server struct {
 	opts Options
+	host *control.Host
 }
 
 // NewServer returns a server with opts (zero caps take the defaults).
@@ -119,8 +123,23 @@ func NewServer(opts Options) *Server {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return &Server{opts: opts}
+	host := control.New(o.ControlOptions())
+	return &Server{opts: opts, host: host}
 }
+
+// ControlOptions are the options of the control plane under a server with
+// o: what a front end that calls bridge/control directly (the MCP server)
+// builds from the same configuration.
+func (o Options) ControlOptions() control.Options {
+	return control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
+		HowLocal: `pass backend "local" (no isolation)`,
+		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
+		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+}
+
+// msec is a protocol's milliseconds as a duration.
+func msec(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func setDefault[T int | int64 | time.Duration](p *T, d T) {
 	if *p <= 0 {
@@ -153,11 +172,9 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		outDone:   make(chan struct{}),
 		sandboxes: map[string]*sbox{},
 		procs:     map[string]*proc{},
-		rtGates:   map[string]*runtimeGate{},
 		pending:   map[string]chan *Message{},
-		calls:     map[string]*gateCall{},
-		bySession: map[string]*proc{},
 	}
+	c.gates = s.host.NewGateSet(answerer{c})
 	go c.writeLoop(w)
 	err := c.readLoop(r)
 	cancel(errDisconnected)
@@ -193,13 +210,9 @@ type conn struct {
 	procs       map[string]*proc
 	exited      []string // exited process ids, oldest first
 	running     int
-	rtGates     map[string]*runtimeGate
+	gates       *control.GateSet // gates the client registered
 	nextID      int64
 	pending     map[string]chan *Message // server → client requests by id
-	calls       map[string]*gateCall     // gate calls by callId (gate/output)
-	bySession   map[string]*proc         // processes by bridge session id
-	base        map[string]string        // built-in and configured gates' kinds by name
-	baseSpecs   []gates.Spec
 	workers     sync.WaitGroup
 }
 
@@ -311,13 +324,30 @@ func (c *conn) reply(id json.RawMessage, result any, err error) {
 	c.send(&Message{ID: id, Result: r}, false)
 }
 
+// codes are the error codes of the control plane's kinds.
+var codes = map[control.Kind]int{
+	control.KindInvalid: CodeInvalidParams, control.KindNotFound: CodeNotFound, control.KindConflict: CodeConflict,
+	control.KindLimit: CodeLimit, control.KindUnavailable: CodeUnavailable,
+}
+
 // toError maps err to the error a client gets: an [*Error] as it is; a
-// backend's failure with its backend and its hint (read with [hint.Of]
-// only) in data.
+// control plane's error by its kind, with its hint; a backend's failure
+// with its backend and its hint (read with [hint.Of] only) in data.
 func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	var ce *control.Error
+	if errors.As(err, &ce) {
+		re := &Error{Code: cmp.Or(codes[ce.Kind], CodeInternalError), Message: err.Error()}
+		if ce.Field != "" {
+			re.Message = "invalid params: " + re.Message
+		}
+		if h := hint.Of(err); h != "" {
+			re.Data = map[string]string{"hint": h}
+		}
+		return re
 	}
 	var se *sandbox.Error
 	if errors.As(err, &se) {
@@ -653,7 +683,7 @@ func (c *conn) shutdown() {
 	var wg sync.WaitGroup
 	for _, sb := range sbs {
 		wg.Add(1)
-		go func() { defer wg.Done(); <-sb.ready; sb.close(c) }()
+		go func() { defer wg.Done(); sb.close() }()
 	}
 	wg.Wait()
 }

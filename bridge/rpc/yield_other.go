@@ -3,5 +3,3 @@
 package rpc
 
 func yieldCPU() {}
-
-func lowerThreadPriority() {}

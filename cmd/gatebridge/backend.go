@@ -11,8 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -130,107 +130,76 @@ func backendSettings(cfg *Config) sandbox.Settings {
 	}
 }
 
-// chooseBackend builds the configured backend; "auto" takes the first
-// registered backend that can run here, strongest isolation first (docker
-// with its image present, then bwrap). auto fails closed: it falls back
-// to an unsandboxed backend (with a warning) only when
-// sandbox.allow_unsandboxed is set; otherwise no usable sandbox is an
-// error saying why.
+// howLocalCLI ends the hint when auto finds no usable backend.
+const howLocalCLI = "pass --sandbox local or set sandbox.allow_unsandboxed: true"
+
+// choice is the backend the config asks for, as control.Choose takes it.
+func choice(cfg *Config) control.Choice {
+	return control.Choice{Backend: cfg.Sandbox.Backend, Settings: backendSettings(cfg),
+		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed, HowLocal: howLocalCLI}
+}
+
+// chooseBackend builds the configured backend with control.Choose (the
+// one choice every front end makes): "auto" fails closed, falling back
+// to an unsandboxed backend (with a warning here) only when
+// sandbox.allow_unsandboxed is set; sandbox.docker.reuse reopens a
+// persistent docker sandbox.
 func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry, stderr io.Writer) (*chosenBackend, error) {
-	if cfg.Sandbox.Docker.Reuse != "" {
-		return choosePersistent(ctx, cfg, backends)
+	ch := choice(cfg)
+	if reuse := cfg.Sandbox.Docker.Reuse; reuse != "" {
+		if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
+			return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
+				Help: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
+		}
+		ch.Backend, ch.Reuse = docker.Name, reuse
 	}
-	s := backendSettings(cfg)
-	var chosen *chosenBackend
-	if cfg.Sandbox.Backend == autoBackend {
-		b, e, why, err := chooseAuto(ctx, cfg, backends, s)
-		if err != nil {
-			return nil, err
-		}
-		if rt := cfg.Sandbox.Docker.Runtime; rt != "" && e.Name != docker.Name {
-			sandbox.Close(b) // an OCI runtime asked for: never quietly a weaker sandbox
-			return nil, &sandbox.Error{Backend: docker.Name, Op: "choose backend",
-				Err:  fmt.Errorf("%w: sandbox.docker.runtime is %s, but docker cannot run (%s)", sandbox.ErrUnavailable, rt, why),
-				Help: "fix docker (see `gatebridge doctor`), or unset sandbox.docker.runtime to let auto pick another backend"}
-		}
-		chosen = &chosenBackend{backend: b, entry: e, reason: "auto: " + why}
-		if e.Strength == 0 {
-			fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", why)
-			fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
-		}
-	} else {
-		e, err := backends.Lookup(cfg.Sandbox.Backend)
-		if err != nil {
-			return nil, err // Validate refused it already
-		}
-		b, err := e.New(s)
-		if err != nil {
-			return nil, err
-		}
-		chosen = &chosenBackend{backend: b, entry: e, reason: "chosen with sandbox.backend=" + e.Name}
+	c, err := control.Choose(ctx, backends, ch)
+	if err != nil {
+		return nil, cliChoiceError(err)
 	}
-	chosen.closers = []func(){func() { sandbox.Close(chosen.backend) }}
-	if chosen.entry.Prepare != nil {
-		if err := chosen.entry.Prepare(ctx, chosen.backend); err != nil {
-			chosen.close()
-			return nil, imageHintCLI(err)
-		}
+	chosen := &chosenBackend{backend: c.Backend, entry: c.Entry, reason: c.Reason, closers: []func(){c.Close}}
+	if c.Reason == "" {
+		chosen.reason = "chosen with sandbox.backend=" + c.Entry.Name
+	}
+	if p := c.Persistent; p != nil {
+		chosen.sessionsRoot, chosen.reuseWorkspace = p.SessionsRoot(), persistentWorkspace(p)
+	} else if c.Entry.Strength == 0 && strings.HasPrefix(c.Reason, autoBackend+":") {
+		fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", strings.TrimPrefix(c.Reason, autoBackend+": "))
+		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
 	}
 	return chosen, nil
 }
 
-// chooseAuto is what --sandbox auto picks (run and doctor): the first
-// registered backend that can run here, strongest isolation first; no
-// usable one is a [noSandboxError] with a hint.
+// chooseAuto is what --sandbox auto picks (doctor): control.PickAuto, its
+// failure worded for the CLI.
 func chooseAuto(ctx context.Context, cfg *Config, backends *sandbox.Registry, s sandbox.Settings) (sandbox.Backend, sandbox.BackendEntry, string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	b, e, why, err := backends.Auto(cctx, s, cfg.Sandbox.AllowUnsandboxed)
-	if err != nil && errors.Is(err, sandbox.ErrUnavailable) && ctx.Err() == nil {
-		err = withHint(&noSandboxError{why},
-			"install bubblewrap, or start Docker with the image present (make test-image); to run on the host without a sandbox, pass --sandbox local or set sandbox.allow_unsandboxed: true")
-	}
-	return b, e, why, err
+	ch := choice(cfg)
+	ch.Settings = s
+	b, e, why, err := control.PickAuto(ctx, backends, ch)
+	return b, e, why, cliChoiceError(err)
 }
 
-// choosePersistent is the persistent docker sandbox sandbox.docker.reuse.
-func choosePersistent(ctx context.Context, cfg *Config, backends *sandbox.Registry) (*chosenBackend, error) {
-	if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
-		return nil, &configError{Key: "sandbox.docker.reuse", Msg: "needs the docker backend",
-			Help: "drop --sandbox " + cfg.Sandbox.Backend + " or --reuse"}
+// cliChoiceError words a failed choice for the CLI: auto's refusal says
+// the flag; an image error says how to build the test image.
+func cliChoiceError(err error) error {
+	if errors.Is(err, control.ErrNoSandbox) {
+		return &noSandboxError{err}
 	}
-	e, err := backends.Lookup(docker.Name)
 	if err != nil {
-		return nil, err
+		return imageHintCLI(err)
 	}
-	b, err := e.New(backendSettings(cfg))
-	if err != nil {
-		return nil, err
-	}
-	r, ok := b.(sandbox.Reopener)
-	if !ok {
-		sandbox.Close(b)
-		return nil, fmt.Errorf("backend %s cannot reopen a sandbox by name", e.Name)
-	}
-	sb, err := r.OpenSandbox(ctx, cfg.Sandbox.Docker.Reuse)
-	if err != nil {
-		sandbox.Close(b)
-		return nil, err
-	}
-	return &chosenBackend{backend: sb, entry: e, reason: "persistent sandbox " + cfg.Sandbox.Docker.Reuse,
-		sessionsRoot:   sb.SessionsRoot(),
-		reuseWorkspace: persistentWorkspace(sb),
-		closers:        []func(){func() { sandbox.Close(b) }}}, nil
+	return nil
 }
 
 // noSandboxError is auto finding neither docker nor bwrap usable; it is
-// an [sandbox.ErrUnavailable] (run --json kind sandbox_unavailable).
-type noSandboxError struct{ why string }
+// a [sandbox.ErrUnavailable] (run --json kind sandbox_unavailable) whose
+// hint is control's.
+type noSandboxError struct{ err error }
 
 func (e *noSandboxError) Error() string {
-	return fmt.Sprintf("no sandbox is usable (%s); --sandbox auto does not run commands unsandboxed", e.why)
+	return e.err.Error() + "; --sandbox auto does not run commands unsandboxed"
 }
-func (e *noSandboxError) Unwrap() error { return sandbox.ErrUnavailable }
+func (e *noSandboxError) Unwrap() error { return e.err }
 
 // persistentWorkspace is the host workspace sb was started with, symlinks
 // resolved, or "" (none). It comes from the labels Open read: no second

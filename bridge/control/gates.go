@@ -1,0 +1,421 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/gates"
+)
+
+// KindRuntime is the kind of gates registered at run time.
+const KindRuntime = "runtime"
+
+// GateSet holds the gates one client registers at run time, answered by
+// its Answerer: every sandbox opened with it offers them.
+type GateSet struct {
+	h   *Host
+	ans Answerer
+
+	mu        sync.Mutex
+	gates     map[string]*runtimeGate
+	sandboxes map[*Sandbox]bool
+	calls     map[string]*gateCall // calls waiting for their answer, by call id
+	base      map[string]string    // built-in and configured gates' kinds by name
+	baseSpecs []gates.Spec
+}
+
+// Answerer answers the calls of a GateSet's gates: a front end asks its
+// client. ctx ends with cause ErrNoAnswer at the gate's deadline.
+type Answerer interface {
+	AnswerGate(ctx context.Context, req *GateRequest) (*GateAnswer, error)
+}
+
+// GateRequest is one call of a runtime gate.
+type GateRequest struct {
+	// CallID is unique while the call waits: Output takes it.
+	CallID   string
+	Gate     string
+	Args     []string
+	Stdin    []byte
+	Cwd      string
+	Process  *Process // the caller (nil when unknown)
+	Deadline time.Time
+}
+
+// GateAnswer is a runtime gate's answer.
+type GateAnswer struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// RuntimeGate describes a gate to register.
+type RuntimeGate struct {
+	Name, Summary, Usage string
+	// Params or InputSchema (a JSON schema), not both.
+	Params      []gates.Param
+	InputSchema json.RawMessage
+	Stdin       gates.StdinMode
+	// Approval: every call asks the sandbox's Approver first.
+	Approval bool
+	// Timeout is the deadline to answer (0: Options.GateTimeout).
+	Timeout time.Duration
+}
+
+// NewGateSet returns an empty set whose calls a answers.
+func (h *Host) NewGateSet(a Answerer) *GateSet {
+	return &GateSet{h: h, ans: a, gates: map[string]*runtimeGate{}, sandboxes: map[*Sandbox]bool{}, calls: map[string]*gateCall{}}
+}
+
+// runtimeGate is a registered gate: a call asks the Answerer and waits.
+type runtimeGate struct {
+	set      *GateSet
+	spec     gates.Spec
+	schema   json.RawMessage
+	approval bool
+	timeout  time.Duration
+}
+
+func (g *runtimeGate) Spec() gates.Spec { return g.spec }
+
+// InputSchema implements gates.Schemer.
+func (g *runtimeGate) InputSchema() json.RawMessage { return g.schema }
+
+// gateCall is one call waiting for its answer; Output writes to it until
+// the answer comes.
+type gateCall struct {
+	mu             sync.Mutex
+	done           bool
+	stdout, stderr io.Writer
+}
+
+// Call asks the Answerer and waits for the answer, the gate's deadline,
+// the caller going away or the end of the run.
+func (g *runtimeGate) Call(ctx context.Context, call *gates.Call) (int, error) {
+	s := g.set
+	p := s.h.processOf(call.SessionID)
+	var procID string
+	if p != nil {
+		procID = p.id
+	}
+	callID := procID + ":" + call.ID
+	deadline := time.Now().Add(g.timeout)
+	gctx, cancel := context.WithDeadlineCause(ctx, deadline, ErrNoAnswer)
+	defer cancel()
+
+	gc := &gateCall{stdout: call.Stdout, stderr: call.Stderr}
+	s.mu.Lock()
+	s.calls[callID] = gc
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, callID)
+		s.mu.Unlock()
+		gc.mu.Lock()
+		gc.done = true
+		gc.mu.Unlock()
+	}()
+	args := call.Args
+	if args == nil {
+		args = []string{}
+	}
+	res, err := s.ans.AnswerGate(gctx, &GateRequest{CallID: callID, Gate: g.spec.Name, Args: args, Stdin: call.Stdin,
+		Cwd: call.Cwd, Process: p, Deadline: deadline})
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return gates.ExitTimeout, context.Cause(ctx) // the caller went away, the run ended: the dispatcher says which
+		case errors.Is(err, ErrNoAnswer):
+			return fail(call, g.spec.Name, fmt.Sprintf("the runtime did not answer within %v", g.timeout))
+		default:
+			return fail(call, g.spec.Name, err.Error())
+		}
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	call.Stdout.Write(res.Stdout)
+	call.Stderr.Write(res.Stderr)
+	if res.ExitCode < 0 || res.ExitCode > 255 {
+		return fail(call, g.spec.Name, fmt.Sprintf("the runtime answered exit code %d (want 0-255)", res.ExitCode))
+	}
+	return res.ExitCode, nil
+}
+
+func fail(call *gates.Call, gate, msg string) (int, error) {
+	fmt.Fprintf(call.Stderr, "gatebridge: %s: %s\n", gate, msg)
+	return gates.ExitFailure, nil
+}
+
+// Output streams a chunk of a call still waiting for its answer (stream
+// "stdout" or "stderr"); chunks for calls answered or gone are dropped.
+func (s *GateSet) Output(callID, stream string, chunk []byte) {
+	s.mu.Lock()
+	gc := s.calls[callID]
+	s.mu.Unlock()
+	if gc == nil {
+		return
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.done {
+		return
+	}
+	switch stream {
+	case "stdout":
+		gc.stdout.Write(chunk)
+	case "stderr":
+		gc.stderr.Write(chunk)
+	}
+}
+
+// Register adds a gate to every sandbox of the set, open or to come.
+func (s *GateSet) Register(rg RuntimeGate) error {
+	if err := CheckGateName(rg.Name); err != nil {
+		return err
+	}
+	if rg.Timeout < 0 {
+		return invalid("timeoutMs", "%q must not be negative", "timeoutMs")
+	}
+	params := rg.Params
+	if len(rg.InputSchema) > 0 {
+		if len(rg.Params) > 0 {
+			return invalid("inputSchema", "give %q or %q, not both", "params", "inputSchema")
+		}
+		var err error
+		if params, err = gates.ParamsOfSchema(rg.InputSchema); err != nil {
+			return invalid("inputSchema", "%q: %v", "inputSchema", err)
+		}
+	}
+	timeout := s.h.opts.GateTimeout
+	if rg.Timeout > 0 {
+		timeout = rg.Timeout
+	}
+	usage := rg.Usage
+	if usage == "" {
+		usage = gates.UsageOf(rg.Name, params)
+	}
+	g := &runtimeGate{set: s, schema: rg.InputSchema, approval: rg.Approval, timeout: timeout,
+		spec: gates.Spec{Name: rg.Name, Summary: strings.TrimSpace(rg.Summary), Usage: usage, Params: params, Stdin: rg.Stdin,
+			// The dispatcher's own limit comes after ours: the caller gets
+			// "did not answer" (exit 1), not a bare timeout.
+			Timeout: timeout + 2*time.Second}}
+
+	base, err := s.baseNames()
+	if err != nil {
+		return err
+	}
+	if base[rg.Name] != "" {
+		return errorf(KindConflict, "gate %q is a %s gate of this server; pick another name", rg.Name, base[rg.Name])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates[rg.Name] != nil {
+		return errorf(KindConflict, "gate %q is already registered on this connection (gate/unregister it first)", rg.Name)
+	}
+	var done []*Sandbox
+	for sb := range s.sandboxes {
+		if err := sb.reg.Register(g); err != nil {
+			for _, d := range done {
+				d.reg.Unregister(rg.Name)
+			}
+			return errorf(KindConflict, "gate %q: %v", rg.Name, err)
+		}
+		done = append(done, sb)
+	}
+	s.gates[rg.Name] = g
+	return nil
+}
+
+// Unregister removes a gate from every sandbox of the set.
+func (s *GateSet) Unregister(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates[name] == nil {
+		return errorf(KindNotFound, "no gate %q was registered on this connection", name)
+	}
+	delete(s.gates, name)
+	for sb := range s.sandboxes {
+		sb.reg.Unregister(name)
+	}
+	return nil
+}
+
+// attach registers the set's gates in sb's registry, and the ones
+// registered later. Under s.mu: a gate registered meanwhile is added
+// either by Register or here, never by neither.
+func (s *GateSet) attach(sb *Sandbox) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gates {
+		if err := sb.reg.Register(g); err != nil {
+			return errorf(KindConflict, "registered gate %s: %v", g.spec.Name, err)
+		}
+	}
+	s.sandboxes[sb] = true
+	return nil
+}
+
+func (s *GateSet) detach(sb *Sandbox) {
+	s.mu.Lock()
+	delete(s.sandboxes, sb)
+	s.mu.Unlock()
+}
+
+func (s *GateSet) lookup(name string) *runtimeGate {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gates[name]
+}
+
+// baseNames are the built-in and configured gates' names, with their
+// kinds (computed once per set).
+func (s *GateSet) baseNames() (map[string]string, error) {
+	s.mu.Lock()
+	if s.base != nil {
+		defer s.mu.Unlock()
+		return s.base, nil
+	}
+	s.mu.Unlock()
+	ws := s.h.opts.DefaultWorkspace
+	if ws == "" {
+		ws, _ = os.Getwd()
+	}
+	reg, kinds, err := s.h.baseGates(ws, ws, false)
+	if err != nil {
+		return nil, err
+	}
+	reg.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.base, s.baseSpecs = kinds, reg.Specs()
+	return s.base, nil
+}
+
+// GateInfo describes a gate for a listing.
+type GateInfo struct {
+	Spec        gates.Spec
+	Kind        string
+	InputSchema json.RawMessage // runtime gates only
+}
+
+// List describes the built-in and configured gates and the set's own,
+// by name.
+func (s *GateSet) List() ([]GateInfo, error) {
+	kinds, err := s.baseNames()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	out := make([]GateInfo, 0, len(s.baseSpecs)+len(s.gates))
+	for _, sp := range s.baseSpecs {
+		out = append(out, GateInfo{Spec: sp, Kind: kinds[sp.Name]})
+	}
+	for _, g := range s.gates {
+		out = append(out, GateInfo{Spec: g.spec, Kind: KindRuntime, InputSchema: g.schema})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
+	return out, nil
+}
+
+// Approver decides whether a gate that needs approval may run; a front
+// end implements it (JSON-RPC asks its client). A non-nil error is the
+// refusal the caller sees. ctx ends with cause ErrNoAnswer at
+// Options.ApprovalTimeout.
+type Approver interface {
+	Approve(ctx context.Context, req *ApprovalRequest) (Decision, error)
+}
+
+// Decision is an Approver's answer.
+type Decision int
+
+const (
+	Deny Decision = iota
+	Allow
+	// AllowForSandbox allows this call and every later one of the gate
+	// in the sandbox.
+	AllowForSandbox
+)
+
+// ApprovalRequest is one call of a gate that needs approval.
+type ApprovalRequest struct {
+	CallID  string
+	Gate    gates.Spec
+	Args    []string
+	Sandbox *Sandbox
+	Process *Process // nil when unknown
+}
+
+// ErrNoApprover refuses a gate that needs approval in a sandbox opened
+// without an Approver.
+var ErrNoApprover = errors.New("not approved: nothing here can approve this gate")
+
+// approve is the approval hook of a session of sb.
+func (sb *Sandbox) approve(owner func() *Process) bridge.ApproveFunc {
+	o := sb.h.opts
+	return func(ctx context.Context, spec gates.Spec, req *bridge.Request) error {
+		p := owner()
+		var procID string
+		if p != nil {
+			procID = p.id
+		}
+		g := sb.set.lookup(spec.Name)
+		need := g != nil && g.approval || o.ApprovalGates[spec.Name]
+		if gate, err := sb.reg.Lookup(spec.Name); err == nil {
+			if a, ok := gate.(gates.Approver); ok && a.NeedsApproval() {
+				need = true
+			}
+		}
+		if !need {
+			return nil
+		}
+		sb.mu.Lock()
+		ok := sb.allowed[spec.Name]
+		sb.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if sb.approver == nil {
+			return ErrNoApprover
+		}
+		actx, cancel := context.WithTimeoutCause(ctx, o.ApprovalTimeout, ErrNoAnswer)
+		defer cancel()
+		args := req.Args
+		if args == nil {
+			args = []string{}
+		}
+		d, err := sb.approver.Approve(actx, &ApprovalRequest{CallID: procID + ":" + req.ID, Gate: spec, Args: args, Sandbox: sb, Process: p})
+		switch {
+		case err != nil:
+			return err
+		case d == AllowForSandbox:
+			sb.mu.Lock()
+			sb.allowed[spec.Name] = true
+			sb.mu.Unlock()
+			return nil
+		case d == Allow:
+			return nil
+		}
+		return errors.New("denied")
+	}
+}
+
+// CheckGateName says whether name can be a gate's name.
+func CheckGateName(name string) error {
+	if err := mailbox.ValidateName(name); err != nil {
+		return invalid("name", "%q: %v", "name", err)
+	}
+	return nil
+}
