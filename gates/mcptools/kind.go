@@ -33,6 +33,16 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 	if err := secretSettings(ctx, &s, env); err != nil {
 		return nil, err
 	}
+	for _, n := range s.EnvPassthrough {
+		if !ValidEnvName(n) {
+			return nil, &gates.SettingError{Field: "env_passthrough", Err: fmt.Errorf("%q is not a variable name", n),
+				Help: func(string) string { return "list variable names, exactly (letters, digits and _; no = or *)" }}
+		}
+	}
+	if len(s.EnvPassthrough) > 0 && len(s.Command) == 0 {
+		return nil, &gates.SettingError{Field: "env_passthrough", Err: errors.New("env_passthrough applies to a stdio server (command), not to a url"),
+			Help: func(key string) string { return "drop " + key + ".env_passthrough" }}
+	}
 	if len(s.Command) > 0 {
 		prog, err := exec.LookPath(s.Command[0])
 		if err == nil {
