@@ -84,6 +84,10 @@ type Server struct {
 	// HOME, the locale, …) and those EnvPassthrough names: not whatever
 	// else gatebridge's environment holds (cloud credentials, tokens).
 	Env []string
+	// Dir is a stdio server's working directory; "" is gatebridge's.
+	// The mcp kind sets "/" for a server on the host when gatebridge's
+	// lies where the sandbox writes.
+	Dir string
 	// EnvPassthrough names more variables of gatebridge's environment to
 	// pass to a stdio server, exactly as named.
 	EnvPassthrough []string
@@ -309,6 +313,7 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
 			cmd.Env = append(BaseEnv(os.Environ(), s.EnvPassthrough), env...)
 			cmd.Stderr = c.stderr
+			cmd.Dir = s.Dir
 			if s.Isolator != nil {
 				return c.connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
 			}

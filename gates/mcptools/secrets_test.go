@@ -163,3 +163,29 @@ func TestEnvPassthroughSettings(t *testing.T) {
 		}
 	}
 }
+
+// A stdio server on the host does not start in gatebridge's working
+// directory when that is the workspace: there it would run among the
+// sandbox's files (npx prefers the working directory's
+// node_modules/.bin). Outside the workspace it keeps it.
+func TestHostServerNotInWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	t.Chdir(ws)
+	exe, _ := os.Executable()
+	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"cwd"},
+		Env:     []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1"},
+		Isolate: gates.IsolateSpec{Host: true}}
+	for _, tc := range []struct {
+		untrusted []string
+		want      string
+	}{{[]string{ws}, "/"}, {[]string{t.TempDir()}, ws}} {
+		reg := gates.NewRegistry()
+		if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Untrusted: tc.untrusted}); err != nil {
+			t.Fatal(err)
+		}
+		if _, out, _ := call(t, reg, "t_cwd", ""); strings.TrimSpace(out) != tc.want {
+			t.Errorf("untrusted %v: the server's working directory is %q, want %s", tc.untrusted, out, tc.want)
+		}
+		reg.Close()
+	}
+}
