@@ -387,6 +387,12 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 	}
 	env = append(slices.Clip(env), "HOME="+home)
 	dir := g.dir
+	if g.iso != nil && g.dir != "" {
+		// In its own sandbox, git would still run a planted repository's
+		// core.fsmonitor there, with the gate's secrets in its
+		// environment (and encode them into its output).
+		env = append(env, g.gitEnv...)
+	}
 	if g.iso == nil && g.hostCwd != nil {
 		// On the host where the sandbox writes: git uses no repository
 		// the sandbox could have planted, and the directory is the one

@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,5 +129,37 @@ func TestHostCwdOpenedNotRenamed(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || strings.TrimSpace(string(out)) != filepath.Join(ws, "moved") {
 		t.Errorf("child started in %q (%v), want the opened directory %s", out, err, filepath.Join(ws, "moved"))
+	}
+}
+
+// runOnHost is an Isolator that runs the program as it is: what the
+// gate hands it (its env) is what is checked.
+type runOnHost struct{}
+
+func (runOnHost) Isolate(context.Context, *exec.Cmd, IsolateSpec) (func(), error) { return func() {}, nil }
+
+// An isolated gate runs git in a nested repository the sandbox planted:
+// its core.fsmonitor ran in the gate's sandbox, with the gate's secrets
+// in its environment, free to encode them into the gate's output. The
+// isolated gate's git is pinned as a host gate's is.
+func TestIsolatedGateNestedRepository(t *testing.T) {
+	needGit(t)
+	ws := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	gitRepo(t, filepath.Join(ws, "sub"), marker)
+	gs, err := commandKind.New(context.Background(), CommandSpec{Name: "git_status", Command: []string{"git", "status", "--porcelain"},
+		Dir: filepath.Join(ws, "sub")}, Env{Workspace: ws, Untrusted: []string{ws}, Protected: []string{".git"}, Isolator: runOnHost{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := callGate(t, gs[0], nil)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("git ran the sandbox's core.fsmonitor (exit %d, %s)", r.code, r.errOut)
+	}
+	if r.code != 0 || !strings.Contains(r.out, "?? ") {
+		t.Errorf("want git status of the workspace's own repository, got exit %d, %q %q", r.code, r.out, r.errOut)
 	}
 }
