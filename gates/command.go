@@ -113,7 +113,7 @@ type commandGate struct {
 	maxOut  int64
 	env     []string
 	stdin   bool
-	iso     Isolator    // nil: on the host
+	iso     Isolator // nil: on the host
 	// On the host, working where the sandbox writes: the directory,
 	// reached without links at each call, and git's pinned repository.
 	hostCwd *hostCwd

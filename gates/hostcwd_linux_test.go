@@ -47,7 +47,7 @@ func TestHostGateNestedRepository(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
-	gitRepo(t, filepath.Join(ws, "sub"), marker)        // planted: a nested repository
+	gitRepo(t, filepath.Join(ws, "sub"), marker)       // planted: a nested repository
 	gitRepo(t, filepath.Join(ws, "elsewhere"), marker) // planted: the target of a .git file
 	os.MkdirAll(filepath.Join(ws, "other"), 0o755)
 	os.WriteFile(filepath.Join(ws, "other", ".git"), []byte("gitdir: "+filepath.Join(ws, "elsewhere", ".git")+"\n"), 0o644)
@@ -136,7 +136,9 @@ func TestHostCwdOpenedNotRenamed(t *testing.T) {
 // gate hands it (its env) is what is checked.
 type runOnHost struct{}
 
-func (runOnHost) Isolate(context.Context, *exec.Cmd, IsolateSpec) (func(), error) { return func() {}, nil }
+func (runOnHost) Isolate(context.Context, *exec.Cmd, IsolateSpec) (func(), error) {
+	return func() {}, nil
+}
 
 // An isolated gate runs git in a nested repository the sandbox planted:
 // its core.fsmonitor ran in the gate's sandbox, with the gate's secrets

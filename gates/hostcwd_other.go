@@ -4,7 +4,9 @@ package gates
 
 type hostCwd struct{}
 
-func untrustedCwd(string, []string, string, []string) (*hostCwd, []string, error) { return nil, nil, nil }
+func untrustedCwd(string, []string, string, []string) (*hostCwd, []string, error) {
+	return nil, nil, nil
+}
 
 func (*hostCwd) open() (string, func(), error) { return "", func() {}, nil }
 

@@ -91,8 +91,8 @@ type Server struct {
 	// EnvPassthrough names more variables of gatebridge's environment to
 	// pass to a stdio server, exactly as named.
 	EnvPassthrough []string
-	URL     string
-	Headers map[string]string
+	URL            string
+	Headers        map[string]string
 	// Expand, when set, expands the values of Env (when the server
 	// starts) and of Headers (with each request): secret references
 	// (${secret:NAME}). The tool-list cache is keyed by Env unexpanded.
