@@ -82,6 +82,13 @@ type CommandSpec struct {
 	// Stdin forwards the wrapper's standard input to the command; without
 	// it the command's stdin is /dev/null.
 	Stdin bool
+	// Workspace and Protected (its protected paths, relative to it) tell
+	// a gate that runs on the host and works in a directory the sandbox
+	// writes which git repository it may use: the workspace's .git when
+	// Protected lists it, else none (see docs/security.md). The command
+	// kind sets them from [Env].
+	Workspace string
+	Protected []string
 	// Isolator, when set, runs the command in a sandbox of its own that
 	// gives it what Isolate lists (and Dir and Home, read-only unless in
 	// Isolate.Write); HOME is then the sandbox's private /tmp unless Home
@@ -106,7 +113,11 @@ type commandGate struct {
 	maxOut  int64
 	env     []string
 	stdin   bool
-	iso     Isolator    // nil: on the host
+	iso     Isolator // nil: on the host
+	// On the host, working where the sandbox writes: the directory,
+	// reached without links at each call, and git's pinned repository.
+	hostCwd *hostCwd
+	gitEnv  []string
 	isoSpec IsolateSpec // with iso: what the command reaches
 }
 
@@ -222,6 +233,12 @@ func NewCommand(s CommandSpec) (Gate, error) {
 	}
 	g.spec = g.makeSpec(s)
 	g.isolate(s.Isolator, s.Isolate)
+	if g.hostCwd, g.gitEnv, err = untrustedCwd(g.dir, s.Untrusted, s.Workspace, s.Protected); err != nil {
+		return nil, fail("dir", "%v", err)
+	}
+	if hasEnv(g.env, "GIT_DIR") {
+		g.gitEnv = nil // the config's own choice
+	}
 	return g, nil
 }
 
@@ -369,6 +386,24 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 		defer os.RemoveAll(home)
 	}
 	env = append(slices.Clip(env), "HOME="+home)
+	dir := g.dir
+	if g.iso != nil && g.dir != "" {
+		// In its own sandbox, git would still run a planted repository's
+		// core.fsmonitor there, with the gate's secrets in its
+		// environment (and encode them into its output).
+		env = append(env, g.gitEnv...)
+	}
+	if g.iso == nil && g.hostCwd != nil {
+		// On the host where the sandbox writes: git uses no repository
+		// the sandbox could have planted, and the directory is the one
+		// reached without a link, not whatever its path leads to now.
+		env = append(env, g.gitEnv...)
+		var release func()
+		if dir, release, err = g.hostCwd.open(); err != nil {
+			return 0, fmt.Errorf("%s: %w", g.name, err)
+		}
+		defer release()
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", g.name, err)
@@ -392,7 +427,7 @@ func (g *commandGate) Call(ctx context.Context, c *Call) (int, error) {
 
 	cmd := exec.CommandContext(ctx, g.path)
 	cmd.Args = append(slices.Clone(g.argv), tail...)
-	cmd.Dir = g.dir
+	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if inR != nil {

@@ -247,6 +247,9 @@ func (o Options) inEnv(env Env) Options {
 var commandKind = KindOf(KindCommand, "a host program with a fixed argv prefix; arguments checked against its policy", FailOnClash,
 	func(ctx context.Context, c CommandSpec, env Env) ([]Gate, error) {
 		c.Untrusted = append(slices.Clip(c.Untrusted), env.Untrusted...)
+		if c.Workspace == "" {
+			c.Workspace, c.Protected = env.Workspace, env.Protected
+		}
 		if c.Secrets == nil {
 			c.Secrets = env.Secrets
 		}

@@ -210,16 +210,19 @@ type MCPSessionsConfig struct {
 
 // MCPServerConfig is one MCP server (mcp.servers.NAME).
 type MCPServerConfig struct {
-	Command  []string          `mapstructure:"command"`
-	URL      string            `mapstructure:"url"`
-	Headers  map[string]string `mapstructure:"headers"`
-	Env      []string          `mapstructure:"env"`
-	Tools    []string          `mapstructure:"tools"`
-	MaxTools int               `mapstructure:"max_tools"` // 0: mcptools.DefaultMaxTools
-	Prefix   *string           `mapstructure:"prefix"`
-	Timeout  time.Duration     `mapstructure:"timeout"`
-	Approval string            `mapstructure:"approval"`
-	Isolate  IsolateConfig     `mapstructure:"isolate"`
+	Command []string          `mapstructure:"command"`
+	URL     string            `mapstructure:"url"`
+	Headers map[string]string `mapstructure:"headers"`
+	Env     []string          `mapstructure:"env"`
+	// EnvPassthrough: variables of gatebridge's environment a stdio
+	// server gets besides mcptools.BaseEnv's.
+	EnvPassthrough []string      `mapstructure:"env_passthrough"`
+	Tools          []string      `mapstructure:"tools"`
+	MaxTools       int           `mapstructure:"max_tools"` // 0: mcptools.DefaultMaxTools
+	Prefix         *string       `mapstructure:"prefix"`
+	Timeout        time.Duration `mapstructure:"timeout"`
+	Approval       string        `mapstructure:"approval"`
+	Isolate        IsolateConfig `mapstructure:"isolate"`
 }
 
 type ArgConfig struct {

@@ -124,7 +124,7 @@ func gateSources(cfg *Config) []gateSource {
 	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
-			Name: name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
+			Name: name, Command: c.Command, Env: c.Env, EnvPassthrough: c.EnvPassthrough, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
 			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask", Isolate: c.Isolate.spec()}})
 	}
 	return srcs

@@ -33,6 +33,16 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 	if err := secretSettings(ctx, &s, env); err != nil {
 		return nil, err
 	}
+	for _, n := range s.EnvPassthrough {
+		if !ValidEnvName(n) {
+			return nil, &gates.SettingError{Field: "env_passthrough", Err: fmt.Errorf("%q is not a variable name", n),
+				Help: func(string) string { return "list variable names, exactly (letters, digits and _; no = or *)" }}
+		}
+	}
+	if len(s.EnvPassthrough) > 0 && len(s.Command) == 0 {
+		return nil, &gates.SettingError{Field: "env_passthrough", Err: errors.New("env_passthrough applies to a stdio server (command), not to a url"),
+			Help: func(key string) string { return "drop " + key + ".env_passthrough" }}
+	}
 	if len(s.Command) > 0 {
 		prog, err := exec.LookPath(s.Command[0])
 		if err == nil {
@@ -50,6 +60,12 @@ func newKindGates(ctx context.Context, s Server, env gates.Env) ([]gates.Gate, e
 			if s.Isolator, s.Isolate, _, err = env.IsolationResolved(ctx, s.Isolate); err != nil {
 				return nil, err
 			}
+		}
+		if s.Isolator == nil && s.Dir == "" && cwdUntrusted(env.Untrusted) {
+			// On the host, not among the sandbox's files: npx runs a
+			// node_modules/.bin program of the working directory, npm
+			// reads its .npmrc, python -m its modules.
+			s.Dir = "/"
 		}
 	} else if s.Isolate.Host || s.Isolate.Network || len(s.Isolate.Read) > 0 || len(s.Isolate.Write) > 0 {
 		return nil, &gates.SettingError{Field: "isolate", Err: errors.New("isolate applies to a stdio server (command), not to a url"),
@@ -141,4 +157,18 @@ func DefaultCacheDir(untrusted []string) string {
 		return ""
 	}
 	return dir
+}
+
+// cwdUntrusted reports whether gatebridge's working directory lies in
+// one of untrusted (or cannot be told).
+func cwdUntrusted(untrusted []string) bool {
+	wd, err := os.Getwd()
+	if err != nil {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		real = wd
+	}
+	return gates.UntrustedDir(untrusted, real, filepath.Clean(wd)) != ""
 }

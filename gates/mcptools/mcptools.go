@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,9 +79,20 @@ type Server struct {
 	// one (with Headers, sent to URL's origin only: a redirect to another
 	// scheme, host or port is refused). Exactly one must be set.
 	Command []string
-	Env     []string // added to gatebridge's environment for Command
-	URL     string
-	Headers map[string]string
+	// Env is added to a stdio server's environment, which otherwise holds
+	// only the variables of gatebridge's own that [BaseEnv] keeps (PATH,
+	// HOME, the locale, …) and those EnvPassthrough names: not whatever
+	// else gatebridge's environment holds (cloud credentials, tokens).
+	Env []string
+	// Dir is a stdio server's working directory; "" is gatebridge's.
+	// The mcp kind sets "/" for a server on the host when gatebridge's
+	// lies where the sandbox writes.
+	Dir string
+	// EnvPassthrough names more variables of gatebridge's environment to
+	// pass to a stdio server, exactly as named.
+	EnvPassthrough []string
+	URL            string
+	Headers        map[string]string
 	// Expand, when set, expands the values of Env (when the server
 	// starts) and of Headers (with each request): secret references
 	// (${secret:NAME}). The tool-list cache is keyed by Env unexpanded.
@@ -299,8 +311,9 @@ func Connect(ctx context.Context, s Server) ([]gates.Gate, []Refused, error) {
 				return nil, err
 			}
 			cmd := exec.Command(s.Command[0], s.Command[1:]...)
-			cmd.Env = append(os.Environ(), env...)
+			cmd.Env = append(BaseEnv(os.Environ(), s.EnvPassthrough), env...)
 			cmd.Stderr = c.stderr
+			cmd.Dir = s.Dir
 			if s.Isolator != nil {
 				return c.connectIsolated(ctx, s.Isolator, s.Isolate, cmd, &mcp.CommandTransport{Command: cmd})
 			}
@@ -570,7 +583,8 @@ func cachePath(s Server) string {
 		Size                int64
 		Mtime               int64
 		Ino                 uint64
-	}{s.Command, s.Env, s.Tools, fi.Size(), fi.ModTime().UnixNano(), ino})
+		Passthrough         []string `json:",omitempty"`
+	}{s.Command, s.Env, s.Tools, fi.Size(), fi.ModTime().UnixNano(), ino, s.EnvPassthrough})
 	sum := sha256.Sum256(key)
 	return filepath.Join(s.CacheDir, hex.EncodeToString(sum[:16])+".json")
 }
@@ -1073,4 +1087,41 @@ func (g *gate) help(c *gates.Call) {
 		}
 	}
 	fmt.Fprintf(c.Stdout, "\nArguments: KEY=VALUE words, or one JSON object, or a JSON object on stdin.\n")
+}
+
+// baseEnvNames are the variables of gatebridge's environment every stdio
+// server gets: where programs are, who and where the user is, the locale
+// and terminal. Nothing that commonly holds a credential.
+var baseEnvNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR",
+	"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"}
+
+// BaseEnv returns the entries of environ (KEY=VALUE) a stdio MCP server
+// inherits: those named in baseEnvNames, LC_*, and those passthrough
+// names. Everything else of gatebridge's environment (AWS_*, GITHUB_TOKEN
+// when no secret took it, …) stays out.
+func BaseEnv(environ, passthrough []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if slices.Contains(baseEnvNames, k) || strings.HasPrefix(k, "LC_") || slices.Contains(passthrough, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// ValidEnvName reports whether name can be a variable of env_passthrough.
+func ValidEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, r := range name {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -111,6 +111,14 @@ func serveTestTools() {
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: v}}}, nil, nil
 			})
+		mcp.AddTool(s, &mcp.Tool{Name: "cwd", Description: "Print the server's working directory."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				wd, err := os.Getwd()
+				if err != nil {
+					wd = err.Error()
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: wd}}}, nil, nil
+			})
 		mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Log a variable of the server and pad bytes on stderr, and die."},
 			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
 				Name string `json:"name"`

@@ -120,3 +120,72 @@ func TestStderrTailLeavesNoPartialSecret(t *testing.T) {
 		t.Errorf("stdout %q stderr %q", out, errOut)
 	}
 }
+
+// A stdio server does not inherit gatebridge's whole environment: a
+// cloud credential exported for some other tool (no secret declares it)
+// stays out, the base variables (PATH) and the ones env_passthrough names
+// go in.
+func TestStdioServerEnvScrubbed(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-undeclared-credential-42")
+	t.Setenv("GB_TEST_PASSED_ON", "passed-on-value")
+	exe, _ := os.Executable()
+	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"env"},
+		Env:            []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1"},
+		EnvPassthrough: []string{"GB_TEST_PASSED_ON"},
+		Isolate:        gates.IsolateSpec{Host: true}}
+	reg := gates.NewRegistry()
+	defer reg.Close()
+	if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"AWS_SECRET_ACCESS_KEY": "unset",
+		"GB_TEST_PASSED_ON":     "passed-on-value",
+		"PATH":                  os.Getenv("PATH"),
+	} {
+		if _, out, _ := call(t, reg, "t_env", "", "name="+name); strings.TrimSpace(out) != want {
+			t.Errorf("%s in the server's environment = %q, want %q", name, strings.TrimSpace(out), want)
+		}
+	}
+}
+
+// env_passthrough takes variable names, and only for a stdio server.
+func TestEnvPassthroughSettings(t *testing.T) {
+	for _, srv := range []Server{
+		{Name: "a", Command: []string{"/bin/echo"}, EnvPassthrough: []string{"AWS_*"}},
+		{Name: "b", Command: []string{"/bin/echo"}, EnvPassthrough: []string{"X=1"}},
+		{Name: "c", URL: "http://127.0.0.1:1/", EnvPassthrough: []string{"X"}},
+	} {
+		_, err := mcpKind(t).Add(context.Background(), gates.NewRegistry(), srv, gates.Env{})
+		var se *gates.SettingError
+		if !errors.As(err, &se) || se.Field != "env_passthrough" {
+			t.Errorf("%s: %v, want an env_passthrough error", srv.Name, err)
+		}
+	}
+}
+
+// A stdio server on the host does not start in gatebridge's working
+// directory when that is the workspace: there it would run among the
+// sandbox's files (npx prefers the working directory's
+// node_modules/.bin). Outside the workspace it keeps it.
+func TestHostServerNotInWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	t.Chdir(ws)
+	exe, _ := os.Executable()
+	srv := Server{Name: "t", Command: []string{exe}, Tools: []string{"cwd"},
+		Env:     []string{"GATEBRIDGE_TEST_MCP_SERVER=1", "GATEBRIDGE_TEST_MCP_ENVTOOL=1"},
+		Isolate: gates.IsolateSpec{Host: true}}
+	for _, tc := range []struct {
+		untrusted []string
+		want      string
+	}{{[]string{ws}, "/"}, {[]string{t.TempDir()}, ws}} {
+		reg := gates.NewRegistry()
+		if _, err := mcpKind(t).Add(context.Background(), reg, srv, gates.Env{Untrusted: tc.untrusted}); err != nil {
+			t.Fatal(err)
+		}
+		if _, out, _ := call(t, reg, "t_cwd", ""); strings.TrimSpace(out) != tc.want {
+			t.Errorf("untrusted %v: the server's working directory is %q, want %s", tc.untrusted, out, tc.want)
+		}
+		reg.Close()
+	}
+}

@@ -324,7 +324,7 @@ func (s *Store) Get(ctx context.Context, name string, untrusted []string) (strin
 	} else {
 		v, err = s.runCommand(ctx, src.Command, untrusted)
 		if err != nil {
-			return "", &Error{Name: name, Field: "command", Err: err, Help: "run the command yourself to see why; it must print the secret on stdout and exit 0"}
+			return "", &Error{Name: name, Field: "command", Err: err, Help: "run the command yourself to see why (gatebridge does not show its output); it must print the secret on stdout and exit 0"}
 		}
 	}
 	if err := checkValue(v); err != nil {
@@ -431,21 +431,16 @@ func (s *Store) runCommand(ctx context.Context, argv []string, untrusted []strin
 	cmd.Args[0] = argv[0]
 	cmd.Dir = "/"
 	out := &capBuffer{max: MaxValueBytes}
-	errOut := &capBuffer{max: 512}
-	cmd.Stdout, cmd.Stderr = out, errOut
+	// Its stderr is not kept: a failing secret command may print the
+	// value, or part of one no redactor would recognize ("token
+	// abc123… expired"), and its error reaches logs and doctor's output.
+	cmd.Stdout, cmd.Stderr = out, nil
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("%s: no answer within %v", argv[0], CommandTimeout)
 		}
-		msg := strings.TrimSpace(strings.ToValidUTF8(errOut.String(), "?"))
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		if msg != "" {
-			return "", fmt.Errorf("%s: %v: %q", argv[0], err, msg)
-		}
-		return "", fmt.Errorf("%s: %v", argv[0], err)
+		return "", fmt.Errorf("%s: %v (its output is not shown: it may hold the secret)", argv[0], err)
 	}
 	if out.over {
 		return "", fmt.Errorf("%s printed more than %d bytes", argv[0], MaxValueBytes)

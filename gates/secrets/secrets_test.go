@@ -146,9 +146,11 @@ func TestCommandSource(t *testing.T) {
 	script := secretFile(t, dir, "print.sh", "#!/bin/sh\necho run >> "+count+"\necho '  cmd-value-42  '\n")
 	os.Chmod(script, 0o700)
 	s := mustNew(t, map[string]Source{
-		"once":    {Command: []string{script}},
-		"fresh":   {Command: []string{script}, Refresh: time.Nanosecond},
-		"fails":   {Command: []string{"sh", "-c", "echo nope >&2; exit 3"}},
+		"once":  {Command: []string{script}},
+		"fresh": {Command: []string{script}, Refresh: time.Nanosecond},
+		// A failing command that prints the value, whole or in part, on
+		// stderr or stdout: none of it is quoted in the error.
+		"fails":   {Command: []string{"sh", "-c", "echo out-part-hunter2; echo token err-part-hunter2 expired >&2; exit 3"}},
 		"planted": {Command: []string{script}},
 	})
 	ctx := context.Background()
@@ -166,7 +168,8 @@ func TestCommandSource(t *testing.T) {
 	if runs() != 3 {
 		t.Errorf("with refresh: ran %d times, want 3", runs())
 	}
-	if _, err := s.Get(ctx, "fails", nil); err == nil || !strings.Contains(err.Error(), "nope") || hint.Of(err) == "" {
+	if _, err := s.Get(ctx, "fails", nil); err == nil || strings.Contains(err.Error(), "part-hunter2") ||
+		!strings.Contains(err.Error(), "exit status 3") || hint.Of(err) == "" {
 		t.Errorf("failing command: %v", err)
 	}
 	if _, err := s.Get(ctx, "planted", []string{dir}); err == nil || !strings.Contains(err.Error(), "sandbox can write") {
