@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
 )
 
 // FileName is the grants file's name in its default directory,

@@ -6,7 +6,7 @@ import "errors"
 
 var errUnsupported = errors.New("approval: the grants file is not supported on this platform")
 
-func statFile(string) (stamp, error)  { return stamp{}, errUnsupported }
+func statFile(string) (stamp, error)   { return stamp{}, errUnsupported }
 func readFile(string) ([]Grant, error) { return nil, errUnsupported }
 func ensureDir(string) error           { return errUnsupported }
 func lockDir(string) (func(), error)   { return nil, errUnsupported }
