@@ -257,10 +257,10 @@ func (t *Terminal) Ask(ctx context.Context, req *Request) (Answer, error) {
 	defer func() { <-t.sem }()
 	t.hold.Lock()
 	defer t.hold.Unlock()
-	io.WriteString(t.out, reset+Prompt(req, t.Note))
 	cs := choices(req)
+	question := reset + Prompt(req, t.Note)
 	for try := 0; ; try++ {
-		line, err := t.readLine(ctx)
+		line, err := t.readLine(ctx, question)
 		if err != nil {
 			if ctx.Err() != nil {
 				io.WriteString(t.out, "\n"+reset+Marker+"question withdrawn ("+context.Cause(ctx).Error()+")\n")
@@ -288,13 +288,15 @@ func (t *Terminal) Ask(ctx context.Context, req *Request) (Answer, error) {
 		for _, c := range cs {
 			keys = append(keys, c.key)
 		}
-		io.WriteString(t.out, fmt.Sprintf("%sanswer %s and Enter: ", Marker, strings.Join(keys, ", ")))
+		question = fmt.Sprintf("%sanswer %s and Enter: ", Marker, strings.Join(keys, ", "))
 	}
 }
 
-// readLine returns the next line typed, or an error when ctx ends or the
-// terminal can no longer be read (or reads EOF: Ctrl-D).
-func (t *Terminal) readLine(ctx context.Context) (string, error) {
+// readLine shows question and returns the next line typed, or an error
+// when ctx ends or the terminal can no longer be read (or reads EOF:
+// Ctrl-D). What is typed from the moment the question is shown is the
+// answer.
+func (t *Terminal) readLine(ctx context.Context, question string) (string, error) {
 	ch := make(chan []byte, 1)
 	t.mu.Lock()
 	if t.dead != nil || t.closed {
@@ -306,6 +308,7 @@ func (t *Terminal) readLine(ctx context.Context) (string, error) {
 	t.asking = ch
 	t.cond.Broadcast()
 	t.mu.Unlock()
+	io.WriteString(t.out, question)
 	select {
 	case chunk, ok := <-ch:
 		if !ok || len(chunk) == 0 {

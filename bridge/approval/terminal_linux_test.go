@@ -52,10 +52,13 @@ func newPerson(t *testing.T) *person {
 
 // waitFor waits until the screen shows s (and fails after a long while:
 // a prompt that never comes).
-func (p *person) waitFor(s string) string {
+func (p *person) waitFor(s string) string { p.t.Helper(); return p.waitForN(s, 1) }
+
+// waitForN waits until the screen shows s n times.
+func (p *person) waitForN(s string, n int) string {
 	p.t.Helper()
 	for i := 0; i < 2000; i++ {
-		if got := p.screen.String(); strings.Contains(got, s) {
+		if got := p.screen.String(); strings.Count(got, s) >= n {
 			return got
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -104,7 +107,7 @@ func TestTerminalYesNo(t *testing.T) {
 		t.Errorf("y: %+v", a)
 	}
 	ch = p.ask(req)
-	p.waitFor("allowed: allow this call once")
+	p.waitForN(`allow "git_log"? [y/n/s/w/a/p]: `, 2)
 	p.typeLine("maybe")
 	p.waitFor("answer y, n, s, w, a, p and Enter")
 	p.typeLine("n")
@@ -112,7 +115,7 @@ func TestTerminalYesNo(t *testing.T) {
 		t.Errorf("n: %+v", a)
 	}
 	ch = p.ask(req)
-	p.waitFor(Marker + "denied")
+	p.waitForN(`allow "git_log"? [y/n/s/w/a/p]: `, 3)
 	p.typeLine("p")
 	if a := <-ch; !a.Allow || a.Grant == nil || a.Grant.Patterns == nil {
 		t.Errorf("p: %+v", a)
