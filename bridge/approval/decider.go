@@ -114,8 +114,10 @@ type Config struct {
 	// gates and http rules: approval in the config). A gate not named
 	// here has the setting [SettingOf] finds.
 	Settings map[string]Setting
-	// Record, when set, receives every decision.
+	// Record, when set, receives every decision; Redact, when set,
+	// hides secret values in its strings first.
 	Record func(Record)
+	Redact func(string) string
 	// NoOne says why no one can be asked (for the error, "" for the
 	// default), e.g. "no terminal to ask on".
 	NoOne string
@@ -387,6 +389,14 @@ func (d *Decider) record(r Record) {
 		return
 	}
 	r.Time = d.cfg.Now().UTC()
+	if red := d.cfg.Redact; red != nil {
+		r.Args = append([]string(nil), r.Args...)
+		for i, a := range r.Args {
+			r.Args[i] = red(a)
+		}
+		r.ArgsBase64 = lossless.List(r.Args)
+		r.Reason, r.Scope = red(r.Reason), red(r.Scope)
+	}
 	d.cfg.Record(r)
 }
 
@@ -403,15 +413,16 @@ func capArgs(args []string) []string {
 }
 
 // ApproveFunc adapts d to the dispatcher's hook (bridge.Config.Approve)
-// for one session: the gate is looked up in reg, its words (after the
-// JSON-object convention) decided.
-func (d *Decider) ApproveFunc(reg *gates.Registry, session, workspace string) bridge.ApproveFunc {
+// for one session, named by session() when a call comes (a session's id
+// is known once it is open): the gate is looked up in reg, its words
+// (after the JSON-object convention) decided.
+func (d *Decider) ApproveFunc(reg *gates.Registry, workspace string, session func() string) bridge.ApproveFunc {
 	return func(ctx context.Context, spec gates.Spec, req *bridge.Request) error {
 		g, err := reg.Lookup(spec.Name)
 		if err != nil {
 			return err
 		}
-		return d.Decide(ctx, g, Call{Gate: spec.Name, Args: req.Args, Session: session, Workspace: workspace, CallID: req.ID})
+		return d.Decide(ctx, g, Call{Gate: spec.Name, Args: req.Args, Session: session(), Workspace: workspace, CallID: req.ID})
 	}
 }
 

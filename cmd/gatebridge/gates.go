@@ -125,7 +125,7 @@ func gateSources(cfg *Config) []gateSource {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
-			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask", Isolate: c.Isolate.spec()}})
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.spec()}})
 	}
 	return srcs
 }

@@ -218,6 +218,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newMCPCmd(a),
 		newPromptCmd(a),
 		newConfigCmd(a),
+		newGrantsCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)
