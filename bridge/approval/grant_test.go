@@ -80,3 +80,26 @@ func TestDescribeEscapes(t *testing.T) {
 		}
 	}
 }
+
+func TestGrantFlags(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	g, err := GrantFlags{Gate: "git_log", Args: []string{"2=[0-9]+", "1=-n"}, Workspace: "/src/app", For: time.Hour}.Grant(now)
+	if err != nil || strings.Join(g.Patterns, " ") != "-n [0-9]+" || g.Lifetime != LifeWorkspace || !g.Expires.Equal(now.Add(time.Hour)) {
+		t.Fatalf("%+v, %v", g, err)
+	}
+	if want := `allows "git_log" with 2 arguments matching "-n" "[0-9]+" (each in full, and within its policy) in workspace "/src/app", until 2026-11-25 13:00 UTC`; g.Describe() != want {
+		t.Errorf("Describe:\n got %s\nwant %s", g.Describe(), want)
+	}
+	for _, f := range []GrantFlags{
+		{Gate: "g", Args: []string{"2=x"}},        // argument 1 missing
+		{Gate: "g", Args: []string{"1=x", "1=y"}}, // twice
+		{Gate: "g", Args: []string{"0=x"}},        // from 1
+		{Gate: "g", Exact: []string{"a"}},         // no --exact
+		{Gate: "g"},                               // no scope
+		{Gate: "g", Any: true, IsExact: true},     // two scopes
+	} {
+		if _, err := f.Grant(now); err == nil {
+			t.Errorf("%+v: accepted", f)
+		}
+	}
+}
