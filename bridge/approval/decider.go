@@ -428,3 +428,36 @@ func (d *Decider) ApproveFunc(reg *gates.Registry, workspace string, session fun
 
 // String of a setting.
 func (s Setting) String() string { return string(s) }
+
+// Refuse replaces in reg each gate whose setting in settings is Deny by
+// one that refuses every call (exit 126), whatever front end calls it,
+// asking or not. The replaced gate is closed (a [gates.Closer]).
+func Refuse(reg *gates.Registry, settings map[string]Setting) error {
+	for name, s := range settings {
+		if s != Deny {
+			continue
+		}
+		g, err := reg.Lookup(name)
+		if err != nil {
+			continue // not built (an MCP tool left out, say)
+		}
+		if err := reg.Unregister(name); err != nil {
+			return err
+		}
+		if err := reg.Register(refused{g.Spec()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refused is a gate with approval: deny.
+type refused struct{ spec gates.Spec }
+
+var _ gates.ApprovalSetter = refused{}
+
+func (r refused) Spec() gates.Spec        { return r.spec }
+func (r refused) ApprovalSetting() string { return gates.ApprovalDeny }
+func (r refused) Call(context.Context, *gates.Call) (int, error) {
+	return gates.ExitDenied, gates.Deniedf("%s: refused by its config (approval: deny)", r.spec.Name)
+}

@@ -274,3 +274,22 @@ func (settingGate) Call(context.Context, *gates.Call) (int, error) { return 0, n
 func (g settingGate) ApprovalSetting() string                      { return g.s }
 
 var _ = filepath.Join
+
+// approval: deny refuses on a front end that does not ask the decider
+// (serve, mcp): the gate itself is replaced.
+func TestRefuse(t *testing.T) {
+	reg := gates.NewRegistry()
+	ran := false
+	reg.MustRegister(gates.Func(gates.Spec{Name: "push"}, func(context.Context, *gates.Call) (int, error) { ran = true; return 0, nil }))
+	reg.MustRegister(gates.Func(gates.Spec{Name: "log"}, func(context.Context, *gates.Call) (int, error) { return 0, nil }))
+	if err := Refuse(reg, map[string]Setting{"push": Deny, "log": Ask, "gone": Deny}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := reg.Lookup("push")
+	if _, err := g.Call(context.Background(), &gates.Call{}); !errors.Is(err, gates.ErrDenied) || ran || SettingOf(g) != Deny {
+		t.Errorf("push: %v, ran %v", err, ran)
+	}
+	if g, _ := reg.Lookup("log"); SettingOf(g) != Never {
+		t.Error("log was replaced")
+	}
+}

@@ -35,13 +35,7 @@ func newRunApprovals(cfg *Config, reg *gates.Registry, workspace string, local b
 	if err := store.Inside(workspace); err != nil {
 		return nil, nil, err
 	}
-	settings := map[string]approval.Setting{} // command and http gates; MCP tools carry their own
-	for _, c := range cfg.Gates.Commands {
-		settings[c.Name], _ = approval.ParseSetting(c.Approval)
-	}
-	for _, h := range cfg.Gates.HTTP {
-		settings[h.Name], _ = approval.ParseSetting(h.Approval)
-	}
+	settings := approvalSettings(cfg)
 	note := ""
 	if local {
 		note = approval.LocalNote
@@ -49,6 +43,19 @@ func newRunApprovals(cfg *Config, reg *gates.Registry, workspace string, local b
 	d, term := approval.WithTerminal(approval.Config{Timeout: cfg.Approvals.Timeout, MaxPending: cfg.Approvals.MaxPending,
 		Store: store, Settings: settings, Record: func(r approval.Record) { auditLine(audit, r) }, Redact: cfg.secrets.Redactor().String}, reg, note)
 	return d, term, nil
+}
+
+// approvalSettings are the settings of command and http gates, by name
+// (MCP tools carry their own).
+func approvalSettings(cfg *Config) map[string]approval.Setting {
+	settings := map[string]approval.Setting{}
+	for _, c := range cfg.Gates.Commands {
+		settings[c.Name], _ = approval.ParseSetting(c.Approval)
+	}
+	for _, h := range cfg.Gates.HTTP {
+		settings[h.Name], _ = approval.ParseSetting(h.Approval)
+	}
+	return settings
 }
 
 // auditLine writes v as one JSON line to w (nil: nowhere).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -168,6 +169,11 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 		for _, n := range names {
 			kindOf[n] = src.kind
 		}
+	}
+	// approval: deny refuses on every front end, asking or not
+	if err := approval.Refuse(reg, approvalSettings(cfg)); err != nil {
+		reg.Close()
+		return nil, nil, err
 	}
 	return reg, kindOf, nil
 }
