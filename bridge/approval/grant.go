@@ -2,6 +2,7 @@ package approval
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,7 +57,10 @@ type Grant struct {
 	// Exact arguments; ExactBase64 holds those that are not UTF-8 (the
 	// lossless rule: nil for the others).
 	Exact       []string `yaml:"exact,omitempty" json:"exact,omitempty"`
-	ExactBase64 [][]byte `yaml:"exact_base64,omitempty" json:"exact_base64,omitempty"`
+	ExactBase64 [][]byte `yaml:"-" json:"exact_base64,omitempty"`
+	// ExactBase64Text is ExactBase64 in the file: standard base64, ""
+	// for an argument that is UTF-8.
+	ExactBase64Text []string `yaml:"exact_base64,omitempty" json:"-"`
 	Patterns    []string `yaml:"patterns,omitempty" json:"patterns,omitempty"`
 	AnyArgs     bool     `yaml:"any_args,omitempty" json:"any_args,omitempty"`
 	Lifetime    Lifetime `yaml:"lifetime" json:"lifetime"`
@@ -234,11 +238,15 @@ func newID() string {
 // storable prepares g for the file: the exact bytes of arguments that are
 // not UTF-8 go to ExactBase64 (YAML holds only UTF-8).
 func (g *Grant) storable() {
-	g.ExactBase64 = lossless.List(g.Exact)
-	if g.ExactBase64 != nil {
+	g.ExactBase64, g.ExactBase64Text = nil, nil
+	if lossless.List(g.Exact) != nil {
 		shown := make([]string, len(g.Exact))
+		g.ExactBase64Text = make([]string, len(g.Exact))
 		for i, a := range g.Exact {
 			shown[i] = strings.ToValidUTF8(a, "\uFFFD")
+			if b := lossless.Bytes(a); b != nil {
+				g.ExactBase64Text[i] = base64.StdEncoding.EncodeToString(b)
+			}
 		}
 		g.Exact = shown
 	}
@@ -246,14 +254,21 @@ func (g *Grant) storable() {
 
 // loaded restores the exact bytes after reading the file.
 func (g *Grant) loaded() error {
-	if g.ExactBase64 == nil {
+	if g.ExactBase64Text == nil {
 		return nil
 	}
-	for i, b := range g.ExactBase64 {
-		if len(b) == 0 { // YAML's null (a string that is not UTF-8 is never empty)
-			g.ExactBase64[i] = nil
+	g.ExactBase64 = make([][]byte, len(g.ExactBase64Text))
+	for i, t := range g.ExactBase64Text {
+		if t == "" {
+			continue
 		}
+		b, err := base64.StdEncoding.DecodeString(t)
+		if err != nil || len(b) == 0 {
+			return fmt.Errorf("grant %s: exact_base64[%d] is not base64", g.ID, i)
+		}
+		g.ExactBase64[i] = b
 	}
+	g.ExactBase64Text = nil
 	exact, err := lossless.Strings(g.Exact, g.ExactBase64)
 	if err != nil {
 		return fmt.Errorf("grant %s: exact_base64: %v", g.ID, err)
