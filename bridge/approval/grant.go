@@ -61,9 +61,9 @@ type Grant struct {
 	// ExactBase64Text is ExactBase64 in the file: standard base64, ""
 	// for an argument that is UTF-8.
 	ExactBase64Text []string `yaml:"exact_base64,omitempty" json:"-"`
-	Patterns    []string `yaml:"patterns,omitempty" json:"patterns,omitempty"`
-	AnyArgs     bool     `yaml:"any_args,omitempty" json:"any_args,omitempty"`
-	Lifetime    Lifetime `yaml:"lifetime" json:"lifetime"`
+	Patterns        []string `yaml:"patterns,omitempty" json:"patterns,omitempty"`
+	AnyArgs         bool     `yaml:"any_args,omitempty" json:"any_args,omitempty"`
+	Lifetime        Lifetime `yaml:"lifetime" json:"lifetime"`
 	// Workspace is the absolute workspace a LifeWorkspace grant is for.
 	Workspace string `yaml:"workspace,omitempty" json:"workspace,omitempty"`
 	// Session is the session a LifeSession grant is for (never stored).
