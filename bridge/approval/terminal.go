@@ -45,7 +45,7 @@ type Terminal struct {
 	Note string
 
 	sem  chan struct{} // one question at a time
-	hold sync.RWMutex  // Output's writes, held while a question is up
+	hold pauser        // Output's writes, held while a question is up
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -76,6 +76,7 @@ func OpenTerminal() (*Terminal, error) {
 func NewTerminal(in *os.File, out io.Writer) *Terminal {
 	t := &Terminal{in: in, out: out, sem: make(chan struct{}, 1)}
 	t.cond = sync.NewCond(&t.mu)
+	t.hold.cond = sync.NewCond(&t.hold.mu)
 	return t
 }
 
@@ -181,9 +182,68 @@ type heldWriter struct {
 }
 
 func (h heldWriter) Write(p []byte) (int, error) {
-	h.t.hold.RLock()
-	defer h.t.hold.RUnlock()
+	h.t.hold.enter()
+	defer h.t.hold.leave()
 	return h.w.Write(p)
+}
+
+// pauser holds writers back while paused, and lets the one who pauses
+// wait (within a context) for the writes in flight.
+type pauser struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	paused   bool
+	inflight int
+	drained  chan struct{} // closed when inflight reaches 0 while paused
+}
+
+func (p *pauser) enter() {
+	p.mu.Lock()
+	for p.paused {
+		p.cond.Wait()
+	}
+	p.inflight++
+	p.mu.Unlock()
+}
+
+func (p *pauser) leave() {
+	p.mu.Lock()
+	if p.inflight--; p.inflight == 0 && p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
+	p.mu.Unlock()
+}
+
+// pause stops new writes and waits for those in flight (a terminal
+// that does not take output, a reader that stopped reading a pipe: ctx
+// bounds the wait).
+func (p *pauser) pause(ctx context.Context) error {
+	p.mu.Lock()
+	p.paused = true
+	var wait chan struct{}
+	if p.inflight > 0 {
+		p.drained = make(chan struct{})
+		wait = p.drained
+	}
+	p.mu.Unlock()
+	if wait == nil {
+		return nil
+	}
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		p.resume()
+		return context.Cause(ctx)
+	}
+}
+
+func (p *pauser) resume() {
+	p.mu.Lock()
+	p.paused, p.drained = false, nil
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // choice is one answer the prompt offers.
@@ -255,8 +315,10 @@ func (t *Terminal) Ask(ctx context.Context, req *Request) (Answer, error) {
 		return Answer{}, context.Cause(ctx)
 	}
 	defer func() { <-t.sem }()
-	t.hold.Lock()
-	defer t.hold.Unlock()
+	if err := t.hold.pause(ctx); err != nil {
+		return Answer{}, err
+	}
+	defer t.hold.resume()
 	cs := choices(req)
 	question := reset + Prompt(req, t.Note)
 	for try := 0; ; try++ {

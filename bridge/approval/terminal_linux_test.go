@@ -198,3 +198,49 @@ func TestTerminalRoutesStdin(t *testing.T) {
 		t.Errorf("stdin got %q after the question, want only %q", got, "after\n")
 	}
 }
+
+// The sandbox's output is held while a question is up; a write that
+// cannot finish (a terminal or pipe that takes no output) does not keep
+// the question from being withdrawn.
+func TestTerminalHoldsOutput(t *testing.T) {
+	p := newPerson(t)
+	blocked := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	w := p.term.Output(blocked)
+	go w.Write([]byte("stuck"))
+	<-blocked.entered // a write in flight, never finishing on its own
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.term.Ask(ctx, &Request{Gate: "git_log"})
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a question behind a stuck write was answered")
+	}
+	close(blocked.release)
+	// once the write is done, a question holds the next ones until answered
+	var after syncBuf
+	held := p.term.Output(&after)
+	ch := p.ask(&Request{Gate: "git_log"})
+	p.waitFor(`allow "git_log"?`)
+	wrote := make(chan struct{})
+	go func() { held.Write([]byte("late")); close(wrote) }()
+	p.typeLine("y")
+	<-ch
+	<-wrote
+	if after.String() != "late" {
+		t.Errorf("held write: %q", after.String())
+	}
+}
+
+type blockingWriter struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (b *blockingWriter) Write(p []byte) (int, error) {
+	b.once.Do(func() { close(b.entered) })
+	<-b.release
+	return len(p), nil
+}

@@ -106,7 +106,7 @@ policy refuses. Grants live in approvals.grants_file
 		Short: "Let calls of GATE run without asking",
 		Example: `  gatebridge grants add git_log --exact -- -n 5
   gatebridge grants add git_log --arg 1=-n --arg 2='[0-9]+' --workspace ~/src/app
-  gatebridge grants add http_github --arg 1=GET --arg 2='https://api\.github\.com/repos/acme/.*' --for 1h`,
+  gatebridge grants add http_github --arg 1='https://api\.github\.com/repos/acme/.*' --for 1h`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.Gate, f.Exact = args[0], args[1:]
