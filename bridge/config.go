@@ -101,8 +101,12 @@ type Config struct {
 	RescanInterval time.Duration
 	// Keep leaves the session directory in place on Close (debugging).
 	Keep bool
-	// Audit, when set, receives one JSON line per call attempt.
+	// Audit, when set, receives one JSON line per call attempt and one
+	// per command a session runs ([CommandRecord]).
 	Audit io.Writer
+	// Sandbox names the persistent sandbox the session's commands run in,
+	// for the audit log ("" when each has a sandbox of its own).
+	Sandbox string
 	// Redact, when set, replaces every secret value it knows in what
 	// leaves the session: gate output (streamed or not), call records and
 	// error texts, the audit log, and the sandboxed command's own output

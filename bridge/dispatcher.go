@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
@@ -177,6 +179,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 			rec.Decision, rec.ExitCode = DecisionDenied, gates.ExitDenied
 			rec.Error = "not approved: " + err.Error()
 			resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + rec.Error + "\n")
+			if h := hint.Of(err); h != "" {
+				resp.Stderr = append(resp.Stderr, "gatebridge: hint: "+h+"\n"...)
+			}
 			return d.done(resp, rec)
 		}
 	}
@@ -338,6 +343,27 @@ func (d *Dispatcher) Record(rec CallRecord) {
 			d.cfg.Audit.Write(append(line, '\n'))
 			d.auditMu.Unlock()
 		}
+	}
+}
+
+// audit appends one record (a command's) to the audit log, its strings
+// redacted.
+func (d *Dispatcher) audit(rec CommandRecord) {
+	if d.cfg.Audit == nil {
+		return
+	}
+	if red := d.cfg.Redact; red.Active() {
+		rec.Argv = slices.Clone(rec.Argv)
+		for i, a := range rec.Argv {
+			rec.Argv[i] = red.String(a)
+		}
+		rec.ArgvBase64 = lossless.List(rec.Argv)
+	}
+	line, err := json.Marshal(rec)
+	if err == nil {
+		d.auditMu.Lock()
+		d.cfg.Audit.Write(append(line, '\n'))
+		d.auditMu.Unlock()
 	}
 }
 

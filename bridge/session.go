@@ -401,7 +401,32 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	if s.cfg.Keep {
 		res.SessionDir = s.layout.Root
 	}
+	s.d.audit(CommandRecord{Time: start.UTC(), Session: s.id, Kind: "command", Argv: capArgs(spec.Command),
+		ArgvBase64: lossless.List(capArgs(spec.Command)), Backend: backend.Name(), Sandbox: s.cfg.Sandbox,
+		ExitCode: br.ExitCode, TimedOut: br.TimedOut, Canceled: br.Canceled,
+		DurationMS: time.Since(start).Milliseconds(),
+		BytesOut:   int64(len(br.Stdout)+len(br.Stderr)) + br.StdoutDropped + br.StderrDropped})
 	return res, nil
+}
+
+// CommandRecord is the audit record of one command a session ran in its
+// sandbox (kind "command"), next to the records of its gate calls.
+type CommandRecord struct {
+	Time       time.Time `json:"time"`
+	Session    string    `json:"session"`
+	Kind       string    `json:"kind"`
+	Argv       []string  `json:"argv"` // capped as call arguments are
+	ArgvBase64 [][]byte  `json:"argv_base64,omitempty"`
+	Backend    string    `json:"backend"`
+	// Sandbox names a persistent sandbox the command ran in ("" for one
+	// of its own).
+	Sandbox    string `json:"sandbox,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Canceled   bool   `json:"canceled,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	// BytesOut is what the command wrote to stdout and stderr.
+	BytesOut int64 `json:"bytes_out"`
 }
 
 // sessionEnv is the [sandbox.Spec.SessionEnv] of every Run: the PATH and

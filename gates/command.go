@@ -121,7 +121,11 @@ type commandGate struct {
 	isoSpec IsolateSpec // with iso: what the command reaches
 }
 
-var _ Gate = (*commandGate)(nil)
+var (
+	_ Gate         = (*commandGate)(nil)
+	_ ArgChecker   = (*commandGate)(nil)
+	_ ArgPatterner = (*commandGate)(nil)
+)
 
 // NewCommand builds a gate that runs s.Command plus the caller's
 // arguments, without a shell, in its own process group. Errors name the
@@ -335,6 +339,15 @@ func (g *commandGate) makeSpec(s CommandSpec) Spec {
 }
 
 func (g *commandGate) Spec() Spec { return g.spec }
+
+// CheckArgs implements [ArgChecker]: the policy check Call makes first.
+func (g *commandGate) CheckArgs(args []string) error {
+	_, err := g.policy.check(args)
+	return err
+}
+
+// ArgPatterns implements [ArgPatterner].
+func (g *commandGate) ArgPatterns(args []string) []string { return g.policy.patterns(args) }
 
 // OwnsHelp implements [HelpOwner]: a policy that allows "--help" (or
 // "-h") alone passes it to the command, whose own help it is; otherwise

@@ -235,6 +235,40 @@ type Approver interface {
 	NeedsApproval() bool
 }
 
+// Approval settings of a gate (approval: in the config): run without
+// asking, ask before each call, or refuse every call.
+const (
+	ApprovalNever = "never"
+	ApprovalAsk   = "ask"
+	ApprovalDeny  = "deny"
+)
+
+// ApprovalSetter is implemented by gates whose own config says how their
+// calls are approved (an MCP tool: its server's approval or its
+// tool_approval entry): one of ApprovalNever, ApprovalAsk, ApprovalDeny.
+// It supersedes [Approver] where both are implemented.
+type ApprovalSetter interface {
+	ApprovalSetting() string
+}
+
+// ArgChecker is implemented by gates with an argument policy (command
+// gates): CheckArgs says whether args pass it, with the error the call
+// would get (wrapping [ErrDenied] or [ErrUsage]). Approval uses it so
+// that nothing a person or a grant allows can go past the policy.
+type ArgChecker interface {
+	CheckArgs(args []string) error
+}
+
+// ArgPatterner is implemented by gates whose policy has a pattern for
+// each argument (command gates): for args that pass the policy it returns
+// one anchored RE2 expression per argument, each within the policy (an
+// option name as itself, an option's value or a positional argument as
+// its rule's pattern), or nil. A grant offered from them allows no more
+// than the policy does.
+type ArgPatterner interface {
+	ArgPatterns(args []string) []string
+}
+
 // Gate is a host-side tool callable from the sandbox. It does not know its
 // transport: the same gate answers a wrapper, a protocol client or an MCP
 // host.

@@ -364,3 +364,78 @@ func (p *argPolicy) usage() (string, []Param) {
 	}
 	return b.String(), params
 }
+
+// patterns returns, for args that pass the policy, one anchored RE2
+// expression per argument that the policy's own rules bound: an option
+// name (and "--") as itself, an option's value as the option's pattern,
+// a positional argument as its rule's pattern (legacy: allow_pattern when
+// the argument matches it, else the argument itself). Nil when args do
+// not pass.
+func (p *argPolicy) patterns(args []string) []string {
+	if _, err := p.check(args); err != nil {
+		return nil
+	}
+	lit := regexp.QuoteMeta
+	out := make([]string, 0, len(args))
+	if p.legacy {
+		for _, a := range args {
+			if p.re != nil && p.re.MatchString(a) {
+				out = append(out, p.re.String()[len(`^(?:`):len(p.re.String())-len(`)$`)])
+			} else {
+				out = append(out, lit(a))
+			}
+		}
+		return out
+	}
+	var pos []int // indexes of the positionals in args
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out = append(out, lit(a))
+			for j := i + 1; j < len(args); j++ {
+				pos = append(pos, j)
+				out = append(out, "")
+			}
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, i)
+			out = append(out, "")
+			continue
+		}
+		name, _, hasVal := a, "", false
+		if strings.HasPrefix(a, "--") {
+			name, _, hasVal = strings.Cut(a, "=")
+		} else if r, ok := p.options[a[:2]]; ok && r.re != nil && len(a) > 2 {
+			name, hasVal = a[:2], true
+		}
+		r := p.options[name]
+		switch {
+		case r.re == nil:
+			out = append(out, lit(a))
+		case hasVal:
+			sep := ""
+			if strings.HasPrefix(name, "--") {
+				sep = "="
+			}
+			out = append(out, lit(name+sep)+"(?:"+r.Value+")")
+		default:
+			out = append(out, lit(name), "(?:"+r.Value+")")
+			i++
+		}
+	}
+	// the positionals, in order, by the rule that took each (as
+	// checkPositionals assigns them)
+	j := 0
+	for _, r := range p.args {
+		n := 1
+		if r.Variadic {
+			n = r.Max
+		}
+		for took := 0; took < n && j < len(pos); took++ {
+			out[pos[j]] = "(?:" + r.Pattern + ")"
+			j++
+		}
+	}
+	return out
+}

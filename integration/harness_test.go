@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -238,6 +239,9 @@ func gbRaw(t testing.TB, dir string, env []string, stdin []byte, timeout time.Du
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	// No controlling terminal: a gate that needs approval is denied at
+	// once (run asks on /dev/tty), whoever runs the tests.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

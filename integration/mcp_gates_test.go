@@ -63,8 +63,8 @@ func TestMCPToolsAsGates(t *testing.T) {
 	})
 }
 
-// gates lists them (kind mcp); approval: ask is refused by run (no one to
-// ask); a server program the sandbox could have written is refused.
+// gates lists them (kind mcp); approval: ask is refused by run when it
+// has no terminal to ask on; a server program the sandbox could have written is refused.
 func TestMCPToolsConfig(t *testing.T) {
 	srv := testMCPServer(t)
 	ws := workspace(t)
@@ -75,7 +75,7 @@ func TestMCPToolsConfig(t *testing.T) {
 		t.Fatalf("gates: %+v", out)
 	}
 	out = gbRaw(t, ws, nil, nil, 0, "--config", cfg, "run", "--sandbox", "local", "--", "sh", "-c", "add a=1 b=2; echo rc=$?")
-	if out.Stdout != "rc=126\n" || !strings.Contains(out.Stderr, "needs approval") {
+	if out.Stdout != "rc=126\n" || !strings.Contains(out.Stderr, "needs approval") || !strings.Contains(out.Stderr, "gatebridge grants add") {
 		t.Fatalf("approval ask under run: %+v", out)
 	}
 	// The server's program inside the workspace: refused.

@@ -32,6 +32,7 @@ type HTTPGateConfig struct {
 	MaxResponseBytes int64            `mapstructure:"max_response_bytes"`
 	MaxRequestBytes  int64            `mapstructure:"max_request_bytes"`
 	Rules            []HTTPRuleConfig `mapstructure:"rules"`
+	Approval         string           `mapstructure:"approval"` // never, ask, deny (docs/approvals.md)
 }
 
 // HTTPRuleConfig is one rule of an http gate.

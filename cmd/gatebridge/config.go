@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -42,6 +43,9 @@ type Config struct {
 	Audit   AuditConfig   `mapstructure:"audit"`
 	MCP     MCPConfig     `mapstructure:"mcp"`
 	Policy  PolicyConfig  `mapstructure:"policy"`
+	// Approvals: how long a question waits, how many wait, where grants
+	// live (docs/approvals.md).
+	Approvals ApprovalsConfig `mapstructure:"approvals"`
 
 	// Secrets, by name: credentials gates use (broker.go).
 	Secrets map[string]SecretConfig `mapstructure:"secrets"`
@@ -167,9 +171,9 @@ type CommandConfig struct {
 	MaxOutputBytes int64          `mapstructure:"max_output_bytes"`
 	Env            []string       `mapstructure:"env"`
 	Stdin          bool           `mapstructure:"stdin"`
-	// Approval is "never" (default) or "ask": serve asks the protocol
-	// client (approval/request) before each call. `gatebridge run` has no
-	// one to ask and refuses such a gate.
+	// Approval is "never" (default), "ask" (serve asks its client, run
+	// and sandbox exec the person at the terminal) or "deny"
+	// (docs/approvals.md).
 	Approval string        `mapstructure:"approval"`
 	Isolate  IsolateConfig `mapstructure:"isolate"`
 }
@@ -222,7 +226,16 @@ type MCPServerConfig struct {
 	Prefix         *string       `mapstructure:"prefix"`
 	Timeout        time.Duration `mapstructure:"timeout"`
 	Approval       string        `mapstructure:"approval"`
-	Isolate        IsolateConfig `mapstructure:"isolate"`
+	// ToolApproval sets approval for single tools, by the tool's name.
+	ToolApproval map[string]string `mapstructure:"tool_approval"`
+	Isolate      IsolateConfig     `mapstructure:"isolate"`
+}
+
+// ApprovalsConfig is the approvals section.
+type ApprovalsConfig struct {
+	Timeout    time.Duration `mapstructure:"timeout"`
+	MaxPending int           `mapstructure:"max_pending"`
+	GrantsFile string        `mapstructure:"grants_file"`
 }
 
 type ArgConfig struct {
@@ -310,6 +323,9 @@ var defaults = map[string]any{
 	"gates.commands":                      []any{},
 	"gates.http":                          []any{},
 	"audit.path":                          "",
+	"approvals.timeout":                   approval.DefaultTimeout.String(),
+	"approvals.max_pending":               approval.DefaultMaxPending,
+	"approvals.grants_file":               "",
 	"mcp.sessions.max_sandboxes":          defaultMCPMaxSandboxes,
 	"mcp.sessions.idle_timeout":           defaultMCPIdleTimeout.String(),
 	"mcp.sessions.max_background":         defaultMCPMaxBackground,
@@ -630,6 +646,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		"bridge.limits.max_session_bytes": c.Bridge.Limits.MaxSessionBytes, "bridge.limits.max_records": int64(c.Bridge.Limits.MaxRecords),
 		"bridge.limits.max_record_bytes": int64(c.Bridge.Limits.MaxRecordBytes),
 		"audit.max_bytes":                c.Audit.MaxBytes, "audit.max_files": int64(c.Audit.MaxFiles),
+		"approvals.timeout": int64(c.Approvals.Timeout), "approvals.max_pending": int64(c.Approvals.MaxPending),
 		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
 		"mcp.sessions.max_sandboxes": int64(c.MCP.Sessions.MaxSandboxes), "mcp.sessions.idle_timeout": int64(c.MCP.Sessions.IdleTimeout),
@@ -702,6 +719,11 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 			return err
 		}
 	}
+	for i, h := range c.Gates.HTTP {
+		if err := checkApproval(fmt.Sprintf("gates.http[%d].approval", i), h.Approval); err != nil {
+			return err
+		}
+	}
 	for _, name := range sortedMapKeys(c.MCP.Servers) {
 		srv, key := c.MCP.Servers[name], "mcp.servers."+name
 		if (len(srv.Command) == 0) == (srv.URL == "") {
@@ -723,14 +745,19 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		if err := checkApproval(key+".approval", srv.Approval); err != nil {
 			return err
 		}
+		for _, tool := range sortedMapKeys(srv.ToolApproval) {
+			if err := checkApproval(key+".tool_approval."+tool, srv.ToolApproval[tool]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// checkApproval checks an approval setting: never (or unset) or ask.
+// checkApproval checks an approval setting: never (or unset), ask or deny.
 func checkApproval(key, v string) error {
-	if v != "" && v != "never" && v != "ask" {
-		return &configError{Key: key, Msg: fmt.Sprintf("%q is not never or ask", v), Help: "ask: `gatebridge serve` asks its client before each call"}
+	if _, err := approval.ParseSetting(v); err != nil {
+		return &configError{Key: key, Msg: err.Error(), Help: "ask: run asks the person at the terminal, serve its client (docs/approvals.md)"}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
@@ -125,7 +126,7 @@ func gateSources(cfg *Config) []gateSource {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, EnvPassthrough: c.EnvPassthrough, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
-			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval == "ask", Isolate: c.Isolate.spec()}})
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.spec()}})
 	}
 	return srcs
 }
@@ -168,6 +169,11 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 		for _, n := range names {
 			kindOf[n] = src.kind
 		}
+	}
+	// approval: deny refuses on every front end, asking or not
+	if err := approval.Refuse(reg, approvalSettings(cfg)); err != nil {
+		reg.Close()
+		return nil, nil, err
 	}
 	return reg, kindOf, nil
 }

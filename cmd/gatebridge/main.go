@@ -226,6 +226,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newPromptCmd(a),
 		newConfigCmd(a),
 		newPolicyCmd(a),
+		newGrantsCmd(a),
 		newAgentCmd(),
 		newVersionCmd(),
 	)

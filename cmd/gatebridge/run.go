@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
-	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/internal/tty"
@@ -189,6 +187,14 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		defer f.Close()
 		audit = f
 	}
+	decider, term, err := newRunApprovals(cfg, reg, workspace, chosen.entry.Strength == 0, audit)
+	if err != nil {
+		return err
+	}
+	if term != nil {
+		defer term.Close()
+	}
+	var sessID string // set once the session is open, before any call
 	bcfg := bridge.Config{
 		Gates:          reg,
 		Dir:            cfg.Bridge.SessionDir,
@@ -198,9 +204,10 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		RescanInterval: cfg.Bridge.RescanInterval,
 		Keep:           cfg.Bridge.KeepSession,
 		Audit:          audit,
+		Sandbox:        cfg.Sandbox.Docker.Reuse,
 		Redact:         cfg.secrets.Redactor(),
 		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
-		Approve:        refuseApprovalGates(cfg, reg),
+		Approve:        decider.ApproveFunc(reg, workspace, func() string { return sessID }),
 		SubmitLines:    cfg.Bridge.SubmitLines,
 		LimitKey:       limitKey,
 	}
@@ -214,11 +221,12 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if err != nil {
 		return withHint(&bridgeError{err}, "check bridge.session_dir (or $XDG_RUNTIME_DIR, /dev/shm): it must be a directory you own that others cannot write")
 	}
+	sessID = sess.ID()
 	if cfg.Bridge.KeepSession {
 		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
 	}
 	spec := sandboxSpecTemplate(cfg)
-	spec.Command, spec.Workspace, spec.Stdin = args, workspace, cmd.InOrStdin()
+	spec.Command, spec.Workspace, spec.Stdin = args, workspace, termStdin(term, cmd.InOrStdin())
 	spec.WorkspaceWritable = cfg.Sandbox.WritableWorkspace
 	spec.UID, spec.GID = runAs(cfg, workspace)
 	// The command runs as spec.UID in an isolating backend: let that uid
@@ -233,6 +241,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	if !asJSON {
 		spec.Stdout, spec.Stderr = stdout, stderr
+		if term != nil { // held while the person is asked
+			spec.Stdout, spec.Stderr = term.Output(stdout), term.Output(stderr)
+		}
 	}
 	res, runErr := sess.Run(ctx, chosen.backend, spec)
 	closeErr := sess.Close()
@@ -269,30 +280,6 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return &exitError{code}
 	}
 	return nil
-}
-
-// refuseApprovalGates refuses the gates that need approval (a command
-// gate or an MCP server with approval: ask): a run has no client to ask
-// (gatebridge serve has).
-func refuseApprovalGates(cfg *Config, reg *gates.Registry) bridge.ApproveFunc {
-	ask := map[string]bool{}
-	for _, c := range cfg.Gates.Commands {
-		if c.Approval == "ask" {
-			ask[c.Name] = true
-		}
-	}
-	return func(_ context.Context, spec gates.Spec, _ *bridge.Request) error {
-		need := ask[spec.Name]
-		if g, err := reg.Lookup(spec.Name); err == nil {
-			if a, ok := g.(gates.Approver); ok && a.NeedsApproval() {
-				need = true
-			}
-		}
-		if need {
-			return errors.New("needs approval (approval: ask in the config), and gatebridge run has no one to ask; run it through gatebridge serve")
-		}
-		return nil
-	}
 }
 
 func resolveWorkspace(ws string) (string, error) {

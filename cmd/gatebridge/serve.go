@@ -257,7 +257,8 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
-		ApprovalGates: approval,
+		ApprovalGates:   approval,
+		ApprovalTimeout: cfg.Approvals.Timeout,
 		Bridge: bridge.Config{
 			Dir:            cfg.Bridge.SessionDir,
 			Limits:         limitsOf(cfg),

@@ -21,6 +21,7 @@
 package mcptools
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -111,8 +112,12 @@ type Server struct {
 	Prefix *string
 	// Timeout bounds one call; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Approval makes every call wait for approval (gates.Approver).
-	Approval bool
+	// Approval is how calls of the server's tools are approved:
+	// gates.ApprovalNever ("" too), gates.ApprovalAsk (every call waits
+	// for approval: gates.Approver) or gates.ApprovalDeny (every call is
+	// refused). ToolApproval sets it for single tools, by the tool's name.
+	Approval     string
+	ToolApproval map[string]string
 	// Isolator, when set, runs a stdio server in a sandbox of its own
 	// ([gates.Isolator]) that reaches what Isolate lists; the sandbox
 	// lives as long as the server process. Nil runs it on the host. The
@@ -528,7 +533,7 @@ func makeGates(c *client, s Server, tools []*mcp.Tool) ([]gates.Gate, []Refused,
 		found[tool.Name] = true
 		g, err := newGate(c, tool, GateName(prefix, tool.Name), timeout)
 		if g != nil {
-			g.approval = s.Approval
+			g.approval = cmp.Or(s.ToolApproval[tool.Name], s.Approval, gates.ApprovalNever)
 		}
 		if err == nil {
 			if other, dup := seen[g.spec.Name]; dup {
@@ -775,7 +780,7 @@ type gate struct {
 	props    map[string]prop
 	spec     gates.Spec
 	timeout  time.Duration
-	approval bool
+	approval string // gates.ApprovalNever, ApprovalAsk or ApprovalDeny
 }
 
 // prop is what the conversion of key=value needs of a property.
@@ -875,8 +880,16 @@ func (g *gate) Spec() gates.Spec { return g.spec }
 // description of the tool and its typed parameters (help).
 func (g *gate) OwnsHelp(string) bool { return true }
 
+var (
+	_ gates.Approver       = (*gate)(nil)
+	_ gates.ApprovalSetter = (*gate)(nil)
+)
+
 // NeedsApproval implements gates.Approver.
-func (g *gate) NeedsApproval() bool { return g.approval }
+func (g *gate) NeedsApproval() bool { return g.approval == gates.ApprovalAsk }
+
+// ApprovalSetting implements gates.ApprovalSetter.
+func (g *gate) ApprovalSetting() string { return g.approval }
 
 // InputSchema implements gates.Schemer.
 func (g *gate) InputSchema() json.RawMessage { return g.schema }
@@ -887,6 +900,10 @@ func (g *gate) Close() error { return g.c.close() }
 
 // Call converts the arguments, calls the tool and prints its result.
 func (g *gate) Call(ctx context.Context, c *gates.Call) (int, error) {
+	if g.approval == gates.ApprovalDeny {
+		// refused here too, whatever front end forgot to ask
+		return gates.ExitDenied, gates.Deniedf("%s: refused by its config (approval: deny)", g.spec.Name)
+	}
 	if len(c.Args) == 1 && (c.Args[0] == "--help" || c.Args[0] == "-h") {
 		g.help(c)
 		return gates.ExitOK, nil
