@@ -53,6 +53,13 @@ bash); a list is an argv, passed as is. Output is kept in memory (the
 client reads the server as fast as it writes), so :meth:`Sandbox.run`
 returns all of it, byte for byte.
 
+Times are in seconds (floats), as everywhere in Python and in the
+TypeScript client: ``run(..., timeout=30)``, ``Process.read(wait=1)``;
+the protocol's milliseconds show only in ``client.limits`` and
+``server_info``. The old names in milliseconds (``timeout_ms=``,
+``wait_ms=``) still work for this release and warn
+(``DeprecationWarning``).
+
 Errors. An error response from the server raises :class:`GatebridgeError`
 (``code``, ``message``, ``data``). When the server goes away, every
 pending call and every :meth:`Process.wait` raises
@@ -112,6 +119,20 @@ __all__ = [
     "ApprovalRequest",
     "GatebridgeError",
     "ConnectionClosedError",
+    "ParseError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "InvalidParamsError",
+    "InternalError",
+    "NotFoundError",
+    "NotInitializedError",
+    "LimitError",
+    "UnavailableError",
+    "ConflictError",
+    "UnauthorizedError",
+    "RequestCancelledError",
+    "LineTooLongError",
+    "error_for",
     "PROTOCOL_VERSION",
     "DEFAULT_MAX_LINE_BYTES",
 ]
@@ -175,10 +196,16 @@ class GatebridgeError(Exception):
         self.message = message
         self.data = data
 
+    @property
+    def hint(self) -> Optional[str]:
+        """``data["hint"]``, when the server gave one."""
+        h = self.data.get("hint") if isinstance(self.data, dict) else None
+        return h if isinstance(h, str) and h else None
+
     def __str__(self) -> str:
         s = "%s (code %d)" % (self.message, self.code)
-        if isinstance(self.data, dict) and self.data.get("hint"):
-            s += "; hint: %s" % self.data["hint"]
+        if self.hint:
+            s += "; hint: %s" % self.hint
         return s
 
 
@@ -186,8 +213,89 @@ class ConnectionClosedError(GatebridgeError):
     """The connection to the server is gone: it exited, or the client was
     closed."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(CONNECTION_CLOSED, message)
+    code = CONNECTION_CLOSED
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(CONNECTION_CLOSED, message, data)
+
+
+class _CodedError(GatebridgeError):
+    code: int
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(type(self).code, message, data)
+
+
+class ParseError(_CodedError):
+    code = PARSE_ERROR
+
+
+class InvalidRequestError(_CodedError):
+    code = INVALID_REQUEST
+
+
+class MethodNotFoundError(_CodedError):
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParamsError(_CodedError):
+    code = INVALID_PARAMS
+
+
+class InternalError(_CodedError):
+    code = INTERNAL_ERROR
+
+
+class NotFoundError(_CodedError):
+    """No such sandbox, process or gate."""
+
+    code = NOT_FOUND
+
+
+class NotInitializedError(_CodedError):
+    code = NOT_INITIALIZED
+
+
+class LimitError(_CodedError):
+    """A cap of the connection (``client.limits``) was reached."""
+
+    code = LIMIT
+
+
+class UnavailableError(_CodedError):
+    """The backend cannot run here (``data["hint"]`` says why)."""
+
+    code = UNAVAILABLE
+
+
+class ConflictError(_CodedError):
+    """The id or name is in use."""
+
+    code = CONFLICT
+
+
+class UnauthorizedError(_CodedError):
+    """``serve --listen`` refused the connection (a wrong token)."""
+
+    code = UNAUTHORIZED
+
+
+class RequestCancelledError(_CodedError):
+    code = REQUEST_CANCELLED
+
+
+_ERRORS: Dict[int, Any] = {c.code: c for c in (
+    ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError, NotFoundError,
+    NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, RequestCancelledError,
+    ConnectionClosedError)}
+
+
+def error_for(code: int, message: str, data: Any = None) -> GatebridgeError:
+    """The error of a code: its class (``NotFoundError``, ...), or a
+    plain :class:`GatebridgeError` for a code without one. Every class is a
+    ``GatebridgeError`` with ``code``, ``message``, ``data`` and ``hint``."""
+    cls = _ERRORS.get(code)
+    return cls(message, data) if cls is not None else GatebridgeError(code, message, data)
 
 
 def _fresh(err: GatebridgeError) -> GatebridgeError:
@@ -656,13 +764,23 @@ class _Pool:
         self._threads = 0
         self._jobs = 0  # queued or running
 
-    def submit(self, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[], None], max_queued: Optional[int] = None) -> bool:
+        """Runs fn on a worker; False (and nothing runs) when max_queued
+        jobs already wait for one."""
         with self._lock:
+            if max_queued is not None and self._jobs >= self._max + max_queued:
+                return False
             self._jobs += 1
             if self._jobs > self._threads and self._threads < self._max:
                 self._threads += 1
                 threading.Thread(target=self._work, name="%s-%d" % (self._name, self._threads), daemon=True).start()
         self._q.put(fn)
+        return True
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return max(0, self._jobs - self._max)
 
     def _work(self) -> None:
         while True:
@@ -867,6 +985,10 @@ class Client:
         cap); a longer one closes the connection (pending calls raise
         :class:`ConnectionClosedError` saying so). :meth:`connect` and
         :meth:`connect_tcp` take it too.
+    max_queued_calls: server requests (gate calls, approvals) that may wait
+        for a free worker (default 1024); beyond that one is answered at
+        once with a :class:`LimitError` (the caller's gate exits 1), so a
+        hostile server cannot make the client hold them without bound.
     """
 
     def __init__(
@@ -880,6 +1002,7 @@ class Client:
         stderr: Optional[Union[int, IO[Any]]] = None,
         gate_workers: int = 32,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> None:
         if argv is None:
             argv = [default_binary(), "serve", "--stdio"]
@@ -897,7 +1020,8 @@ class Client:
                 "%s: cannot start the gatebridge server (build it with `make build`, then set "
                 "GATEBRIDGE_BIN=/path/to/bin/gatebridge or put gatebridge on PATH)" % argv[0]) from e
         assert proc.stdin is not None and proc.stdout is not None
-        self._setup(proc.stdout, proc.stdin, proc, on_approval, client_name, gate_workers, max_line_bytes=max_line_bytes)
+        self._setup(proc.stdout, proc.stdin, proc, on_approval, client_name, gate_workers, max_line_bytes=max_line_bytes,
+                    max_queued_calls=max_queued_calls)
 
     @classmethod
     def connect(
@@ -910,6 +1034,7 @@ class Client:
         client_name: str = "gatebridge_client.py",
         gate_workers: int = 32,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> "Client":
         """A client over streams already connected to a server (binary
         file objects: the server's output to read, its input to write).
@@ -917,7 +1042,7 @@ class Client:
         server requires it; over stdio it is not needed)."""
         client = cls.__new__(cls)
         client._setup(reader, writer, None, on_approval, client_name, gate_workers, token=token,
-                      max_line_bytes=max_line_bytes)
+                      max_line_bytes=max_line_bytes, max_queued_calls=max_queued_calls)
         return client
 
     @classmethod
@@ -935,6 +1060,7 @@ class Client:
         client_name: str = "gatebridge_client.py",
         gate_workers: int = 32,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> "Client":
         """A client of a server started with ``gatebridge serve --listen
         ADDR --token-file FILE``, on another machine or in another
@@ -973,7 +1099,8 @@ class Client:
         client = cls.__new__(cls)
         client._sock = sock
         client._setup(io.BufferedReader(_ConnReader(conn), 65536), _ConnWriter(conn),  # type: ignore[arg-type]
-                      None, on_approval, client_name, gate_workers, token=token, max_line_bytes=max_line_bytes)
+                      None, on_approval, client_name, gate_workers, token=token, max_line_bytes=max_line_bytes,
+                      max_queued_calls=max_queued_calls)
         return client
 
     def _setup(
@@ -986,7 +1113,11 @@ class Client:
         gate_workers: int,
         token: Optional[str] = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> None:
+        if isinstance(max_queued_calls, bool) or not isinstance(max_queued_calls, int) or max_queued_calls < 0:
+            raise ValueError("max_queued_calls: want an int >= 0, got %r" % (max_queued_calls,))
+        self._max_queued_calls = max_queued_calls
         if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ValueError("max_line_bytes: want a positive int, got %r" % (max_line_bytes,))
         self._reader = reader
@@ -1055,6 +1186,12 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed_error is not None
+
+    @property
+    def sandboxes(self) -> List["Sandbox"]:
+        """The sandboxes this client has open."""
+        with self._lock:
+            return list(self._sandboxes.values())
 
     # -- requests
 
@@ -1317,7 +1454,11 @@ class Client:
         if err is not None:
             if not isinstance(err, dict):
                 err = {"code": INTERNAL_ERROR, "message": str(err)}
-            p.error = GatebridgeError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "")), err.get("data"))
+            try:
+                code = int(err.get("code", INTERNAL_ERROR))
+            except (TypeError, ValueError):
+                code = INTERNAL_ERROR
+            p.error = error_for(code, str(err.get("message", "")), err.get("data"))
             if p.on_error is not None:
                 p.on_error(p.error)
         else:
@@ -1333,14 +1474,24 @@ class Client:
             with self._lock:
                 self._calls[_key(rid)] = call
                 gate = self._gates.get(call.gate)
-            self._pool.submit(lambda: self._run_gate(call, gate))
+            self._schedule(rid, lambda: self._run_gate(call, gate))
         elif method == "approval/request":
             req = ApprovalRequest(self, rid, params)
             with self._lock:
                 self._calls[_key(rid)] = req
-            self._pool.submit(lambda: self._run_approval(req))
+            self._schedule(rid, lambda: self._run_approval(req))
         else:
             self._respond(rid, error=GatebridgeError(METHOD_NOT_FOUND, "method not found: %r" % method))
+
+    def _schedule(self, rid: Any, run: Callable[[], None]) -> None:
+        """Runs a server request on a worker; beyond max_queued_calls
+        waiting for one, answers it with an error at once (a hostile server
+        cannot make the client hold requests without bound)."""
+        if not self._pool.submit(run, self._max_queued_calls):
+            with self._lock:
+                self._calls.pop(_key(rid), None)
+            self._respond(rid, error=LimitError("the client has %d calls waiting (max_queued_calls)"
+                                                % self._pool.waiting))
 
     def _run_gate(self, call: GateCall, gate: Optional[_Gate]) -> None:
         result: Any = None
@@ -1522,7 +1673,7 @@ class Client:
             p["approval"] = True
         with self._lock:
             if name in self._gates:
-                raise GatebridgeError(CONFLICT, "gate %r is already registered on this client" % name)
+                raise ConflictError("gate %r is already registered on this client" % name)
             self._gates[name] = _Gate(name, fn)
         try:
             self.request("gate/register", p)
@@ -1606,7 +1757,7 @@ class Client:
             p["timeoutMs"] = t
         with self._lock:
             if pid in self._processes:
-                raise GatebridgeError(CONFLICT, "process id %r is in use" % pid)
+                raise ConflictError("process id %r is in use" % pid)
             # Before the request: output may come before its response.
             self._processes[pid] = proc
         try:
@@ -1892,7 +2043,7 @@ class Process:
         Waits while the server's stdin queue for it is full."""
         b = _to_bytes(data)
         if not self._has_stdin:
-            raise GatebridgeError(INVALID_PARAMS, "process %r was started without stdin (start(..., stdin=True))" % self.id)
+            raise InvalidParamsError("process %r was started without stdin (start(..., stdin=True))" % self.id)
         for i in range(0, len(b), _WRITE_CHUNK):
             chunk = _b64(b[i:i + _WRITE_CHUNK])
             delay = 0.002

@@ -944,6 +944,103 @@ def fake_server(test: unittest.TestCase, max_line_bytes: int, line: bytes) -> Tu
     return c, seen
 
 
+class QueuedCallsTests(unittest.TestCase):
+    """A hostile server cannot make the client hold server requests
+    without bound: beyond max_queued_calls waiting for a worker, each is
+    answered at once with an error."""
+
+    def test_flood_of_approvals_is_refused_beyond_the_cap(self) -> None:
+        import json
+        c2s_r, c2s_w = os.pipe()
+        s2c_r, s2c_w = os.pipe()
+        srv_in, srv_out = os.fdopen(c2s_r, "rb"), os.fdopen(s2c_w, "wb", buffering=0)
+        release = threading.Event()
+        started = threading.Event()
+
+        def approve(req: ApprovalRequest) -> str:
+            started.set()
+            release.wait()
+            return "allow"
+
+        def handshake() -> None:
+            init = json.loads(srv_in.readline())
+            srv_out.write(json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": {
+                "protocolVersion": 1, "backends": [], "limits": {}}}).encode() + b"\n")
+            srv_in.readline()  # initialized
+
+        hs = threading.Thread(target=handshake, daemon=True)
+        hs.start()
+        c = Client.connect(os.fdopen(s2c_r, "rb"), os.fdopen(c2s_w, "wb"), on_approval=approve, gate_workers=1,
+                           max_queued_calls=2)
+        self.addCleanup(c.close)
+        self.addCleanup(srv_in.close)  # before c.close: the fake server's end, as a real server would
+        self.addCleanup(srv_out.close)
+        self.addCleanup(release.set)  # first: a reader blocked on srv_in gets its answers, then srv_in closes
+        hs.join(WAIT)
+        n = 10
+        for i in range(n):
+            srv_out.write(json.dumps({"jsonrpc": "2.0", "id": "s%d" % i, "method": "approval/request", "params": {
+                "callId": "c%d" % i, "gate": "g", "args": [], "sandboxId": "sb", "processId": "p"}}).encode() + b"\n")
+        got: List[Dict[str, Any]] = []
+
+        def read(k: int) -> None:
+            for _ in range(k):
+                got.append(json.loads(srv_in.readline()))
+
+        # One runs (and blocks), two wait: the other seven are refused at
+        # once, while the first still blocks. Without the cap they all
+        # wait: no answer comes until release.
+        t = threading.Thread(target=read, args=(n - 3,), daemon=True)
+        t.start()
+        t.join(WAIT)
+        self.assertFalse(t.is_alive(), "the flood was held, not refused: %d answers" % len(got))
+        self.assertTrue(started.is_set())
+        self.assertEqual(sorted(m["id"] for m in got), ["s%d" % i for i in range(3, n)])
+        for m in got:
+            self.assertEqual(m["error"]["code"], -32003, m)
+            self.assertIn("max_queued_calls", m["error"]["message"])
+        release.set()
+        got.clear()
+        read(3)
+        self.assertEqual(sorted((m["id"], m["result"]["decision"]) for m in got),
+                         [("s0", "allow"), ("s1", "allow"), ("s2", "allow")])
+
+
+class ErrorClassTests(unittest.TestCase):
+    """An error response raises the class of its code (as the TS client's)."""
+
+    def test_classes_by_code(self) -> None:
+        from gatebridge_client import (ConflictError, InvalidParamsError, LimitError, MethodNotFoundError,
+                                       NotFoundError, UnauthorizedError, UnavailableError, error_for)
+        with new_client() as c:
+            with self.assertRaises(MethodNotFoundError) as cm:
+                c.request("no/such/method")
+            self.assertEqual(cm.exception.code, METHOD_NOT_FOUND)
+            with self.assertRaises(NotFoundError):
+                c.request("process/signal", {"processId": "nosuch", "signal": "TERM"})
+            with self.assertRaises(InvalidParamsError) as cm2:
+                c.open_sandbox(backend="nosuch", workspace=ROOT)
+            self.assertIsInstance(cm2.exception, GatebridgeError)
+            c.register_gate("ec_a", lambda call: "")
+            with self.assertRaises(ConflictError):
+                c.register_gate("ec_a", lambda call: "")
+            self.assertEqual(c.sandboxes, [])
+            sb = c.open_sandbox(backend="local", workspace=ROOT)
+            self.assertEqual(c.sandboxes, [sb])
+            sb.close()
+            self.assertEqual(c.sandboxes, [])
+        e = error_for(UNAVAILABLE, "no docker", {"hint": "start dockerd"})
+        self.assertIsInstance(e, UnavailableError)
+        self.assertEqual((e.code, e.message, e.hint), (UNAVAILABLE, "no docker", "start dockerd"))
+        self.assertIn("hint: start dockerd", str(e))
+        self.assertIsInstance(error_for(UNAUTHORIZED, "no"), UnauthorizedError)
+        self.assertIsInstance(error_for(-32003, "full"), LimitError)
+        self.assertIsInstance(error_for(-32099, "gone"), ConnectionClosedError)
+        plain = error_for(-1, "odd")
+        self.assertIs(type(plain), GatebridgeError)
+        self.assertIsNone(plain.hint)
+
+
 class LineCapTests(unittest.TestCase):
     """A hostile server cannot make the client hold a line without bound."""
 
