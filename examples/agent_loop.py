@@ -171,7 +171,7 @@ def main() -> int:
             def show(stream: str, data: bytes) -> None:
                 say("  " + stream, data.decode("utf-8", "replace"))
 
-            result = sb.run(cmd, timeout_ms=30000, on_output=show)  # a str runs under sh -c
+            result = sb.run(cmd, timeout=30, on_output=show)  # seconds; a str runs under sh -c
             say("  exit", str(result.exit_code))
             history.append((cmd, result))
         say("model", "final answer: " + model.final_answer)

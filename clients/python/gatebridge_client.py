@@ -53,6 +53,13 @@ bash); a list is an argv, passed as is. Output is kept in memory (the
 client reads the server as fast as it writes), so :meth:`Sandbox.run`
 returns all of it, byte for byte.
 
+Times are in seconds (floats), as everywhere in Python and in the
+TypeScript client: ``run(..., timeout=30)``, ``Process.read(wait=1)``;
+the protocol's milliseconds show only in ``client.limits`` and
+``server_info``. The old names in milliseconds (``timeout_ms=``,
+``wait_ms=``) still work for this release and warn
+(``DeprecationWarning``).
+
 Errors. An error response from the server raises :class:`GatebridgeError`
 (``code``, ``message``, ``data``). When the server goes away, every
 pending call and every :meth:`Process.wait` raises
@@ -70,6 +77,7 @@ import io
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import signal as _signal
@@ -79,6 +87,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from typing import (
     IO,
@@ -110,13 +119,34 @@ __all__ = [
     "ApprovalRequest",
     "GatebridgeError",
     "ConnectionClosedError",
+    "ParseError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "InvalidParamsError",
+    "InternalError",
+    "NotFoundError",
+    "NotInitializedError",
+    "LimitError",
+    "UnavailableError",
+    "ConflictError",
+    "UnauthorizedError",
+    "RequestCancelledError",
+    "LineTooLongError",
+    "error_for",
     "PROTOCOL_VERSION",
+    "DEFAULT_MAX_LINE_BYTES",
 ]
 
 __version__ = "0.1.0"
 
 #: The protocol version this client speaks.
 PROTOCOL_VERSION = 1
+
+#: The longest line (one JSON-RPC message) the client takes from the
+#: server by default: the server's own cap on a message
+#: (``limits["maxMessageBytes"]``, 16 MiB). A longer line closes the
+#: connection, so a hostile server cannot make the client hold more.
+DEFAULT_MAX_LINE_BYTES = 16 << 20
 
 # JSON-RPC and gatebridge error codes (bridge/rpc/types.go).
 PARSE_ERROR = -32700
@@ -166,10 +196,16 @@ class GatebridgeError(Exception):
         self.message = message
         self.data = data
 
+    @property
+    def hint(self) -> Optional[str]:
+        """``data["hint"]``, when the server gave one."""
+        h = self.data.get("hint") if isinstance(self.data, dict) else None
+        return h if isinstance(h, str) and h else None
+
     def __str__(self) -> str:
         s = "%s (code %d)" % (self.message, self.code)
-        if isinstance(self.data, dict) and self.data.get("hint"):
-            s += "; hint: %s" % self.data["hint"]
+        if self.hint:
+            s += "; hint: %s" % self.hint
         return s
 
 
@@ -177,8 +213,89 @@ class ConnectionClosedError(GatebridgeError):
     """The connection to the server is gone: it exited, or the client was
     closed."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(CONNECTION_CLOSED, message)
+    code = CONNECTION_CLOSED
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(CONNECTION_CLOSED, message, data)
+
+
+class _CodedError(GatebridgeError):
+    code: int
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(type(self).code, message, data)
+
+
+class ParseError(_CodedError):
+    code = PARSE_ERROR
+
+
+class InvalidRequestError(_CodedError):
+    code = INVALID_REQUEST
+
+
+class MethodNotFoundError(_CodedError):
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParamsError(_CodedError):
+    code = INVALID_PARAMS
+
+
+class InternalError(_CodedError):
+    code = INTERNAL_ERROR
+
+
+class NotFoundError(_CodedError):
+    """No such sandbox, process or gate."""
+
+    code = NOT_FOUND
+
+
+class NotInitializedError(_CodedError):
+    code = NOT_INITIALIZED
+
+
+class LimitError(_CodedError):
+    """A cap of the connection (``client.limits``) was reached."""
+
+    code = LIMIT
+
+
+class UnavailableError(_CodedError):
+    """The backend cannot run here (``data["hint"]`` says why)."""
+
+    code = UNAVAILABLE
+
+
+class ConflictError(_CodedError):
+    """The id or name is in use."""
+
+    code = CONFLICT
+
+
+class UnauthorizedError(_CodedError):
+    """``serve --listen`` refused the connection (a wrong token)."""
+
+    code = UNAUTHORIZED
+
+
+class RequestCancelledError(_CodedError):
+    code = REQUEST_CANCELLED
+
+
+_ERRORS: Dict[int, Any] = {c.code: c for c in (
+    ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError, NotFoundError,
+    NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, RequestCancelledError,
+    ConnectionClosedError)}
+
+
+def error_for(code: int, message: str, data: Any = None) -> GatebridgeError:
+    """The error of a code: its class (``NotFoundError``, ...), or a
+    plain :class:`GatebridgeError` for a code without one. Every class is a
+    ``GatebridgeError`` with ``code``, ``message``, ``data`` and ``hint``."""
+    cls = _ERRORS.get(code)
+    return cls(message, data) if cls is not None else GatebridgeError(code, message, data)
 
 
 def _fresh(err: GatebridgeError) -> GatebridgeError:
@@ -269,6 +386,48 @@ def _signal_name(sig: Union[str, int]) -> str:
     return name
 
 
+def _ms(seconds: Optional[float], what: str) -> Optional[int]:
+    """Seconds (the API's unit) to the protocol's whole milliseconds;
+    ``None`` stays ``None`` (the server's default). Any positive time is at
+    least 1 ms."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0 or math.isinf(seconds):
+        raise TypeError("%s: want seconds >= 0 (a float), got %r" % (what, seconds))
+    return max(1, int(round(seconds * 1000)))
+
+
+def _deprecated_ms(seconds: Optional[float], name: str, old_ms: Optional[int], old_name: str,
+                   stacklevel: int = 3) -> Optional[float]:
+    """The time in seconds from ``name`` or, deprecated, from ``old_name``
+    in milliseconds (0 there meant the server's default, as before)."""
+    if old_ms is None:
+        return seconds
+    if seconds is not None:
+        raise TypeError("pass %s= (seconds) or the deprecated %s= (milliseconds), not both" % (name, old_name))
+    warnings.warn("%s= (milliseconds) is deprecated and will be removed: pass %s= in seconds" % (old_name, name),
+                  DeprecationWarning, stacklevel=stacklevel)
+    if isinstance(old_ms, bool) or not isinstance(old_ms, (int, float)) or not old_ms >= 0:
+        raise TypeError("%s: want milliseconds >= 0, got %r" % (old_name, old_ms))
+    return old_ms / 1000.0 if old_ms else None
+
+
+def _old_positional(method: str, names: Sequence[str], values: Sequence[Any], given: Mapping[str, Any]) -> Dict[str, Any]:
+    """The deprecated positional arguments of a method whose times became
+    keyword-only seconds: their old names, in their old order."""
+    if len(values) > len(names):
+        raise TypeError("%s takes at most %d deprecated positional arguments after the first ones (%s), got %d"
+                        % (method, len(names), ", ".join(names), len(values)))
+    out = dict(zip(names, values))
+    for k in out:
+        if given.get(k) is not None:
+            raise TypeError("%s got %s both as a positional and a keyword argument" % (method, k))
+    warnings.warn("%s: passing %s by position is deprecated: pass them as keywords (times in seconds: %s)"
+                  % (method, ", ".join(list(names)[: len(values)]), "timeout=" if "timeout_ms" in names else "wait="),
+                  DeprecationWarning, stacklevel=3)
+    return out
+
+
 def default_binary() -> str:
     """The gatebridge binary :class:`Client` starts by default:
     ``$GATEBRIDGE_BIN``, else ``gatebridge`` from ``PATH``."""
@@ -284,7 +443,12 @@ class RunResult:
 
     Unpacks like a tuple: ``exit_code, stdout, stderr = sandbox.run(...)``.
     ``signal`` names the signal when the exit code is 128+N (e.g. "TERM"),
-    ``timed_out`` is true when the process's ``timeout_ms`` stopped it.
+    ``timed_out`` is true when the process's ``timeout`` stopped it.
+    ``answer`` is what the command passed to the ``submit`` gate (the last
+    call; else the rest of a ``SUBMIT: answer`` line it printed, unless
+    the server's ``bridge.submit_lines`` is off), or ``None``: exact, as
+    :attr:`GateCall.args` are (bytes that are not UTF-8 decoded with
+    ``surrogateescape``; :attr:`answer_bytes` gives the bytes).
     """
 
     exit_code: int
@@ -292,6 +456,7 @@ class RunResult:
     stderr: bytes
     signal: Optional[str] = None
     timed_out: bool = False
+    answer: Optional[str] = None
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.exit_code, self.stdout, self.stderr))
@@ -300,6 +465,11 @@ class RunResult:
     def ok(self) -> bool:
         """Whether the process exited 0."""
         return self.exit_code == 0
+
+    @property
+    def answer_bytes(self) -> Optional[bytes]:
+        """The answer's exact bytes (``None`` without one)."""
+        return None if self.answer is None else _raw(self.answer)
 
     @property
     def stdout_text(self) -> str:
@@ -502,16 +672,24 @@ def _gate_result(ret: Any) -> Tuple[int, bytes, bytes]:
 # ---------------------------------------------------------------- plumbing
 
 
+class LineTooLongError(ValueError):
+    """The server sent a line longer than the client's ``max_line_bytes``."""
+
+
 class _LineReader:
     """Splits the server's byte stream into lines. What it has read stays
     in its buffer when a read raises (a signal handler's exception in the
     thread reading, KeyboardInterrupt): the next reader, on any thread,
     goes on from there, and no message is lost or cut. After the end of the
-    stream or an error, every read gives the same again."""
+    stream or an error, every read gives the same again. A line longer
+    than ``max_bytes`` (without its newline) raises
+    :class:`LineTooLongError`, having held at most ``max_bytes`` and one
+    read's worth of it."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], max_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self._read1: Optional[Callable[[int], bytes]] = getattr(stream, "read1", None)
         self._stream = stream
+        self._max = max_bytes
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf known to hold no newline
         self._eof = False
@@ -520,11 +698,21 @@ class _LineReader:
     def readline(self) -> bytes:
         """The next line with its newline; the rest of the stream at its
         end; b"" after that."""
-        if self._read1 is None:  # a stream without read1: its own readline
-            return self._stream.readline()
+        if self._read1 is None:  # a stream without read1: its own readline, capped
+            if self._error is not None:
+                raise self._error
+            line = self._stream.readline(self._max + 2)
+            if len(line) > self._max + (1 if line.endswith(b"\n") else 0):
+                self._error = self._too_long()
+                raise self._error
+            return line
         while True:
             i = self._buf.find(b"\n", self._scanned)
-            if i >= 0:
+            if i > self._max or (i < 0 and len(self._buf) > self._max):
+                self._buf = bytearray()
+                self._scanned = 0
+                self._error = self._too_long()
+            if i >= 0 and self._error is None:
                 line = bytes(self._buf[: i + 1])
                 del self._buf[: i + 1]
                 self._scanned = 0
@@ -546,6 +734,10 @@ class _LineReader:
                 self._eof = True
             else:
                 self._buf += chunk
+
+    def _too_long(self) -> LineTooLongError:
+        return LineTooLongError("the gatebridge server sent a line over %d bytes (max_line_bytes): the connection is "
+                                "closed" % self._max)
 
 
 class _Pending:
@@ -572,13 +764,23 @@ class _Pool:
         self._threads = 0
         self._jobs = 0  # queued or running
 
-    def submit(self, fn: Callable[[], None]) -> None:
+    def submit(self, fn: Callable[[], None], max_queued: Optional[int] = None) -> bool:
+        """Runs fn on a worker; False (and nothing runs) when max_queued
+        jobs already wait for one."""
         with self._lock:
+            if max_queued is not None and self._jobs >= self._max + max_queued:
+                return False
             self._jobs += 1
             if self._jobs > self._threads and self._threads < self._max:
                 self._threads += 1
                 threading.Thread(target=self._work, name="%s-%d" % (self._name, self._threads), daemon=True).start()
         self._q.put(fn)
+        return True
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return max(0, self._jobs - self._max)
 
     def _work(self) -> None:
         while True:
@@ -778,6 +980,15 @@ class Client:
         default: this process's stderr).
     env, cwd: the server's environment and working directory.
     gate_workers: threads running gate functions and approvals at once.
+    max_line_bytes: the longest line (one message) taken from the server
+        (default :data:`DEFAULT_MAX_LINE_BYTES`, 16 MiB, the server's own
+        cap); a longer one closes the connection (pending calls raise
+        :class:`ConnectionClosedError` saying so). :meth:`connect` and
+        :meth:`connect_tcp` take it too.
+    max_queued_calls: server requests (gate calls, approvals) that may wait
+        for a free worker (default 1024); beyond that one is answered at
+        once with a :class:`LimitError` (the caller's gate exits 1), so a
+        hostile server cannot make the client hold them without bound.
     """
 
     def __init__(
@@ -790,6 +1001,8 @@ class Client:
         cwd: Optional[str] = None,
         stderr: Optional[Union[int, IO[Any]]] = None,
         gate_workers: int = 32,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> None:
         if argv is None:
             argv = [default_binary(), "serve", "--stdio"]
@@ -807,7 +1020,8 @@ class Client:
                 "%s: cannot start the gatebridge server (build it with `make build`, then set "
                 "GATEBRIDGE_BIN=/path/to/bin/gatebridge or put gatebridge on PATH)" % argv[0]) from e
         assert proc.stdin is not None and proc.stdout is not None
-        self._setup(proc.stdout, proc.stdin, proc, on_approval, client_name, gate_workers)
+        self._setup(proc.stdout, proc.stdin, proc, on_approval, client_name, gate_workers, max_line_bytes=max_line_bytes,
+                    max_queued_calls=max_queued_calls)
 
     @classmethod
     def connect(
@@ -819,13 +1033,16 @@ class Client:
         on_approval: Optional[ApprovalCallback] = None,
         client_name: str = "gatebridge_client.py",
         gate_workers: int = 32,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> "Client":
         """A client over streams already connected to a server (binary
         file objects: the server's output to read, its input to write).
         token: sent in initialize's ``authToken`` (a ``serve --listen``
         server requires it; over stdio it is not needed)."""
         client = cls.__new__(cls)
-        client._setup(reader, writer, None, on_approval, client_name, gate_workers, token=token)
+        client._setup(reader, writer, None, on_approval, client_name, gate_workers, token=token,
+                      max_line_bytes=max_line_bytes, max_queued_calls=max_queued_calls)
         return client
 
     @classmethod
@@ -842,6 +1059,8 @@ class Client:
         on_approval: Optional[ApprovalCallback] = None,
         client_name: str = "gatebridge_client.py",
         gate_workers: int = 32,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> "Client":
         """A client of a server started with ``gatebridge serve --listen
         ADDR --token-file FILE``, on another machine or in another
@@ -880,7 +1099,8 @@ class Client:
         client = cls.__new__(cls)
         client._sock = sock
         client._setup(io.BufferedReader(_ConnReader(conn), 65536), _ConnWriter(conn),  # type: ignore[arg-type]
-                      None, on_approval, client_name, gate_workers, token=token)
+                      None, on_approval, client_name, gate_workers, token=token, max_line_bytes=max_line_bytes,
+                      max_queued_calls=max_queued_calls)
         return client
 
     def _setup(
@@ -892,7 +1112,14 @@ class Client:
         client_name: str,
         gate_workers: int,
         token: Optional[str] = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_queued_calls: int = 1024,
     ) -> None:
+        if isinstance(max_queued_calls, bool) or not isinstance(max_queued_calls, int) or max_queued_calls < 0:
+            raise ValueError("max_queued_calls: want an int >= 0, got %r" % (max_queued_calls,))
+        self._max_queued_calls = max_queued_calls
+        if isinstance(max_line_bytes, bool) or not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+            raise ValueError("max_line_bytes: want a positive int, got %r" % (max_line_bytes,))
         self._reader = reader
         self._writer = writer
         self._proc = proc
@@ -915,7 +1142,7 @@ class Client:
         self._events: "queue.SimpleQueue[Optional[Dict[str, Any]]]" = queue.SimpleQueue()
         # Who reads the server's lines (see _await): one thread at a time,
         # the reader thread unless a thread waiting for an answer takes over.
-        self._lines = _LineReader(reader)
+        self._lines = _LineReader(reader, max_line_bytes)
         self._read_cond = threading.Condition(threading.Lock())
         self._reading = False  # a thread holds the right to read the next line
         self._want_read = 0  # threads waiting in _await for that right
@@ -959,6 +1186,12 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed_error is not None
+
+    @property
+    def sandboxes(self) -> List["Sandbox"]:
+        """The sandboxes this client has open."""
+        with self._lock:
+            return list(self._sandboxes.values())
 
     # -- requests
 
@@ -1022,6 +1255,7 @@ class Client:
 
     def _read_loop(self) -> None:
         why = "the gatebridge server closed the connection"
+        too_long = False
         try:
             while True:
                 with self._read_cond:
@@ -1035,6 +1269,10 @@ class Client:
                     break
                 self._handle_line(line)
                 self._release_read()
+        except LineTooLongError as e:
+            why = str(e)
+            too_long = True
+            self._abort_transport()
         except (OSError, ValueError) as e:
             why = "reading from the gatebridge server failed: %s" % e
         with self._read_cond:
@@ -1042,7 +1280,7 @@ class Client:
             # for their event instead (set by _connection_lost).
             self._read_ended = True
             self._read_cond.notify_all()
-        if self._proc is not None and not self._closing:
+        if self._proc is not None and not self._closing and not too_long:
             try:
                 code = self._proc.wait(timeout=2)
                 why = "the gatebridge server exited (exit code %d)" % code
@@ -1056,6 +1294,29 @@ class Client:
             # connections), in an answer to no request of ours.
             why += ": %s (code %s)" % (last.get("message"), last.get("code"))
         self._connection_lost(ConnectionClosedError(why))
+
+    def _abort_transport(self) -> None:
+        """Closes both directions at once (the server sent what the client
+        will not take): a server writing to it gets EPIPE, one reading
+        from it the end of its input."""
+        try:
+            self._reader.close()
+        except (OSError, ValueError):
+            pass
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        # A thread stuck writing to a server that does not read holds the
+        # lock; close() closes the writer later.
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self._writer.close()
+            except (OSError, ValueError):
+                pass
+            finally:
+                self._write_lock.release()
 
     def _release_read(self) -> None:
         with self._read_cond:
@@ -1193,7 +1454,11 @@ class Client:
         if err is not None:
             if not isinstance(err, dict):
                 err = {"code": INTERNAL_ERROR, "message": str(err)}
-            p.error = GatebridgeError(int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "")), err.get("data"))
+            try:
+                code = int(err.get("code", INTERNAL_ERROR))
+            except (TypeError, ValueError):
+                code = INTERNAL_ERROR
+            p.error = error_for(code, str(err.get("message", "")), err.get("data"))
             if p.on_error is not None:
                 p.on_error(p.error)
         else:
@@ -1209,14 +1474,24 @@ class Client:
             with self._lock:
                 self._calls[_key(rid)] = call
                 gate = self._gates.get(call.gate)
-            self._pool.submit(lambda: self._run_gate(call, gate))
+            self._schedule(rid, lambda: self._run_gate(call, gate))
         elif method == "approval/request":
             req = ApprovalRequest(self, rid, params)
             with self._lock:
                 self._calls[_key(rid)] = req
-            self._pool.submit(lambda: self._run_approval(req))
+            self._schedule(rid, lambda: self._run_approval(req))
         else:
             self._respond(rid, error=GatebridgeError(METHOD_NOT_FOUND, "method not found: %r" % method))
+
+    def _schedule(self, rid: Any, run: Callable[[], None]) -> None:
+        """Runs a server request on a worker; beyond max_queued_calls
+        waiting for one, answers it with an error at once (a hostile server
+        cannot make the client hold requests without bound)."""
+        if not self._pool.submit(run, self._max_queued_calls):
+            with self._lock:
+                self._calls.pop(_key(rid), None)
+            self._respond(rid, error=LimitError("the client has %d calls waiting (max_queued_calls)"
+                                                % self._pool.waiting))
 
     def _run_gate(self, call: GateCall, gate: Optional[_Gate]) -> None:
         result: Any = None
@@ -1314,8 +1589,9 @@ class Client:
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
         stdin: str = "none",
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[float] = None,
         approval: bool = False,
+        timeout_ms: Optional[int] = None,
     ) -> Callable[[F], F]: ...
 
     def gate(
@@ -1327,8 +1603,9 @@ class Client:
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
         stdin: str = "none",
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[float] = None,
         approval: bool = False,
+        timeout_ms: Optional[int] = None,
     ) -> Any:
         """Decorator: registers the function as a gate (see
         :meth:`register_gate`); ``name`` defaults to the function's name.
@@ -1337,10 +1614,11 @@ class Client:
             fn = name
             self.register_gate(fn.__name__, fn)
             return fn
+        timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
 
         def deco(fn: F) -> F:
             self.register_gate(name or fn.__name__, fn, summary=summary, usage=usage, params=params,
-                               input_schema=input_schema, stdin=stdin, timeout_ms=timeout_ms, approval=approval)
+                               input_schema=input_schema, stdin=stdin, timeout=timeout, approval=approval)
             return fn
 
         return deco
@@ -1355,8 +1633,9 @@ class Client:
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
         stdin: str = "none",
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[float] = None,
         approval: bool = False,
+        timeout_ms: Optional[int] = None,
     ) -> None:
         """Registers a gate: the command ``name`` appears in every sandbox of
         this connection, and each call runs ``fn(call)`` on a worker thread
@@ -1370,10 +1649,13 @@ class Client:
         usage: e.g. ``"lookup WORD"``. params: ``[{"name", "description",
         "required", "variadic"?, "flag"?}]`` or input_schema (a JSON Schema
         object). stdin: ``"none"``, ``"if-no-args"``, ``"always"`` or
-        ``"if-at-dash"``: when the caller's stdin is sent. timeout_ms: the deadline for the answer
-        (default: the server's, ``limits["gateTimeoutMs"]``). approval: ask
-        ``on_approval`` before every call.
+        ``"if-at-dash"``: when the caller's stdin is sent. timeout: seconds the
+        client may take to answer (default: the server's,
+        ``limits["gateTimeoutMs"]``, in milliseconds). approval: ask
+        ``on_approval`` before every call. ``timeout_ms`` is the deprecated
+        name of ``timeout`` in milliseconds.
         """
+        timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         if summary is None:
             doc = (getattr(fn, "__doc__", None) or "").strip()
             summary = doc.splitlines()[0] if doc else ""
@@ -1384,13 +1666,14 @@ class Client:
             p["inputSchema"] = dict(input_schema)
         if stdin and stdin != "none":
             p["stdin"] = stdin
-        if timeout_ms:
-            p["timeoutMs"] = int(timeout_ms)
+        t = _ms(timeout, "timeout")
+        if t is not None:
+            p["timeoutMs"] = t
         if approval:
             p["approval"] = True
         with self._lock:
             if name in self._gates:
-                raise GatebridgeError(CONFLICT, "gate %r is already registered on this client" % name)
+                raise ConflictError("gate %r is already registered on this client" % name)
             self._gates[name] = _Gate(name, fn)
         try:
             self.request("gate/register", p)
@@ -1456,7 +1739,7 @@ class Client:
         """``process/list``: [{processId, sandboxId, argv, running, exitCode}]."""
         return list((self.request("process/list") or {}).get("processes") or [])
 
-    def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout_ms: Optional[int], cwd: Optional[str],
+    def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout: Optional[float], cwd: Optional[str],
                env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
                keep_output: bool, wait_response: bool = True) -> "Process":
         pid = process_id or "p%d" % next(self._process_ids)
@@ -1469,11 +1752,12 @@ class Client:
             p["env"] = e
         if stdin:
             p["stdin"] = True
-        if timeout_ms:
-            p["timeoutMs"] = int(timeout_ms)
+        t = _ms(timeout, "timeout")
+        if t is not None:
+            p["timeoutMs"] = t
         with self._lock:
             if pid in self._processes:
-                raise GatebridgeError(CONFLICT, "process id %r is in use" % pid)
+                raise ConflictError("process id %r is in use" % pid)
             # Before the request: output may come before its response.
             self._processes[pid] = proc
         try:
@@ -1580,27 +1864,40 @@ class Sandbox:
         self,
         command: Command,
         stdin: Optional[Data] = None,
-        timeout_ms: Optional[int] = None,
+        *_deprecated: Any,
+        timeout: Optional[float] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
-        *,
         on_output: Optional[OutputCallback] = None,
+        timeout_ms: Optional[int] = None,
     ) -> RunResult:
         """Runs a command to its end and returns its :class:`RunResult`.
 
         ``command``: a str is run by POSIX sh (``["sh", "-c", command]``); a
         list is an argv. ``stdin``: bytes or str fed to the command, then
-        EOF (default: no input, /dev/null). ``timeout_ms``: stop it after
-        that long (TERM, then KILL; ``timed_out`` is set). ``on_output``:
-        called with ``(stream, bytes)`` as output arrives."""
+        EOF (default: no input, /dev/null). ``timeout``: seconds; stop it
+        after that long (TERM, then KILL; ``timed_out`` is set; default:
+        the server's, ``limits["defaultTimeoutMs"]``). ``on_output``:
+        called with ``(stream, bytes)`` as output arrives.
+
+        Deprecated, for one release: ``timeout_ms=`` (milliseconds), and
+        ``timeout_ms, cwd, env`` by position after ``stdin`` (both warn
+        with a DeprecationWarning)."""
+        if _deprecated:
+            old = _old_positional("Sandbox.run", ("timeout_ms", "cwd", "env"), _deprecated,
+                                  {"timeout_ms": timeout_ms if timeout is None else timeout, "cwd": cwd, "env": env})
+            timeout_ms = old.get("timeout_ms", timeout_ms)
+            cwd = old.get("cwd", cwd)
+            env = old.get("env", env)
+        timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         if stdin is None:
             # Nothing to send before the exit: wait for that alone (one
             # wake-up of this thread instead of two, the response and the
             # exit).
-            p = self.client._start(self, _argv(command), False, timeout_ms, cwd, env, on_output, None, True,
+            p = self.client._start(self, _argv(command), False, timeout, cwd, env, on_output, None, True,
                                    wait_response=False)
         else:
-            p = self.start(command, stdin=True, timeout_ms=timeout_ms, cwd=cwd, env=env, on_output=on_output)
+            p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output)
         try:
             if stdin is not None:
                 try:
@@ -1625,12 +1922,13 @@ class Sandbox:
         command: Command,
         *,
         stdin: Union[bool, Data] = True,
-        timeout_ms: Optional[int] = None,
+        timeout: Optional[float] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         on_output: Optional[OutputCallback] = None,
         process_id: Optional[str] = None,
         keep_output: bool = True,
+        timeout_ms: Optional[int] = None,
     ) -> "Process":
         """Starts a command in the background and returns its
         :class:`Process`.
@@ -1640,11 +1938,14 @@ class Sandbox:
         bytes/str are written, then stdin is closed. ``on_output(stream,
         data)`` is called for every chunk, in order, on the events thread.
         ``keep_output=False`` does not keep the output in memory
-        (:meth:`Process.wait` then returns empty stdout/stderr)."""
+        (:meth:`Process.wait` then returns empty stdout/stderr).
+        ``timeout``: seconds, as in :meth:`run` (``timeout_ms`` is its
+        deprecated name in milliseconds)."""
+        timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         data: Optional[bytes] = None
         if not isinstance(stdin, bool):
             data, stdin = _to_bytes(stdin), True
-        p = self.client._start(self, _argv(command), stdin, timeout_ms, cwd, env, on_output, process_id, keep_output)
+        p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output)
         if data is not None:
             try:
                 p.write(data)
@@ -1742,7 +2043,7 @@ class Process:
         Waits while the server's stdin queue for it is full."""
         b = _to_bytes(data)
         if not self._has_stdin:
-            raise GatebridgeError(INVALID_PARAMS, "process %r was started without stdin (start(..., stdin=True))" % self.id)
+            raise InvalidParamsError("process %r was started without stdin (start(..., stdin=True))" % self.id)
         for i in range(0, len(b), _WRITE_CHUNK):
             chunk = _b64(b[i:i + _WRITE_CHUNK])
             delay = 0.002
@@ -1797,17 +2098,28 @@ class Process:
         if self._lost is not None:
             raise _fresh(self._lost)
         e = self._exit or {}
+        answer = None
+        if e.get("answer") is not None or e.get("answerBase64") is not None:
+            answer = _exact(e.get("answer"), e.get("answerBase64"))
         return RunResult(int(e.get("exitCode", 0)), self.stdout, self.stderr, e.get("signal") or None,
-                         bool(e.get("timedOut", False)))
+                         bool(e.get("timedOut", False)), answer)
 
-    def read(self, after_seq: int = 0, max_bytes: Optional[int] = None, wait_ms: Optional[int] = None) -> ReadResult:
+    def read(self, after_seq: int = 0, max_bytes: Optional[int] = None, *_deprecated: Any,
+             wait: Optional[float] = None, wait_ms: Optional[int] = None) -> ReadResult:
         """``process/read``: the retained output chunks after ``after_seq``
-        (for polling or catching up), waiting up to ``wait_ms`` for one."""
+        (for polling or catching up), waiting up to ``wait`` seconds for
+        one (``wait_ms``, or a third positional argument, is the
+        deprecated form in milliseconds)."""
+        if _deprecated:
+            wait_ms = _old_positional("Process.read", ("wait_ms",), _deprecated,
+                                      {"wait_ms": wait_ms if wait is None else wait})["wait_ms"]
+        wait = _deprecated_ms(wait, "wait", wait_ms, "wait_ms")
         p: Dict[str, Any] = {"processId": self.id, "afterSeq": int(after_seq)}
         if max_bytes:
             p["maxBytes"] = int(max_bytes)
-        if wait_ms:
-            p["waitMs"] = int(wait_ms)
+        w = _ms(wait, "wait")
+        if w is not None:
+            p["waitMs"] = w
         r = self.client.request("process/read", p) or {}
         chunks = [Chunk(int(c.get("seq", 0)), str(c.get("stream", "")), _unb64(c.get("chunk"))) for c in r.get("chunks") or []]
         ec = r.get("exitCode")
@@ -1822,12 +2134,20 @@ class Process:
         return Snapshot(_unb64(r.get("stdout")), _unb64(r.get("stderr")), bool(r.get("truncated")),
                         int(r.get("omittedBytes", 0)), None if ec is None else int(ec), bool(r.get("running")))
 
-    def status(self, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+    def status(self, *_deprecated: Any, timeout: Optional[float] = None,
+               timeout_ms: Optional[int] = None) -> Dict[str, Any]:
         """``process/wait`` on the server: ``{exitCode, signal, timedOut,
-        running}``; waits up to ``timeout_ms`` (None: until it exits)."""
+        running}`` (the protocol's names); waits up to ``timeout`` seconds
+        (None: until it exits). ``timeout_ms``, or a positional argument,
+        is the deprecated form in milliseconds."""
+        if _deprecated:
+            timeout_ms = _old_positional("Process.status", ("timeout_ms",), _deprecated,
+                                         {"timeout_ms": timeout_ms if timeout is None else timeout})["timeout_ms"]
+        timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         p: Dict[str, Any] = {"processId": self.id}
-        if timeout_ms:
-            p["timeoutMs"] = int(timeout_ms)
+        t = _ms(timeout, "timeout")
+        if t is not None:
+            p["timeoutMs"] = t
         return dict(self.client.request("process/wait", p) or {})
 
     # -- notifications (events thread)

@@ -28,6 +28,7 @@ import threading
 import time
 import unittest
 import uuid
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from gatebridge_client import (  # noqa: E402
+    DEFAULT_MAX_LINE_BYTES,
     NOT_FOUND,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -364,7 +366,7 @@ class BackendTests:
 
     def test_timeout(self) -> None:
         t0 = time.monotonic()
-        r = self.sb.run("echo start; sleep 30; echo not-reached", timeout_ms=300)
+        r = self.sb.run("echo start; sleep 30; echo not-reached", timeout=0.3)  # seconds
         elapsed = time.monotonic() - t0
         self.assertTrue(r.timed_out, r)
         self.assertNotEqual(r.exit_code, 0)
@@ -374,7 +376,7 @@ class BackendTests:
 
     def test_read_snapshot_list(self) -> None:
         p = self.sb.start(["sh", "-c", "printf a; printf b >&2; read x; printf c"])
-        rec_first = p.read(0, wait_ms=int(WAIT * 1000))
+        rec_first = p.read(0, wait=WAIT)
         self.assertTrue(rec_first.chunks)
         self.assertFalse(rec_first.exited)
         listed = {x["processId"]: x for x in self.client.list_processes()}
@@ -393,6 +395,34 @@ class BackendTests:
         self.assertEqual((snap.stdout, snap.stderr, snap.exit_code, snap.running, snap.truncated), (b"ac", b"b", 0, False, False))
         st = p.status()
         self.assertEqual((st.get("exitCode"), st.get("running")), (0, False))
+
+    def test_answer(self) -> None:
+        # process/exited's answer (and answerBase64): what submit got, exact.
+        r = self.sb.run(["sh", "-c", 'submit "$(printf "a\\377 b")"; echo done'])
+        self.assertEqual((r.exit_code, r.stdout), (0, b"done\n"))
+        self.assertEqual(r.answer, "a\udcff b")
+        self.assertEqual(r.answer_bytes, b"a\xff b")
+        r = self.sb.run("submit first; submit 'the last'")
+        self.assertEqual(r.answer, "the last")
+        self.assertIsNone(self.sb.run("true").answer)
+        self.assertIsNone(self.sb.run("true").answer_bytes)
+        p = self.sb.start("submit 42", stdin=False)
+        self.assertEqual(p.wait(timeout=WAIT).answer, "42")
+
+    def test_deprecated_ms_still_work(self) -> None:
+        # The old millisecond names work for one release, with a warning.
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = self.sb.run("echo start; sleep 30", timeout_ms=300)
+            self.assertTrue(r.timed_out, r)
+            r = self.sb.run("sleep 30", None, 300)  # the old positional order: timeout_ms, cwd, env
+            self.assertTrue(r.timed_out, r)
+            p = self.sb.start("sleep 30", stdin=False, timeout_ms=300)
+            self.assertTrue(p.wait(timeout=WAIT).timed_out)
+        dep = [x for x in w if issubclass(x.category, DeprecationWarning)]
+        self.assertGreaterEqual(len(dep), 3, [str(x.message) for x in w])
+        self.assertTrue(all(x.filename == __file__ for x in dep), [(x.filename, x.lineno) for x in dep])
+        self.assertIn("timeout=", str(dep[0].message))
 
     def test_errors_raise(self) -> None:
         with self.assertRaises(GatebridgeError) as cm:
@@ -772,6 +802,307 @@ class LineReaderTests(unittest.TestCase):
             with self.assertRaises(OSError):
                 r.readline()
         self.assertEqual(Broken.calls, 2, "a failed stream was read again")
+
+
+class Capture:
+    """A client (local backend) whose sent messages a test can read."""
+
+    def __init__(self, test: unittest.TestCase) -> None:
+        self.client = new_client()
+        test.addCleanup(self.client.close)
+        self.sent: List[Dict[str, Any]] = []
+        send = self.client._send
+
+        def capture(msg: Any) -> None:
+            self.sent.append(dict(msg))
+            send(msg)
+
+        self.client._send = capture  # type: ignore[method-assign]
+
+    def params(self, method: str) -> Dict[str, Any]:
+        """The params of the last request of method."""
+        for m in reversed(self.sent):
+            if m.get("method") == method:
+                return dict(m.get("params") or {})
+        raise AssertionError("no %s sent" % method)
+
+
+class TimeUnitTests(unittest.TestCase):
+    """Times in the API are seconds; the protocol's are milliseconds; the
+    old *_ms names still work (deprecated) and mean milliseconds."""
+
+    def setUp(self) -> None:
+        self.cap = Capture(self)
+        self.c = self.cap.client
+        ws = workspace()
+        self.addCleanup(shutil.rmtree, ws, True)
+        self.sb = self.c.open_sandbox(backend="local", workspace=ws)
+
+    def deprecated(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = fn(*args, **kw)
+        self.assertTrue([x for x in w if issubclass(x.category, DeprecationWarning)], "no DeprecationWarning")
+        self.assertTrue(all(x.filename == __file__ for x in w), [(x.filename, x.lineno) for x in w])
+        return out
+
+    def test_seconds_to_milliseconds(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the new names warn about nothing
+            self.sb.run("true", timeout=1.5)
+            self.assertEqual(self.cap.params("process/start")["timeoutMs"], 1500)
+            self.sb.run("true")
+            self.assertNotIn("timeoutMs", self.cap.params("process/start"))
+            p = self.sb.start("true", stdin=False, timeout=0.0004)  # rounds up to 1 ms, not 0 (= the default)
+            self.assertEqual(self.cap.params("process/start")["timeoutMs"], 1)
+            p.wait(timeout=WAIT)
+            p.read(0, wait=0.25)
+            self.assertEqual(self.cap.params("process/read")["waitMs"], 250)
+            p.status(timeout=2)
+            self.assertEqual(self.cap.params("process/wait")["timeoutMs"], 2000)
+            self.c.register_gate("tu_a", lambda call: "", timeout=2.5)
+            self.assertEqual(self.cap.params("gate/register")["timeoutMs"], 2500)
+
+            @self.c.gate("tu_b", timeout=3)
+            def tu_b(call: GateCall) -> str:
+                return ""
+            self.assertEqual(self.cap.params("gate/register")["timeoutMs"], 3000)
+        for bad in (-1, "5", float("inf"), float("nan"), True):
+            with self.assertRaises(TypeError):
+                self.sb.run("true", timeout=bad)
+
+    def test_deprecated_milliseconds(self) -> None:
+        self.deprecated(self.sb.run, "true", timeout_ms=1500)
+        self.assertEqual(self.cap.params("process/start")["timeoutMs"], 1500)
+        self.deprecated(self.sb.run, "pwd", None, 1200, None, {"K": "V"})
+        self.assertEqual(self.cap.params("process/start")["timeoutMs"], 1200)
+        self.assertEqual(self.cap.params("process/start")["env"], {"K": "V"})
+        p = self.deprecated(self.sb.start, "true", stdin=False, timeout_ms=700)
+        self.assertEqual(self.cap.params("process/start")["timeoutMs"], 700)
+        p.wait(timeout=WAIT)
+        self.deprecated(p.read, 0, wait_ms=250)
+        self.assertEqual(self.cap.params("process/read")["waitMs"], 250)
+        self.deprecated(p.read, 0, None, 260)
+        self.assertEqual(self.cap.params("process/read")["waitMs"], 260)
+        self.deprecated(p.status, timeout_ms=2000)
+        self.assertEqual(self.cap.params("process/wait")["timeoutMs"], 2000)
+        self.deprecated(p.status, 2100)
+        self.assertEqual(self.cap.params("process/wait")["timeoutMs"], 2100)
+        self.deprecated(self.c.register_gate, "tu_c", lambda call: "", timeout_ms=2500)
+        self.assertEqual(self.cap.params("gate/register")["timeoutMs"], 2500)
+        deco = self.deprecated(self.c.gate, "tu_d", timeout_ms=3500)
+        deco(lambda call: "")
+        self.assertEqual(self.cap.params("gate/register")["timeoutMs"], 3500)
+        # 0 meant "the server's default", and still does.
+        self.deprecated(self.sb.run, "true", timeout_ms=0)
+        self.assertNotIn("timeoutMs", self.cap.params("process/start"))
+        with self.assertRaises(TypeError):
+            self.sb.run("true", timeout=1, timeout_ms=1000)
+        with self.assertRaises(TypeError):
+            self.sb.run("true", None, 1000, timeout=1)
+        with self.assertRaises(TypeError):
+            self.sb.run("true", None, 1000, None, None, "extra")
+
+
+def fake_server(test: unittest.TestCase, max_line_bytes: int, line: bytes) -> Tuple[Client, Dict[str, Any]]:
+    """A client over pipes to a fake server that answers initialize, then
+    answers the next request with line (no newline), written until the
+    client stops taking it (or 64 MiB). The returned dict says what the
+    fake server saw once its thread is done ("thread")."""
+    c2s_r, c2s_w = os.pipe()
+    s2c_r, s2c_w = os.pipe()
+    srv_in, srv_out = os.fdopen(c2s_r, "rb"), os.fdopen(s2c_w, "wb", buffering=0)
+    seen: Dict[str, Any] = {"sent": 0, "epipe": False, "eof": False}
+
+    def serve() -> None:
+        import json
+        try:
+            init = json.loads(srv_in.readline())
+            srv_out.write(json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": {
+                "protocolVersion": 1, "serverVersion": "fake", "backends": [], "limits": {}}}).encode() + b"\n")
+            srv_in.readline()  # initialized
+            req = json.loads(srv_in.readline())
+            head = b'{"jsonrpc":"2.0","id":%d,"result":"' % req["id"]
+            srv_out.write(head)
+            seen["sent"] = len(head)
+            while seen["sent"] < 64 << 20:
+                srv_out.write(line)
+                seen["sent"] += len(line)
+        except BrokenPipeError:
+            seen["epipe"] = True
+        try:
+            seen["eof"] = srv_in.read() == b""
+        finally:
+            srv_in.close()
+            srv_out.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    seen["thread"] = t
+    c = Client.connect(os.fdopen(s2c_r, "rb"), os.fdopen(c2s_w, "wb"), max_line_bytes=max_line_bytes)
+    test.addCleanup(c.close)
+    return c, seen
+
+
+class QueuedCallsTests(unittest.TestCase):
+    """A hostile server cannot make the client hold server requests
+    without bound: beyond max_queued_calls waiting for a worker, each is
+    answered at once with an error."""
+
+    def test_flood_of_approvals_is_refused_beyond_the_cap(self) -> None:
+        import json
+        c2s_r, c2s_w = os.pipe()
+        s2c_r, s2c_w = os.pipe()
+        srv_in, srv_out = os.fdopen(c2s_r, "rb"), os.fdopen(s2c_w, "wb", buffering=0)
+        release = threading.Event()
+        started = threading.Event()
+
+        def approve(req: ApprovalRequest) -> str:
+            started.set()
+            release.wait()
+            return "allow"
+
+        def handshake() -> None:
+            init = json.loads(srv_in.readline())
+            srv_out.write(json.dumps({"jsonrpc": "2.0", "id": init["id"], "result": {
+                "protocolVersion": 1, "backends": [], "limits": {}}}).encode() + b"\n")
+            srv_in.readline()  # initialized
+
+        hs = threading.Thread(target=handshake, daemon=True)
+        hs.start()
+        c = Client.connect(os.fdopen(s2c_r, "rb"), os.fdopen(c2s_w, "wb"), on_approval=approve, gate_workers=1,
+                           max_queued_calls=2)
+        self.addCleanup(c.close)
+        self.addCleanup(srv_in.close)  # before c.close: the fake server's end, as a real server would
+        self.addCleanup(srv_out.close)
+        self.addCleanup(release.set)  # first: a reader blocked on srv_in gets its answers, then srv_in closes
+        hs.join(WAIT)
+        n = 10
+        for i in range(n):
+            srv_out.write(json.dumps({"jsonrpc": "2.0", "id": "s%d" % i, "method": "approval/request", "params": {
+                "callId": "c%d" % i, "gate": "g", "args": [], "sandboxId": "sb", "processId": "p"}}).encode() + b"\n")
+        got: List[Dict[str, Any]] = []
+
+        def read(k: int) -> None:
+            for _ in range(k):
+                got.append(json.loads(srv_in.readline()))
+
+        # One runs (and blocks), two wait: the other seven are refused at
+        # once, while the first still blocks. Without the cap they all
+        # wait: no answer comes until release.
+        t = threading.Thread(target=read, args=(n - 3,), daemon=True)
+        t.start()
+        t.join(WAIT)
+        self.assertFalse(t.is_alive(), "the flood was held, not refused: %d answers" % len(got))
+        self.assertTrue(started.is_set())
+        self.assertEqual(sorted(m["id"] for m in got), ["s%d" % i for i in range(3, n)])
+        for m in got:
+            self.assertEqual(m["error"]["code"], -32003, m)
+            self.assertIn("max_queued_calls", m["error"]["message"])
+        release.set()
+        got.clear()
+        read(3)
+        self.assertEqual(sorted((m["id"], m["result"]["decision"]) for m in got),
+                         [("s0", "allow"), ("s1", "allow"), ("s2", "allow")])
+
+
+class ErrorClassTests(unittest.TestCase):
+    """An error response raises the class of its code (as the TS client's)."""
+
+    def test_classes_by_code(self) -> None:
+        from gatebridge_client import (ConflictError, InvalidParamsError, LimitError, MethodNotFoundError,
+                                       NotFoundError, UnauthorizedError, UnavailableError, error_for)
+        with new_client() as c:
+            with self.assertRaises(MethodNotFoundError) as cm:
+                c.request("no/such/method")
+            self.assertEqual(cm.exception.code, METHOD_NOT_FOUND)
+            with self.assertRaises(NotFoundError):
+                c.request("process/signal", {"processId": "nosuch", "signal": "TERM"})
+            with self.assertRaises(InvalidParamsError) as cm2:
+                c.open_sandbox(backend="nosuch", workspace=ROOT)
+            self.assertIsInstance(cm2.exception, GatebridgeError)
+            c.register_gate("ec_a", lambda call: "")
+            with self.assertRaises(ConflictError):
+                c.register_gate("ec_a", lambda call: "")
+            self.assertEqual(c.sandboxes, [])
+            sb = c.open_sandbox(backend="local", workspace=ROOT)
+            self.assertEqual(c.sandboxes, [sb])
+            sb.close()
+            self.assertEqual(c.sandboxes, [])
+        e = error_for(UNAVAILABLE, "no docker", {"hint": "start dockerd"})
+        self.assertIsInstance(e, UnavailableError)
+        self.assertEqual((e.code, e.message, e.hint), (UNAVAILABLE, "no docker", "start dockerd"))
+        self.assertIn("hint: start dockerd", str(e))
+        self.assertIsInstance(error_for(UNAUTHORIZED, "no"), UnauthorizedError)
+        self.assertIsInstance(error_for(-32003, "full"), LimitError)
+        self.assertIsInstance(error_for(-32099, "gone"), ConnectionClosedError)
+        plain = error_for(-1, "odd")
+        self.assertIs(type(plain), GatebridgeError)
+        self.assertIsNone(plain.hint)
+
+
+class LineCapTests(unittest.TestCase):
+    """A hostile server cannot make the client hold a line without bound."""
+
+    def test_default_is_the_servers_cap(self) -> None:
+        self.assertEqual(DEFAULT_MAX_LINE_BYTES, 16 << 20)
+        with new_client() as c:
+            self.assertEqual(c.limits["maxMessageBytes"], DEFAULT_MAX_LINE_BYTES)
+
+    def check_cut(self, wait_with_timeout: bool) -> None:
+        c, seen = fake_server(self, 1 << 20, b"x" * 65536)
+        errors: List[BaseException] = []
+
+        def call() -> None:
+            try:
+                c.request("gate/list", timeout=WAIT if wait_with_timeout else None)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        t = threading.Thread(target=call, daemon=True)
+        t.start()
+        # Without the cap the client holds all 64 MiB, then waits for the
+        # rest of the line: no answer (or a TimeoutError), not this.
+        t.join(WAIT + 5)
+        self.assertFalse(t.is_alive(), "the request still waits: the client holds the line")
+        self.assertEqual(len(errors), 1)
+        self.assertIsInstance(errors[0], ConnectionClosedError)
+        self.assertIn("over 1048576 bytes (max_line_bytes)", str(errors[0]))
+        seen["thread"].join(WAIT)
+        self.assertFalse(seen["thread"].is_alive(), "the fake server still writes")
+        self.assertTrue(seen["epipe"], "the client did not close its end: the server could go on writing")
+        self.assertTrue(seen["eof"], "the client did not close the server's input")
+        self.assertLess(seen["sent"], 8 << 20)
+        self.assertTrue(c.closed)
+        with self.assertRaises(ConnectionClosedError):
+            c.request("gate/list", timeout=WAIT)
+
+    def test_long_line_closes_the_connection(self) -> None:
+        self.check_cut(True)  # read by the reader thread
+
+    def test_long_line_closes_the_connection_when_the_caller_reads(self) -> None:
+        self.check_cut(False)  # read by the waiting thread itself (Client._await)
+
+    def test_line_reader_cap(self) -> None:
+        from gatebridge_client import LineTooLongError, _LineReader
+        import io
+        r = _LineReader(io.BufferedReader(io.BytesIO(b"12345\n123456\nmore\n")), 5)  # type: ignore[arg-type]
+        self.assertEqual(r.readline(), b"12345\n")  # exactly the cap: taken
+        for _ in range(2):  # sticky
+            with self.assertRaises(LineTooLongError):
+                r.readline()
+
+        class NoRead1:
+            def __init__(self) -> None:
+                self.f = io.BytesIO(b"12345\n123456\n")
+
+            def readline(self, n: int = -1) -> bytes:
+                return self.f.readline(n)
+
+        r = _LineReader(NoRead1(), 5)  # type: ignore[arg-type]
+        self.assertEqual(r.readline(), b"12345\n")
+        with self.assertRaises(LineTooLongError):
+            r.readline()
 
 
 class ConnectionTests(unittest.TestCase):
