@@ -331,40 +331,41 @@ var codes = map[control.Kind]int{
 }
 
 // toError maps err to the error a client gets: an [*Error] as it is; a
-// control plane's error by its kind, with its hint; a backend's failure
-// with its backend and its hint (read with [hint.Of] only) in data.
+// control plane's error by its kind (control.KindOf), with its hint; a
+// backend's failure with its backend and its hint (read with [hint.Of]
+// only) in data; an image failure with data.kind (control.DataKind).
 func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
+	code := cmp.Or(codes[control.KindOf(err)], CodeInternalError)
+	data := map[string]string{}
 	var ce *control.Error
-	if errors.As(err, &ce) {
-		re := &Error{Code: cmp.Or(codes[ce.Kind], CodeInternalError), Message: err.Error()}
-		if ce.Field != "" {
-			re.Message = "invalid params: " + re.Message
-		}
-		if h := hint.Of(err); h != "" {
-			re.Data = map[string]string{"hint": h}
-		}
-		return re
-	}
 	var se *sandbox.Error
-	if errors.As(err, &se) {
-		data := map[string]string{"backend": se.Backend}
-		if h := hint.Of(err); h != "" {
-			data["hint"] = h
+	msg := err.Error()
+	switch {
+	case errors.As(err, &ce):
+		if ce.Field != "" {
+			msg = "invalid params: " + msg
 		}
-		code := CodeInternalError
-		if errors.Is(err, sandbox.ErrUnavailable) {
-			code = CodeUnavailable
-		}
-		return &Error{Code: code, Message: err.Error(), Data: data}
+	case errors.As(err, &se):
+		data["backend"] = se.Backend
 	}
-	if errors.Is(err, sandbox.ErrUnavailable) {
-		return &Error{Code: CodeUnavailable, Message: err.Error()}
+	if code == CodeInvalidParams && ce == nil {
+		msg = "invalid params: " + msg
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error()}
+	if h := hint.Of(err); h != "" && (ce != nil || se != nil) {
+		data["hint"] = h
+	}
+	if k := control.DataKind(err); k != "" {
+		data["kind"] = k
+	}
+	re := &Error{Code: code, Message: msg}
+	if len(data) > 0 {
+		re.Data = data
+	}
+	return re
 }
 
 func errorf(code int, format string, args ...any) *Error {
