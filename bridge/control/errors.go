@@ -28,6 +28,9 @@ const (
 	// KindUnavailable is no sandbox that can run here
 	// (sandbox.ErrUnavailable).
 	KindUnavailable
+	// KindPolicy is a command the command policy refused before it
+	// started; the *Error wraps the *cmdpolicy.DeniedError.
+	KindPolicy
 )
 
 // Error is an error of the control plane: its Kind, a message, an

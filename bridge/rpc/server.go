@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
@@ -82,6 +83,12 @@ type Options struct {
 	// RunAs is the host identity commands of a sandbox with this workspace
 	// run as when gatebridge is root; nil means gatebridge's own.
 	RunAs func(workspace string) (uid, gid int)
+	// Policy decides every process/start before it starts (nil: all
+	// allowed); MaxCommandBytes and MaxCommands bound a command's size and
+	// a sandbox's commands (control.Options).
+	Policy          *cmdpolicy.Policy
+	MaxCommandBytes int64
+	MaxCommands     int
 	// Caps; zero fields take the defaults above.
 	MaxMessageBytes  int
 	MaxSandboxes     int
@@ -135,7 +142,8 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf,
+		Policy: o.Policy, MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
 }
 
 // msec is a protocol's milliseconds as a duration.
@@ -338,6 +346,11 @@ func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if de, ok := cmdpolicy.IsDenied(err); ok { // data: what decided (docs/jsonrpc.md "policy_denied")
+		data := de.Data()
+		data.Hint = cmp.Or(hint.Of(err), data.Hint)
+		return &Error{Code: CodePolicyDenied, Message: err.Error(), Data: data}
 	}
 	code := cmp.Or(codes[control.KindOf(err)], CodeInternalError)
 	data := map[string]string{}

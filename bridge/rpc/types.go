@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/json"
 
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
@@ -55,6 +56,7 @@ const (
 	CodeUnavailable    = -32004 // the backend cannot run here
 	CodeConflict       = -32005 // the id is already in use
 	CodeUnauthorized   = -32006 // serve --listen: the first message is not initialize with the token
+	CodePolicyDenied   = -32007 // process/start refused by the command policy (data: cmdpolicy.ErrorData)
 )
 
 // Message is one JSON-RPC 2.0 message: a request (ID and Method), a
@@ -87,6 +89,8 @@ func (e *Error) Hint() string {
 	case map[string]any:
 		h, _ := d["hint"].(string)
 		return h
+	case cmdpolicy.ErrorData:
+		return d.Hint
 	}
 	return ""
 }

@@ -132,6 +132,9 @@ CONFLICT = -32005
 #: ``serve --listen`` refused the connection: no initialize with the
 #: server's token as the first message.
 UNAUTHORIZED = -32006
+#: ``process/start`` refused by the command policy (``policy.commands``)
+#: before anything started; ``data`` names the command and the rule.
+POLICY_DENIED = -32007
 REQUEST_CANCELLED = -32800
 #: Client-side only: the connection to the server is gone.
 CONNECTION_CLOSED = -32099

@@ -272,6 +272,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		},
 		Process: sandboxSpecTemplate(cfg),
 		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		Policy:  cfg.policy,
 		Version: versionString(),
 		Logf:    logf,
 	}, closeAudit, nil
