@@ -172,7 +172,7 @@ type GateRegisterParams struct {
 	Usage       string          `json:"usage,omitempty"` // default: name and params
 	Params      []gates.Param   `json:"params,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	Stdin       string          `json:"stdin,omitempty"` // "none" (default), "if-no-args", "always", "if-at-dash"
+	Stdin       string          `json:"stdin,omitempty"` // "if-no-args" (default), "none", "always", "if-at-dash"
 	TimeoutMs   int64           `json:"timeoutMs,omitempty"`
 	Approval    bool            `json:"approval,omitempty"`
 }

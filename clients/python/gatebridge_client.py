@@ -1316,7 +1316,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout_ms: Optional[int] = None,
         approval: bool = False,
     ) -> Callable[[F], F]: ...
@@ -1329,7 +1329,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout_ms: Optional[int] = None,
         approval: bool = False,
     ) -> Any:
@@ -1357,7 +1357,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout_ms: Optional[int] = None,
         approval: bool = False,
     ) -> None:
@@ -1372,8 +1372,9 @@ class Client:
         summary: one line (default: the first line of the docstring).
         usage: e.g. ``"lookup WORD"``. params: ``[{"name", "description",
         "required", "variadic"?, "flag"?}]`` or input_schema (a JSON Schema
-        object). stdin: ``"none"``, ``"if-no-args"``, ``"always"`` or
-        ``"if-at-dash"``: when the caller's stdin is sent. timeout_ms: the deadline for the answer
+        object). stdin: ``"if-no-args"`` (default: when the gate is called
+        without arguments, so ``echo hi | g`` sends ``hi``), ``"none"``,
+        ``"always"`` or ``"if-at-dash"``: when the caller's stdin is sent. timeout_ms: the deadline for the answer
         (default: the server's, ``limits["gateTimeoutMs"]``). approval: ask
         ``on_approval`` before every call.
         """
@@ -1385,7 +1386,7 @@ class Client:
             p["params"] = [dict(x) for x in params]
         if input_schema is not None:
             p["inputSchema"] = dict(input_schema)
-        if stdin and stdin != "none":
+        if stdin:
             p["stdin"] = stdin
         if timeout_ms:
             p["timeoutMs"] = int(timeout_ms)

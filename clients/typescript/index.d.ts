@@ -192,7 +192,7 @@ export interface GateOptions {
   params?: Param[];
   /** A JSON Schema of an object, instead of params. */
   inputSchema?: unknown;
-  /** When the caller's stdin is forwarded (default: the server's). */
+  /** When the caller's stdin is forwarded (default: the server's, "if-no-args": when the gate is called without arguments). */
   stdin?: StdinMode;
   /** Seconds the client may take to answer (default limits.gateTimeoutMs). */
   timeout?: number;
