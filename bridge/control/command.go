@@ -86,3 +86,17 @@ func (sb *Sandbox) countCommandLocked() error {
 	sb.commands++
 	return nil
 }
+
+// CommandLimitsText says the command limits in force, for a capability
+// text ("" when only the default size applies, which no command a model
+// writes by hand reaches).
+func CommandLimitsText(maxCommandBytes int64, maxCommands int) string {
+	var s string
+	if maxCommandBytes > 0 && maxCommandBytes != DefaultMaxCommandBytes {
+		s = fmt.Sprintf("A command line may be at most %d bytes (%s); write a longer script to a file first. ", maxCommandBytes, MaxCommandBytesKey)
+	}
+	if maxCommands > 0 {
+		s += fmt.Sprintf("This sandbox starts at most %d commands (%s); later ones are refused. ", maxCommands, MaxCommandsKey)
+	}
+	return s
+}

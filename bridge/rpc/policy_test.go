@@ -74,3 +74,44 @@ func TestProcessStartPolicyDenied(t *testing.T) {
 		t.Errorf("an allowed command: %+v", out)
 	}
 }
+
+// sandbox.max_command_bytes and sandbox.max_commands: a command over the
+// size is refused before it starts, the sandbox's commands past the count
+// too; both name their key, and initialize says both.
+func TestProcessStartCommandLimits(t *testing.T) {
+	opts := testOptions(t)
+	opts.MaxCommandBytes, opts.MaxCommands = 100, 2
+	c := newUninitialized(t, opts)
+	var init InitializeResult
+	c.Call(MethodInitialize, InitializeParams{ClientName: "t", ProtocolVersion: ProtocolVersion}, &init)
+	c.Notify(MethodInitialized, struct{}{})
+	if l := init.Limits; l.MaxCommandBytes != 100 || l.MaxCommands != 2 {
+		t.Errorf("initialize's limits: maxCommandBytes %d, maxCommands %d; want 100, 2", l.MaxCommandBytes, l.MaxCommands)
+	}
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	long := "touch made; : " + strings.Repeat("x", 100)
+	e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p0", SandboxID: "sb", Argv: []string{"sh", "-c", long}})
+	if e == nil || e.Code != CodeInvalidParams || !strings.Contains(e.Message, "sandbox.max_command_bytes (100)") {
+		t.Fatalf("a command over max_command_bytes: %+v", e)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err == nil {
+		t.Errorf("the command over the size ran")
+	}
+	for _, id := range []string{"p1", "p2"} { // the refused one did not count
+		if out := c.Run("sb", id, nil, "true"); out.Exited.ExitCode != 0 {
+			t.Fatalf("%s: %+v", id, out)
+		}
+	}
+	e = c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p3", SandboxID: "sb", Argv: []string{"touch", "third"}})
+	if e == nil || e.Code != CodeLimit || !strings.Contains(e.Message, "sandbox.max_commands") {
+		t.Fatalf("a third command with max_commands 2: %+v", e)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "third")); err == nil {
+		t.Errorf("the command over the count ran")
+	}
+	// Another sandbox has its own count.
+	c.openSandbox("sb2", local.Name, false)
+	if out := c.Run("sb2", "q1", nil, "true"); out.Exited.ExitCode != 0 {
+		t.Fatalf("another sandbox: %+v", out)
+	}
+}

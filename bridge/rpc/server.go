@@ -162,6 +162,7 @@ func (s *Server) limits() ConnLimits {
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		MaxCommandBytes:   s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
 	}
 }
 

@@ -129,11 +129,13 @@ type ConnLimits struct {
 	MaxSandboxes      int   `json:"maxSandboxes"`
 	MaxProcesses      int   `json:"maxProcesses"`
 	MaxPendingCalls   int   `json:"maxPendingGateCalls"`
-	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`  // per stream: the snapshot's head + tail together
-	MaxReplayBytes    int64 `json:"maxReplayBytes"`    // per process, for process/read
-	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`  // process/start without timeoutMs (0: none)
-	GateTimeoutMs     int64 `json:"gateTimeoutMs"`     // gate/call deadline without timeoutMs
-	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"` // approval/request deadline
+	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`          // per stream: the snapshot's head + tail together
+	MaxReplayBytes    int64 `json:"maxReplayBytes"`            // per process, for process/read
+	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`          // process/start without timeoutMs (0: none)
+	GateTimeoutMs     int64 `json:"gateTimeoutMs"`             // gate/call deadline without timeoutMs
+	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"`         // approval/request deadline
+	MaxCommandBytes   int64 `json:"maxCommandBytes,omitempty"` // process/start's argv, each word and its NUL (sandbox.max_command_bytes)
+	MaxCommands       int   `json:"maxCommands,omitempty"`     // processes one sandbox starts (sandbox.max_commands; 0: no limit)
 }
 
 // SandboxOpenParams are the params of sandbox/open.

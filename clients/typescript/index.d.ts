@@ -82,6 +82,8 @@ export interface BackendInfo { name: string; summary: string; isolates: string }
 export interface ConnLimits {
   maxMessageBytes: number; maxSandboxes: number; maxProcesses: number; maxPendingGateCalls: number;
   maxRetainedBytes: number; maxReplayBytes: number; defaultTimeoutMs: number; gateTimeoutMs: number;
+  /** process/start's argv, each word and its NUL; maxCommands: per sandbox, absent for no limit (both absent from older servers). */
+  maxCommandBytes?: number; maxCommands?: number;
   approvalTimeoutMs: number;
 }
 export interface Param {
