@@ -325,6 +325,19 @@ func TestPersistentSandbox(t *testing.T) {
 		t.Errorf("sandbox exec --json: %v: %s %s", err, out.Stdout, out.Stderr)
 	}
 
+	// From outside its workspace (friction 5): sandbox exec works in the
+	// sandbox's workspace; a --workspace outside it is refused with a hint
+	// naming the sandbox's.
+	elsewhere := t.TempDir()
+	out = gbRaw(t, elsewhere, nil, nil, 0, "sandbox", "exec", name, "--", "sh", "-c", "pwd; read_file hello.txt")
+	if out.Code != 0 || out.Stdout != "/workspace\nfrom the workspace\n" {
+		t.Errorf("sandbox exec from elsewhere: exit %d, stdout %q, stderr %q", out.Code, out.Stdout, out.Stderr)
+	}
+	out = gbRaw(t, elsewhere, nil, nil, 0, "sandbox", "exec", "--workspace", elsewhere, name, "--", "true")
+	if out.Code != 125 || !strings.Contains(out.Stderr, "--workspace "+ws) {
+		t.Errorf("sandbox exec --workspace outside: exit %d, stderr %q", out.Code, out.Stderr)
+	}
+
 	// Concurrent commands get separate sessions and their own answers.
 	var wg sync.WaitGroup
 	outs := make([]Out, 2)

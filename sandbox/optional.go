@@ -90,3 +90,28 @@ type StartSpec struct {
 	// server that crashed). Without it the sandbox lives until stopped.
 	Owned bool
 }
+
+// Facts are what a command in a backend's sandbox can count on beyond
+// its workspace, for the texts that describe the shell to a model (the
+// capability text, the MCP tool's description).
+type Facts struct {
+	// Network is what commands can reach, in words ("the host's
+	// network", "docker network bridge"); "" is none (at most a
+	// loopback of their own).
+	Network string
+	// TmpKept: files in /tmp outlive the command that wrote them (one
+	// sandbox for every command, or the host's /tmp); else each command
+	// gets an empty /tmp.
+	TmpKept bool
+	// TmpHost: /tmp is the host's own, shared with its other programs.
+	TmpHost bool
+	// Unconfined: commands run as the host's processes; a read-only
+	// workspace is not enforced.
+	Unconfined bool
+}
+
+// FactsReporter is a backend (or a started sandbox) that states its
+// Facts. A backend that does not is described without them.
+type FactsReporter interface {
+	Facts() Facts
+}

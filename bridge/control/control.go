@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -65,6 +66,13 @@ type Options struct {
 	// RunAs is the host identity commands of a sandbox with this
 	// workspace run as when gatebridge is root; nil means gatebridge's own.
 	RunAs func(workspace string) (uid, gid int)
+	// Policy decides every command before it starts (policy.commands;
+	// nil: all are allowed). MaxCommandBytes bounds a command's argv (a
+	// script counts as /bin/sh -c SCRIPT; 0: DefaultMaxCommandBytes),
+	// MaxCommands the commands one sandbox starts (0: no limit).
+	Policy          *cmdpolicy.Policy
+	MaxCommandBytes int64
+	MaxCommands     int
 	// NamePrefix starts the names of long-lived sandboxes ("rpc").
 	NamePrefix string
 	// Limits; zero fields take the defaults above.
@@ -89,6 +97,7 @@ func New(opts Options) *Host {
 	o := &opts
 	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
+	setDefault(&o.MaxCommandBytes, DefaultMaxCommandBytes)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
 	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
 	if o.Backends == nil {

@@ -28,6 +28,9 @@ const (
 	// KindUnavailable is no sandbox that can run here
 	// (sandbox.ErrUnavailable).
 	KindUnavailable
+	// KindPolicy is a command the command policy refused before it
+	// started; the *Error wraps the *cmdpolicy.DeniedError.
+	KindPolicy
 )
 
 // Error is an error of the control plane: its Kind, a message, an
@@ -57,9 +60,14 @@ func invalid(field, format string, args ...any) *Error {
 	return &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// KindOf sorts err: a control *Error by its Kind, anything that is
-// sandbox.ErrUnavailable as KindUnavailable, the rest as KindInternal.
+// KindOf sorts err: an image the configuration refuses
+// (sandbox.ErrImageRefused: the caller chose it) as KindInvalid, a
+// control *Error by its Kind, anything that is sandbox.ErrUnavailable as
+// KindUnavailable, the rest as KindInternal.
 func KindOf(err error) Kind {
+	if errors.Is(err, sandbox.ErrImageRefused) {
+		return KindInvalid
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind
@@ -68,6 +76,28 @@ func KindOf(err error) Kind {
 		return KindUnavailable
 	}
 	return KindInternal
+}
+
+// Data kinds: what a failure is, in the words run --json uses for
+// error.kind (docs/json.md), for a front end to name besides the Kind.
+const (
+	DataImageRefused = "image_refused" // not in sandbox.docker.images
+	DataImagePull    = "image_pull"    // not present, and pulling it failed
+	DataImageMissing = "image_missing" // not present, and pulling is off
+)
+
+// DataKind names err's failure when a caller can act on it by its
+// kind (one of the Data* constants), else "".
+func DataKind(err error) string {
+	switch {
+	case errors.Is(err, sandbox.ErrImageRefused):
+		return DataImageRefused
+	case errors.Is(err, sandbox.ErrImagePull):
+		return DataImagePull
+	case errors.Is(err, sandbox.ErrImageMissing):
+		return DataImageMissing
+	}
+	return ""
 }
 
 // ErrNoAnswer is the cause of the context a front end's Answerer or

@@ -112,6 +112,9 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	if spec.Timeout < 0 {
 		return nil, invalid("timeoutMs", "%q must not be negative", "timeoutMs")
 	}
+	if err := sb.h.checkCommand(argv); err != nil { // before anything starts
+		return nil, err
+	}
 	dir, err := sb.WorkDir(spec.Cwd)
 	if err != nil {
 		return nil, err
@@ -127,6 +130,11 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		sb.mu.Unlock()
 		cancel(nil)
 		return nil, errorf(KindNotFound, "sandbox %q is closing", sb.id)
+	}
+	if err := sb.countCommandLocked(); err != nil {
+		sb.mu.Unlock()
+		cancel(nil)
+		return nil, err
 	}
 	sb.procs[p] = true
 	sb.mu.Unlock()

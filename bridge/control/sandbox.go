@@ -72,6 +72,7 @@ type Sandbox struct {
 	refilling bool
 	refills   sync.WaitGroup
 	procs     map[*Process]bool
+	commands  int             // started, for Options.MaxCommands
 	allowed   map[string]bool // gates approved for the sandbox's life
 }
 

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,8 +67,10 @@ func (c *conn) gateRegister(params json.RawMessage) (any, error) {
 	if err := control.CheckGateName(p.Name); err != nil {
 		return nil, err
 	}
+	// Omitted: if-no-args, so that `echo hello | g` reaches the gate
+	// (models pipe into tools all the time); "none" must be asked for.
 	var stdin gates.StdinMode
-	if err := stdin.UnmarshalText([]byte(p.Stdin)); err != nil {
+	if err := stdin.UnmarshalText([]byte(cmp.Or(p.Stdin, "if-no-args"))); err != nil {
 		return nil, errorf(CodeInvalidParams, "invalid params: \"stdin\": %v", err)
 	}
 	if p.TimeoutMs < 0 {

@@ -354,3 +354,51 @@ func TestRuntimeGateArgsNotUTF8(t *testing.T) {
 		})
 	}
 }
+
+// A runtime gate registered without "stdin" gets what is piped into it
+// when called without arguments (if-no-args, the protocol's default):
+// models pipe into tools all the time. "none" must be asked for.
+func TestRuntimeGateStdinDefault(t *testing.T) {
+	c := newClient(t, testOptions(t))
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "g"}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "deaf", Stdin: "none"}, nil)
+	var docs []GateDoc
+	c.Call(MethodGateList, struct{}{}, &docs)
+	stdin := map[string]string{}
+	for _, d := range docs {
+		stdin[d.Name] = d.Stdin
+	}
+	if stdin["g"] != "if-no-args" || stdin["deaf"] != "none" {
+		t.Errorf("gate/list: stdin g %q, deaf %q; want if-no-args, none", stdin["g"], stdin["deaf"])
+	}
+	c.openSandbox("sb", "local", false)
+	for _, tc := range []struct {
+		gate string
+		want *string
+	}{{"g", ptr("hello\n")}, {"deaf", nil}} {
+		id := "p-" + tc.gate
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"sh", "-c", "echo hello | " + tc.gate}}, nil)
+		m, raw := c.nextRequest(MethodGateCall)
+		var gc GateCallParams
+		json.Unmarshal(raw, &gc)
+		var got *string
+		if gc.Stdin != nil {
+			s := string(gc.Stdin)
+			got = &s
+		}
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("%s: the gate got stdin %v, want %v", tc.gate, show(got), show(tc.want))
+		}
+		c.Respond(m, GateCallResult{}, nil)
+		c.Collect(id, 30*time.Second, nil)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func show(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%q", *s)
+}

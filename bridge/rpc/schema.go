@@ -113,7 +113,7 @@ var fieldNotes = map[string]fieldNote{
 		description: "auto: the strongest usable backend (never local unless the server allows unsandboxed runs)."},
 	"SandboxOpenParams.workspace":        {description: "An absolute host directory: the processes' default cwd and the root the file gates see."},
 	"SandboxOpenResult.workspaceInside":  {description: "Where commands in the sandbox see the workspace."},
-	"GateRegisterParams.stdin":           {enum: []string{"none", "if-no-args", "always", "if-at-dash"}, description: "When the caller's stdin is forwarded to the gate (default none)."},
+	"GateRegisterParams.stdin":           {enum: []string{"none", "if-no-args", "always", "if-at-dash"}, description: "When the caller's stdin is forwarded to the gate (default if-no-args: when the gate is called without arguments)."},
 	"GateRegisterParams.inputSchema":     {description: "A JSON Schema of an object describing the gate's arguments (instead of params)."},
 	"GateRegisterParams.timeoutMs":       {description: "How long the client may take to answer a gate/call (default limits.gateTimeoutMs)."},
 	"GateRegisterParams.approval":        {description: "Send approval/request before every call (until allowForSession)."},

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
@@ -82,6 +83,12 @@ type Options struct {
 	// RunAs is the host identity commands of a sandbox with this workspace
 	// run as when gatebridge is root; nil means gatebridge's own.
 	RunAs func(workspace string) (uid, gid int)
+	// Policy decides every process/start before it starts (nil: all
+	// allowed); MaxCommandBytes and MaxCommands bound a command's size and
+	// a sandbox's commands (control.Options).
+	Policy          *cmdpolicy.Policy
+	MaxCommandBytes int64
+	MaxCommands     int
 	// Caps; zero fields take the defaults above.
 	MaxMessageBytes  int
 	MaxSandboxes     int
@@ -135,7 +142,8 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf,
+		Policy: o.Policy, MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
 }
 
 // msec is a protocol's milliseconds as a duration.
@@ -154,6 +162,7 @@ func (s *Server) limits() ConnLimits {
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		MaxCommandBytes:   s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
 	}
 }
 
@@ -331,40 +340,46 @@ var codes = map[control.Kind]int{
 }
 
 // toError maps err to the error a client gets: an [*Error] as it is; a
-// control plane's error by its kind, with its hint; a backend's failure
-// with its backend and its hint (read with [hint.Of] only) in data.
+// control plane's error by its kind (control.KindOf), with its hint; a
+// backend's failure with its backend and its hint (read with [hint.Of]
+// only) in data; an image failure with data.kind (control.DataKind).
 func toError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
+	if de, ok := cmdpolicy.IsDenied(err); ok { // data: what decided (docs/jsonrpc.md "policy_denied")
+		data := de.Data()
+		data.Hint = cmp.Or(hint.Of(err), data.Hint)
+		return &Error{Code: CodePolicyDenied, Message: err.Error(), Data: data}
+	}
+	code := cmp.Or(codes[control.KindOf(err)], CodeInternalError)
+	data := map[string]string{}
 	var ce *control.Error
-	if errors.As(err, &ce) {
-		re := &Error{Code: cmp.Or(codes[ce.Kind], CodeInternalError), Message: err.Error()}
-		if ce.Field != "" {
-			re.Message = "invalid params: " + re.Message
-		}
-		if h := hint.Of(err); h != "" {
-			re.Data = map[string]string{"hint": h}
-		}
-		return re
-	}
 	var se *sandbox.Error
-	if errors.As(err, &se) {
-		data := map[string]string{"backend": se.Backend}
-		if h := hint.Of(err); h != "" {
-			data["hint"] = h
+	msg := err.Error()
+	switch {
+	case errors.As(err, &ce):
+		if ce.Field != "" {
+			msg = "invalid params: " + msg
 		}
-		code := CodeInternalError
-		if errors.Is(err, sandbox.ErrUnavailable) {
-			code = CodeUnavailable
-		}
-		return &Error{Code: code, Message: err.Error(), Data: data}
+	case errors.As(err, &se):
+		data["backend"] = se.Backend
 	}
-	if errors.Is(err, sandbox.ErrUnavailable) {
-		return &Error{Code: CodeUnavailable, Message: err.Error()}
+	if code == CodeInvalidParams && ce == nil {
+		msg = "invalid params: " + msg
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error()}
+	if h := hint.Of(err); h != "" && (ce != nil || se != nil) {
+		data["hint"] = h
+	}
+	if k := control.DataKind(err); k != "" {
+		data["kind"] = k
+	}
+	re := &Error{Code: code, Message: msg}
+	if len(data) > 0 {
+		re.Data = data
+	}
+	return re
 }
 
 func errorf(code int, format string, args ...any) *Error {

@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/json"
 
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
@@ -55,6 +56,7 @@ const (
 	CodeUnavailable    = -32004 // the backend cannot run here
 	CodeConflict       = -32005 // the id is already in use
 	CodeUnauthorized   = -32006 // serve --listen: the first message is not initialize with the token
+	CodePolicyDenied   = -32007 // process/start refused by the command policy (data: cmdpolicy.ErrorData)
 )
 
 // Message is one JSON-RPC 2.0 message: a request (ID and Method), a
@@ -87,6 +89,8 @@ func (e *Error) Hint() string {
 	case map[string]any:
 		h, _ := d["hint"].(string)
 		return h
+	case cmdpolicy.ErrorData:
+		return d.Hint
 	}
 	return ""
 }
@@ -125,11 +129,13 @@ type ConnLimits struct {
 	MaxSandboxes      int   `json:"maxSandboxes"`
 	MaxProcesses      int   `json:"maxProcesses"`
 	MaxPendingCalls   int   `json:"maxPendingGateCalls"`
-	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`  // per stream: the snapshot's head + tail together
-	MaxReplayBytes    int64 `json:"maxReplayBytes"`    // per process, for process/read
-	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`  // process/start without timeoutMs (0: none)
-	GateTimeoutMs     int64 `json:"gateTimeoutMs"`     // gate/call deadline without timeoutMs
-	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"` // approval/request deadline
+	MaxRetainedBytes  int64 `json:"maxRetainedBytes"`          // per stream: the snapshot's head + tail together
+	MaxReplayBytes    int64 `json:"maxReplayBytes"`            // per process, for process/read
+	DefaultTimeoutMs  int64 `json:"defaultTimeoutMs"`          // process/start without timeoutMs (0: none)
+	GateTimeoutMs     int64 `json:"gateTimeoutMs"`             // gate/call deadline without timeoutMs
+	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"`         // approval/request deadline
+	MaxCommandBytes   int64 `json:"maxCommandBytes,omitempty"` // process/start's argv, each word and its NUL (sandbox.max_command_bytes)
+	MaxCommands       int   `json:"maxCommands,omitempty"`     // processes one sandbox starts (sandbox.max_commands; 0: no limit)
 }
 
 // SandboxOpenParams are the params of sandbox/open.
@@ -168,7 +174,7 @@ type GateRegisterParams struct {
 	Usage       string          `json:"usage,omitempty"` // default: name and params
 	Params      []gates.Param   `json:"params,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	Stdin       string          `json:"stdin,omitempty"` // "none" (default), "if-no-args", "always", "if-at-dash"
+	Stdin       string          `json:"stdin,omitempty"` // "if-no-args" (default), "none", "always", "if-at-dash"
 	TimeoutMs   int64           `json:"timeoutMs,omitempty"`
 	Approval    bool            `json:"approval,omitempty"`
 }

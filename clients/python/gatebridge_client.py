@@ -162,6 +162,9 @@ CONFLICT = -32005
 #: ``serve --listen`` refused the connection: no initialize with the
 #: server's token as the first message.
 UNAUTHORIZED = -32006
+#: ``process/start`` refused by the command policy (``policy.commands``)
+#: before anything started; ``data`` names the command and the rule.
+POLICY_DENIED = -32007
 REQUEST_CANCELLED = -32800
 #: Client-side only: the connection to the server is gone.
 CONNECTION_CLOSED = -32099
@@ -1588,7 +1591,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout: Optional[float] = None,
         approval: bool = False,
         timeout_ms: Optional[int] = None,
@@ -1602,7 +1605,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout: Optional[float] = None,
         approval: bool = False,
         timeout_ms: Optional[int] = None,
@@ -1632,7 +1635,7 @@ class Client:
         usage: str = "",
         params: Optional[Sequence[Mapping[str, Any]]] = None,
         input_schema: Optional[Mapping[str, Any]] = None,
-        stdin: str = "none",
+        stdin: str = "if-no-args",
         timeout: Optional[float] = None,
         approval: bool = False,
         timeout_ms: Optional[int] = None,
@@ -1648,12 +1651,13 @@ class Client:
         summary: one line (default: the first line of the docstring).
         usage: e.g. ``"lookup WORD"``. params: ``[{"name", "description",
         "required", "variadic"?, "flag"?}]`` or input_schema (a JSON Schema
-        object). stdin: ``"none"``, ``"if-no-args"``, ``"always"`` or
-        ``"if-at-dash"``: when the caller's stdin is sent. timeout: seconds the
-        client may take to answer (default: the server's,
-        ``limits["gateTimeoutMs"]``, in milliseconds). approval: ask
-        ``on_approval`` before every call. ``timeout_ms`` is the deprecated
-        name of ``timeout`` in milliseconds.
+        object). stdin: ``"if-no-args"`` (default: when the gate is called
+        without arguments, so ``echo hi | g`` sends ``hi``), ``"none"``,
+        ``"always"`` or ``"if-at-dash"``: when the caller's stdin is sent.
+        timeout: seconds the client may take to answer (default: the
+        server's, ``limits["gateTimeoutMs"]``, in milliseconds). approval:
+        ask ``on_approval`` before every call. ``timeout_ms`` is the
+        deprecated name of ``timeout`` in milliseconds.
         """
         timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         if summary is None:
@@ -1664,7 +1668,7 @@ class Client:
             p["params"] = [dict(x) for x in params]
         if input_schema is not None:
             p["inputSchema"] = dict(input_schema)
-        if stdin and stdin != "none":
+        if stdin:
             p["stdin"] = stdin
         t = _ms(timeout, "timeout")
         if t is not None:

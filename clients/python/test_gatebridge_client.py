@@ -438,6 +438,20 @@ class BackendTests:
 
     # ------------------------------------------------------------ gates
 
+    def test_gate_stdin_default_if_no_args(self) -> None:
+        # Registered without stdin=: what is piped into the gate reaches it.
+        name = self.gate_name("piped")
+        got: List[Optional[bytes]] = []
+
+        @self.client.gate(name, summary="records stdin")
+        def piped(call: GateCall) -> Any:
+            got.append(call.stdin)
+            return ""
+
+        r = self.sb.run("echo hello | %s" % name)
+        self.assertEqual(r.exit_code, 0, r)
+        self.assertEqual(got, [b"hello\n"])
+
     def test_gate_args_stdin_exit_stderr(self) -> None:
         name = self.gate_name("mygate")
         calls: List[GateCall] = []

@@ -21,6 +21,7 @@ export declare const UNAVAILABLE: -32004;
 export declare const CONFLICT: -32005;
 /** `serve --listen` refused the connection: no initialize with the server's token. */
 export declare const UNAUTHORIZED: -32006;
+export declare const POLICY_DENIED: -32007;
 export declare const REQUEST_CANCELLED: -32800;
 /** Client-side only: the connection to the server is gone. */
 export declare const CONNECTION_CLOSED: -32099;
@@ -61,6 +62,8 @@ export declare const LimitError: TypedErrorClass<-32003>;
 export declare const UnavailableError: TypedErrorClass<-32004>;
 export declare const ConflictError: TypedErrorClass<-32005>;
 export declare const UnauthorizedError: TypedErrorClass<-32006>;
+/** The command policy refused the command before it started (data: kind policy_denied, decision, rule, command). */
+export declare const PolicyDeniedError: TypedErrorClass<-32007>;
 export declare const RequestCancelledError: TypedErrorClass<-32800>;
 /** The connection is gone: the server exited, or the client was closed. */
 export declare const ConnectionClosedError: TypedErrorClass<-32099>;
@@ -79,6 +82,8 @@ export interface BackendInfo { name: string; summary: string; isolates: string }
 export interface ConnLimits {
   maxMessageBytes: number; maxSandboxes: number; maxProcesses: number; maxPendingGateCalls: number;
   maxRetainedBytes: number; maxReplayBytes: number; defaultTimeoutMs: number; gateTimeoutMs: number;
+  /** process/start's argv, each word and its NUL; maxCommands: per sandbox, absent for no limit (both absent from older servers). */
+  maxCommandBytes?: number; maxCommands?: number;
   approvalTimeoutMs: number;
 }
 export interface Param {
@@ -189,7 +194,7 @@ export interface GateOptions {
   params?: Param[];
   /** A JSON Schema of an object, instead of params. */
   inputSchema?: unknown;
-  /** When the caller's stdin is forwarded (default: the server's). */
+  /** When the caller's stdin is forwarded (default: the server's, "if-no-args": when the gate is called without arguments). */
   stdin?: StdinMode;
   /** Seconds the client may take to answer (default limits.gateTimeoutMs). */
   timeout?: number;

@@ -41,6 +41,8 @@ export const LIMIT = -32003;
 export const UNAVAILABLE = -32004;
 export const CONFLICT = -32005;
 export const UNAUTHORIZED = -32006;
+/** process/start refused by the command policy; data names the command and the rule. */
+export const POLICY_DENIED = -32007;
 export const REQUEST_CANCELLED = -32800;
 /** Client-side only: the connection to the server is gone. */
 export const CONNECTION_CLOSED = -32099;
@@ -115,14 +117,16 @@ export const LimitError = errorClass("LimitError", LIMIT);
 export const UnavailableError = errorClass("UnavailableError", UNAVAILABLE);
 export const ConflictError = errorClass("ConflictError", CONFLICT);
 export const UnauthorizedError = errorClass("UnauthorizedError", UNAUTHORIZED);
+/** The command policy refused the command before it started (data: kind policy_denied, decision, rule, command). */
+export const PolicyDeniedError = errorClass("PolicyDeniedError", POLICY_DENIED);
 export const RequestCancelledError = errorClass("RequestCancelledError", REQUEST_CANCELLED);
 /** The connection to the server is gone: it exited, or the client was closed. */
 export const ConnectionClosedError = errorClass("ConnectionClosedError", CONNECTION_CLOSED);
 
 const ERROR_CLASSES = [
   ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError, NotFoundError,
-  NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, RequestCancelledError,
-  ConnectionClosedError,
+  NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, PolicyDeniedError,
+  RequestCancelledError, ConnectionClosedError,
 ];
 /** @type {Map<number, typeof ParseError>} */
 const BY_CODE = new Map(ERROR_CLASSES.map((C) => [/** @type {any} */ (C).code, C]));

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/internal/fspath"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -213,4 +214,27 @@ func persistentWorkspace(sb sandbox.Persistent) string {
 		return r
 	}
 	return filepath.Clean(ws)
+}
+
+// workspaceFor is the workspace a command works in: workspace, but in a
+// persistent sandbox run from outside its workspace with none given
+// (sandbox exec NAME from elsewhere) the sandbox's own; a workspace given
+// outside it is refused with a hint naming it.
+func (c *chosenBackend) workspaceFor(cfg *Config, workspace string) (string, error) {
+	sw := c.reuseWorkspace
+	if sw == "" {
+		return workspace, nil
+	}
+	ws := workspace
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	switch {
+	case fspath.Within(ws, sw):
+		return workspace, nil
+	case cfg.Sandbox.Workspace == "":
+		return sw, checkWorkspacePath(sw)
+	}
+	return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not under the persistent sandbox's workspace %s", workspace, sw),
+		Help: "pass --workspace " + sw + " (or a directory under it), or leave --workspace out to work there"}
 }

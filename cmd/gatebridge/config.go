@@ -19,6 +19,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/gates/secrets"
@@ -64,6 +65,8 @@ type SandboxConfig struct {
 	Timeout           time.Duration `mapstructure:"timeout"`
 	KillGrace         time.Duration `mapstructure:"kill_grace"`
 	MaxOutput         int64         `mapstructure:"max_output"`
+	MaxCommandBytes   int64         `mapstructure:"max_command_bytes"`
+	MaxCommands       int           `mapstructure:"max_commands"`
 	Workspace         string        `mapstructure:"workspace"`
 	WritableWorkspace bool          `mapstructure:"writable_workspace"`
 	Limits            SandboxLimits `mapstructure:"limits"`
@@ -265,6 +268,8 @@ var defaults = map[string]any{
 	"sandbox.timeout":                     "10m",
 	"sandbox.kill_grace":                  "2s",
 	"sandbox.max_output":                  1 << 20,
+	"sandbox.max_command_bytes":           control.DefaultMaxCommandBytes,
+	"sandbox.max_commands":                0,
 	"sandbox.workspace":                   "",
 	"sandbox.writable_workspace":          false,
 	"sandbox.docker.image":                "gatebridge-test:latest",
@@ -638,6 +643,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 	nonNeg := map[string]int64{
 		"sandbox.timeout": int64(c.Sandbox.Timeout), "sandbox.kill_grace": int64(c.Sandbox.KillGrace),
 		"sandbox.max_output": c.Sandbox.MaxOutput, "bridge.poll_interval": int64(c.Bridge.PollInterval),
+		control.MaxCommandBytesKey: c.Sandbox.MaxCommandBytes, control.MaxCommandsKey: int64(c.Sandbox.MaxCommands),
 		"bridge.rescan_interval":  int64(c.Bridge.RescanInterval),
 		"bridge.limits.max_calls": int64(c.Bridge.Limits.MaxCalls), "bridge.limits.max_concurrent": int64(c.Bridge.Limits.MaxConcurrent),
 		"bridge.limits.max_args": int64(c.Bridge.Limits.MaxArgs), "bridge.limits.max_arg_bytes": c.Bridge.Limits.MaxArgBytes,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
@@ -299,7 +300,11 @@ for the configured sandbox and workspace.`,
 			if maxOut <= 0 {
 				maxOut = sandbox.DefaultMaxOutput
 			}
-			_, err = io.WriteString(cmd.OutOrStdout(), capabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, docs))
+			text := capabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, docs)
+			if lim := control.CommandLimitsText(cfg.Sandbox.MaxCommandBytes, cfg.Sandbox.MaxCommands); lim != "" { // ends the first paragraph
+				text = strings.Replace(text, "\n\n", " "+strings.TrimSpace(lim)+"\n\n", 1)
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), text)
 			return err
 		},
 	}

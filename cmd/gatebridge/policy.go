@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/bridge/control"
 )
 
 // ExitPolicy is the exit code of a command the command policy refused
@@ -46,8 +47,12 @@ func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
 }
 
 // checkCommandPolicy decides argv before anything starts (run, sandbox
-// exec): nil to go on, else the refusal (exit 126).
+// exec): nil to go on, else the refusal (exit 126; a command over
+// sandbox.max_command_bytes: 125).
 func checkCommandPolicy(cfg *Config, argv []string) error {
+	if err := control.CheckCommandSize(argv, cmp.Or(cfg.Sandbox.MaxCommandBytes, control.DefaultMaxCommandBytes)); err != nil {
+		return &usageError{err}
+	}
 	r := cfg.policy.CheckArgv(argv)
 	switch r.Decision {
 	case cmdpolicy.Allow:

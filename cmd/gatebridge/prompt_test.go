@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,5 +67,29 @@ func TestPrompt(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "bash_output") {
 		t.Errorf("prompt mentions the MCP background tools:\n%s", out.String())
+	}
+}
+
+// The command limits, when set, are in the capability text, each naming
+// its key; at their defaults they are not.
+func TestPromptCommandLimits(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cfg := filepath.Join(t.TempDir(), "c.yaml") // outside the workspace
+	if err := os.WriteFile(cfg, []byte("sandbox:\n  max_command_bytes: 4096\n  max_commands: 50\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--config", cfg, "prompt", "--sandbox", "local"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	head, _, _ := strings.Cut(out.String(), "\n\n")
+	for _, want := range []string{"at most 4096 bytes (sandbox.max_command_bytes)", "at most 50 commands (sandbox.max_commands)"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("prompt's first paragraph lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"prompt", "--sandbox", "local"}, nil, &out, &errb); code != 0 || strings.Contains(out.String(), "sandbox.max_command") {
+		t.Errorf("exit %d; with the defaults, the prompt names a command limit:\n%s", code, out.String())
 	}
 }

@@ -274,7 +274,8 @@ func newSandboxExecCmd(a *app) *cobra.Command {
 		Short: "Run a command with the gates in the persistent sandbox NAME",
 		Long: `Run COMMAND in the persistent sandbox NAME with its own session and the
 gates on its PATH, exactly as 'gatebridge run --reuse NAME -- COMMAND'.
-Run it from the sandbox's workspace or a directory under it.
+Run from the sandbox's workspace or a directory under it, it starts there;
+from anywhere else, in the sandbox's workspace.
 
 The exit code is the command's; 124 when it timed out; 125 when gatebridge
 itself failed; 126 when policy.commands refused the command.`,
@@ -293,7 +294,7 @@ itself failed; 126 when policy.commands refused the command.`,
 	}
 	f := cmd.Flags()
 	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
-	f.String("workspace", "", "directory the command starts in (default: current directory); must be under the sandbox's workspace")
+	f.String("workspace", "", "directory the command starts in, under the sandbox's workspace (default: the current directory when under it, else the sandbox's workspace)")
 	f.Int64("max-output", 0, "bytes of stdout and stderr captured each for --json")
 	f.Bool("keep-session", false, "keep the session directory and print its path (debugging)")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")

@@ -271,8 +271,10 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			SubmitLines:    cfg.Bridge.SubmitLines,
 			LimitKey:       limitKey,
 		},
-		Process: sandboxSpecTemplate(cfg),
-		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		Process:         sandboxSpecTemplate(cfg),
+		RunAs:           func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		Policy:          cfg.policy,
+		MaxCommandBytes: cfg.Sandbox.MaxCommandBytes, MaxCommands: cfg.Sandbox.MaxCommands,
 		Version: versionString(),
 		Logf:    logf,
 	}, closeAudit, nil

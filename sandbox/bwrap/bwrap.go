@@ -760,3 +760,9 @@ func (b *Backend) check(ctx context.Context, bin string) error {
 	}
 	return nil
 }
+
+var _ sandbox.FactsReporter = (*Backend)(nil)
+
+// Facts: no network (a network namespace of its own), a fresh tmpfs /tmp
+// for every command.
+func (b *Backend) Facts() sandbox.Facts { return sandbox.Facts{} }

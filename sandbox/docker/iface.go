@@ -44,3 +44,25 @@ func (b *Backend) OpenSandbox(ctx context.Context, name string) (sandbox.Persist
 // ForcePoll is the wake mode recorded when the sandbox started (or its
 // backend's, [Backend.ForcePoll]).
 func (s *Sandbox) ForcePoll(ctx context.Context) bool { return s.b.usePoll(ctx) }
+
+// networkFact is the docker network in words ("" for none).
+func (b *Backend) networkFact() string {
+	if b.cfg.Network == "" || b.cfg.Network == DefaultNetwork {
+		return ""
+	}
+	return "docker network " + b.cfg.Network
+}
+
+var (
+	_ sandbox.FactsReporter = (*Backend)(nil)
+	_ sandbox.FactsReporter = (*Sandbox)(nil)
+)
+
+// Facts: a fresh container per command (an empty /tmp each time); the
+// network is sandbox.docker.network's.
+func (b *Backend) Facts() sandbox.Facts { return sandbox.Facts{Network: b.networkFact()} }
+
+// Facts: one container for every command, so /tmp is kept between them.
+func (s *Sandbox) Facts() sandbox.Facts {
+	return sandbox.Facts{Network: s.b.networkFact(), TmpKept: true}
+}

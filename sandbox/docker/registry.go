@@ -29,7 +29,7 @@ func Register(reg *sandbox.Registry) error { return reg.Register(Entry()) }
 func Entry() sandbox.BackendEntry {
 	return sandbox.BackendEntry{
 		Name:      Name,
-		Summary:   "a fresh container per command: own root filesystem, no network, limits",
+		Summary:   "a container (a fresh one per run, one per sandbox under serve and mcp): own root filesystem, no network unless sandbox.docker.network, limits",
 		Isolates:  "container: own root filesystem, no network, capabilities dropped, cgroup limits",
 		Platforms: []string{"linux"},
 		Images:    true,

@@ -72,3 +72,11 @@ func (l *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 		Reap:    true,
 	})
 }
+
+var _ sandbox.FactsReporter = Backend{}
+
+// Facts: the command runs on the host, with its network and its /tmp,
+// and can write a workspace meant to be read-only.
+func (Backend) Facts() sandbox.Facts {
+	return sandbox.Facts{Network: "the host's network", TmpKept: true, TmpHost: true, Unconfined: true}
+}

@@ -50,3 +50,12 @@ test("tsc: index.js against its JSDoc, index.d.ts in use", (t) => {
   const r = spawnSync("tsc", ["--noEmit", "-p", HERE], { encoding: "utf8" });
   assert.equal(r.status, 0, r.stdout + r.stderr);
 });
+
+test("a policy refusal (-32007) is a PolicyDeniedError with the server's data and hint", () => {
+  const data = { kind: "policy_denied", decision: "deny", command: ["rm", "-rf", "build"], hint: "see policy check" };
+  const e = mod.errorFor(mod.POLICY_DENIED, "policy: command rm -rf build denied by rule 0", data);
+  assert.ok(e instanceof mod.PolicyDeniedError && e instanceof mod.GatebridgeError);
+  assert.equal(e.code, -32007);
+  assert.equal(e.hint, "see policy check");
+  assert.deepEqual(e.data.command, ["rm", "-rf", "build"]);
+});

@@ -1,0 +1,117 @@
+package rpc_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	. "github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/sandbox/local"
+)
+
+func policyOf(t *testing.T, cfg cmdpolicy.Config) *cmdpolicy.Policy {
+	t.Helper()
+	p, err := cmdpolicy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// process/start checks the command policy before anything starts: a
+// script that would remove a file after creating another is refused
+// whole (-32007, data naming the command and the rule), and neither
+// file is touched; ask is refused too, with a hint naming approvals.
+func TestProcessStartPolicyDenied(t *testing.T) {
+	opts := testOptions(t)
+	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{
+		{Command: "rm", Decision: "deny"},
+		{Command: "git", Args: []string{"push"}, Decision: "ask"},
+	}})
+	c := newClient(t, opts)
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	victim := filepath.Join(ws, "victim")
+	if err := os.WriteFile(victim, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p1", SandboxID: "sb",
+		Argv: []string{"sh", "-c", "touch made; rm -f victim"}})
+	if e == nil || e.Code != CodePolicyDenied {
+		t.Fatalf("process/start of a denied script: %+v, want code %d", e, CodePolicyDenied)
+	}
+	b, _ := json.Marshal(e.Data)
+	var d struct {
+		Kind      string   `json:"kind"`
+		Decision  string   `json:"decision"`
+		Source    string   `json:"source"`
+		RuleIndex int      `json:"rule_index"`
+		Command   []string `json:"command"`
+		Shell     bool     `json:"shell"`
+		Hint      string   `json:"hint"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kind != "policy_denied" || d.Decision != "deny" || d.Source != "rule" || d.RuleIndex != 0 ||
+		strings.Join(d.Command, " ") != "rm -f victim" || !d.Shell || d.Hint == "" {
+		t.Errorf("data = %s", b)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the victim is gone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err == nil {
+		t.Errorf("part of the refused script ran")
+	}
+	e = c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p2", SandboxID: "sb", Argv: []string{"git", "push"}})
+	if e == nil || e.Code != CodePolicyDenied || !strings.Contains(e.Hint(), "approval") {
+		t.Fatalf("process/start of an ask command: %+v, want code %d with a hint naming approvals", e, CodePolicyDenied)
+	}
+	// Allowed commands still run.
+	if out := c.Run("sb", "p3", nil, "sh", "-c", "echo ok"); strings.TrimSpace(string(out.Stdout)) != "ok" {
+		t.Errorf("an allowed command: %+v", out)
+	}
+}
+
+// sandbox.max_command_bytes and sandbox.max_commands: a command over the
+// size is refused before it starts, the sandbox's commands past the count
+// too; both name their key, and initialize says both.
+func TestProcessStartCommandLimits(t *testing.T) {
+	opts := testOptions(t)
+	opts.MaxCommandBytes, opts.MaxCommands = 100, 2
+	c := newUninitialized(t, opts)
+	var init InitializeResult
+	c.Call(MethodInitialize, InitializeParams{ClientName: "t", ProtocolVersion: ProtocolVersion}, &init)
+	c.Notify(MethodInitialized, struct{}{})
+	if l := init.Limits; l.MaxCommandBytes != 100 || l.MaxCommands != 2 {
+		t.Errorf("initialize's limits: maxCommandBytes %d, maxCommands %d; want 100, 2", l.MaxCommandBytes, l.MaxCommands)
+	}
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	long := "touch made; : " + strings.Repeat("x", 100)
+	e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p0", SandboxID: "sb", Argv: []string{"sh", "-c", long}})
+	if e == nil || e.Code != CodeInvalidParams || !strings.Contains(e.Message, "sandbox.max_command_bytes (100)") {
+		t.Fatalf("a command over max_command_bytes: %+v", e)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err == nil {
+		t.Errorf("the command over the size ran")
+	}
+	for _, id := range []string{"p1", "p2"} { // the refused one did not count
+		if out := c.Run("sb", id, nil, "true"); out.Exited.ExitCode != 0 {
+			t.Fatalf("%s: %+v", id, out)
+		}
+	}
+	e = c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p3", SandboxID: "sb", Argv: []string{"touch", "third"}})
+	if e == nil || e.Code != CodeLimit || !strings.Contains(e.Message, "sandbox.max_commands") {
+		t.Fatalf("a third command with max_commands 2: %+v", e)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "third")); err == nil {
+		t.Errorf("the command over the count ran")
+	}
+	// Another sandbox has its own count.
+	c.openSandbox("sb2", local.Name, false)
+	if out := c.Run("sb2", "q1", nil, "true"); out.Exited.ExitCode != 0 {
+		t.Fatalf("another sandbox: %+v", out)
+	}
+}
