@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -32,6 +33,10 @@ type Choice struct {
 	// without a sandbox ("pass --sandbox local ..."): the end of the
 	// hint when auto finds no usable backend.
 	HowLocal string
+	// RuntimeKey names, in the front end's words, where the OCI runtime
+	// was asked for ("sandbox.docker.runtime" for the CLI's config; ""
+	// for "the OCI runtime"): the message when auto cannot honour it.
+	RuntimeKey string
 }
 
 // Chosen is a backend ready to run commands, why it was chosen, and how
@@ -72,8 +77,8 @@ func Choose(ctx context.Context, reg *sandbox.Registry, ch Choice) (*Chosen, err
 		if s.Runtime != "" && !e.Runtimes {
 			sandbox.Close(b) // an OCI runtime was asked for: never quietly a weaker sandbox
 			return nil, &Error{Kind: KindUnavailable, Err: sandbox.ErrUnavailable,
-				Msg:  fmt.Sprintf("OCI runtime %s is configured, but the docker backend cannot run (%s)", s.Runtime, why),
-				Help: "fix docker (see `gatebridge doctor`), or ask for no OCI runtime to let auto pick another backend"}
+				Msg:  fmt.Sprintf("%s is %s, but the docker backend cannot run (%s)", cmp.Or(ch.RuntimeKey, "the OCI runtime"), s.Runtime, why),
+				Help: fmt.Sprintf("fix docker (see `gatebridge doctor`), or unset %s to let auto pick another backend", cmp.Or(ch.RuntimeKey, "the OCI runtime"))}
 		}
 		c = &Chosen{Backend: b, Entry: e, Reason: "auto: " + why}
 	} else {

@@ -137,7 +137,8 @@ const howLocalCLI = "pass --sandbox local or set sandbox.allow_unsandboxed: true
 // choice is the backend the config asks for, as control.Choose takes it.
 func choice(cfg *Config) control.Choice {
 	return control.Choice{Backend: cfg.Sandbox.Backend, Settings: backendSettings(cfg),
-		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed, HowLocal: howLocalCLI}
+		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed, HowLocal: howLocalCLI,
+		RuntimeKey: "sandbox.docker.runtime"}
 }
 
 // chooseBackend builds the configured backend with control.Choose (the
