@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -276,15 +276,11 @@ for the configured sandbox and workspace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
-			reg, kinds, ws, err := a.workspaceGates(cmd)
+			reg, _, ws, err := a.workspaceGates(cmd)
 			if err != nil {
 				return err
 			}
 			defer reg.Close()
-			var docs []rpc.GateDoc
-			for _, s := range reg.Specs() {
-				docs = append(docs, rpc.GateDoc{Name: s.Name, Summary: s.Summary, Usage: s.Usage, Kind: kinds[s.Name]})
-			}
 			inside := ws
 			if cfg.Sandbox.Backend == docker.Name {
 				inside = docker.DefaultWorkspacePath
@@ -293,7 +289,7 @@ for the configured sandbox and workspace.`,
 			if maxOut <= 0 {
 				maxOut = sandbox.DefaultMaxOutput
 			}
-			_, err = io.WriteString(cmd.OutOrStdout(), capabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, docs))
+			_, err = io.WriteString(cmd.OutOrStdout(), mcpserver.CapabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, reg.Specs()))
 			return err
 		},
 	}
