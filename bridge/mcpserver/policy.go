@@ -18,7 +18,8 @@ func (h *host) checkPolicy(ctx context.Context, argv []string) error {
 	case cmdpolicy.Allow:
 		return nil
 	case cmdpolicy.Ask:
-		return toolError(ask(ctx, r.Err(), "this command needs a person's approval (policy.commands says ask)"))
+		return toolError(ask(ctx, r.Err(), "this command needs a person's approval (policy.commands says ask)",
+			"change the rule to allow in policy.commands (`gatebridge policy check` shows which rule decides)"))
 	}
 	return toolError(r.Err())
 }
@@ -29,18 +30,17 @@ func (h *host) checkPolicy(ctx context.Context, argv []string) error {
 // APPROVAL FRONT END GOES HERE: until bridge/approval (issue 29) is wired
 // (MCP elicitation when the client declares it, else grants), ask is a
 // refusal whose hint names `gatebridge grants`.
-func ask(_ context.Context, err error, what string) error {
+func ask(_ context.Context, err error, what, otherwise string) error {
 	return &hinted{err, what + ", and this MCP server cannot ask anyone yet: " +
-		"`gatebridge grants add` allows it ahead of time once grants exist; until then change the config to allow it " +
-		"(`gatebridge policy check` shows which rule decides)"}
+		"`gatebridge grants add` will allow it ahead of time (once approvals land); until then " + otherwise}
 }
 
 // approver answers the gates that need approval: through ask.
 type approver struct{}
 
 func (approver) Approve(ctx context.Context, r *control.ApprovalRequest) (control.Decision, error) {
-	return control.Deny, toolError(ask(ctx, fmt.Errorf("not approved: gate %s needs approval", r.Gate.Name),
-		"this gate needs a person's approval (approval: ask)"))
+	return control.Deny, toolError(ask(ctx, fmt.Errorf("gate %s needs a person's approval", r.Gate.Name),
+		"its config says approval: ask", "set its approval to never in the config to let it run unasked"))
 }
 
 // hinted is an error with a hint (internal/hint).
