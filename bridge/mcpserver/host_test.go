@@ -24,14 +24,14 @@ import (
 
 // mcpSession serves a gatebridge MCP host over in-memory transports and
 // returns a client session of the SDK's own client.
-func mcpSession(t *testing.T, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
+func mcpSession(t testing.TB, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
 	t.Helper()
 	cs, _, ws := mcpSessionHost(t, set, onProgress)
 	return cs, ws
 }
 
 // testSettings fills set's workspace (a fresh one) and backend (local).
-func testSettings(t *testing.T, set Options) Options {
+func testSettings(t testing.TB, set Options) Options {
 	t.Helper()
 	if set.Workspace == "" {
 		set.Workspace = t.TempDir()
@@ -74,7 +74,7 @@ func testControl() control.Options {
 }
 
 // testServer is a server with set (testSettings fills it) on testControl.
-func testServer(t *testing.T, set Options) *Server {
+func testServer(t testing.TB, set Options) *Server {
 	t.Helper()
 	set = testSettings(t, set)
 	if set.Control.Backends == nil {
@@ -85,7 +85,7 @@ func testServer(t *testing.T, set Options) *Server {
 
 // mcpSessionHost is mcpSession that also returns the host, to look at
 // what it holds.
-func mcpSessionHost(t *testing.T, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *host, string) {
+func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *host, string) {
 	t.Helper()
 	set = testSettings(t, set)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +117,7 @@ func mcpSessionHost(t *testing.T, set Options, onProgress func(*mcp.ProgressNoti
 }
 
 // bash calls the bash tool and decodes its structured result.
-func bash(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, bashOutput) {
+func bash(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, bashOutput) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args})
 	if err != nil {
