@@ -1,6 +1,10 @@
 package rpc
 
-import "time"
+import (
+	"time"
+
+	"github.com/gatebridge/gatebridge/internal/connpool"
+)
 
 // SetLogWindow sets the window of ServeListener's rate-limited refusal
 // log, for listeners started after it; the returned function restores it.
@@ -22,8 +26,4 @@ const LogBurst = logBurst
 
 // SetIdleAfter sets how long a pending connection that sent nothing is
 // young; the returned function restores it.
-func SetIdleAfter(d time.Duration) (restore func()) {
-	old := idleAfter
-	idleAfter = d
-	return func() { idleAfter = old }
-}
+func SetIdleAfter(d time.Duration) (restore func()) { return connpool.SetIdleAfter(d) }

@@ -12,18 +12,18 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gatebridge/gatebridge/internal/connpool"
 )
 
 // Defaults of ListenOptions fields left zero.
 const (
 	DefaultMaxConns            = 16
-	DefaultMaxPending          = 128
-	DefaultMaxPendingPerSource = 32
+	DefaultMaxPending          = connpool.DefaultMax
+	DefaultMaxPendingPerSource = connpool.DefaultMaxPerSource
 	DefaultHandshakeTimeout    = 5 * time.Second
 	DefaultMaxHandshakeBytes   = 64 << 10
 )
@@ -167,7 +167,7 @@ func ServeListener(ctx context.Context, ln net.Listener, opts ListenOptions, ser
 	l := &listener{opts: opts, serve: serve, want: sha256.Sum256([]byte(opts.Token)),
 		slots:    make(chan struct{}, opts.MaxConns),
 		refusing: make(chan struct{}, opts.MaxPending),
-		pending:  pendingPool{max: opts.MaxPending, perSource: opts.MaxPendingPerSource, bySource: map[string][]*pendingConn{}},
+		pending:  connpool.New(opts.MaxPending, opts.MaxPendingPerSource),
 		log:      logLimit{logf: opts.Logf, burst: logBurst, window: logWindow},
 	}
 	l.readers.New = func() any { return bufio.NewReaderSize(nil, opts.MaxHandshakeBytes) }
@@ -196,8 +196,8 @@ func ServeListener(ctx context.Context, ln net.Listener, opts ListenOptions, ser
 		}
 		backoff = 5 * time.Millisecond
 		nc.SetDeadline(time.Now().Add(opts.HandshakeTimeout))
-		pc := &pendingConn{nc: nc, source: sourceOf(nc), at: time.Now()}
-		l.pending.add(pc)
+		pc := connpool.NewConn(nc, nil)
+		l.pending.Add(pc)
 		l.conns.Add(1)
 		go func() {
 			defer l.conns.Done()
@@ -222,7 +222,7 @@ type listener struct {
 	want     [sha256.Size]byte
 	slots    chan struct{} // one per authenticated connection
 	refusing chan struct{} // one per connection being told why it is closed
-	pending  pendingPool
+	pending  *connpool.Pool
 	log      logLimit
 	readers  sync.Pool // *bufio.Reader of MaxHandshakeBytes, for handshakes
 	conns    sync.WaitGroup
@@ -233,8 +233,8 @@ type listener struct {
 var testHookHandshake func()
 
 // handle authenticates one connection, then serves it.
-func (l *listener) handle(ctx context.Context, pc *pendingConn) {
-	nc := pc.nc
+func (l *listener) handle(ctx context.Context, pc *connpool.Conn) {
+	nc := pc.NC
 	addr := nc.RemoteAddr().String()
 	defer nc.Close()
 	// The handshake's deadline (set at the accept) is absolute: a client
@@ -248,14 +248,14 @@ func (l *listener) handle(ctx context.Context, pc *pendingConn) {
 	first, id, err := l.authenticate(ctx, nc)
 	// Out of the pending pool, whatever happened: from here the
 	// connection is refused, or counts against MaxConns.
-	evicted := !l.pending.remove(pc)
+	evicted := !l.pending.Remove(pc)
 	if err != nil {
 		var ne net.Error
 		switch {
 		case ctx.Err() != nil:
 			err = errors.New("the server is stopping")
 		case evicted:
-			l.log.refused(addr, "closed to make room for a newer connection (at most %d wait to authenticate, %d per source; its source: %s)", l.opts.MaxPending, l.opts.MaxPendingPerSource, pc.source)
+			l.log.refused(addr, "closed to make room for a newer connection (at most %d wait to authenticate, %d per source; its source: %s)", l.opts.MaxPending, l.opts.MaxPendingPerSource, pc.Source)
 			l.refuse(nc, nil, &Error{Code: CodeLimit,
 				Message: "too many connections waiting to authenticate: this one, among the oldest, was closed",
 				Data:    map[string]string{"hint": "send initialize, with the server's token in params.authToken, as soon as the connection is open"}})
@@ -425,178 +425,6 @@ func refuse(nc net.Conn, id json.RawMessage, e *Error) {
 		cw.CloseWrite()
 	}
 	io.CopyN(io.Discard, nc, refuseDrainBytes)
-}
-
-// A pendingConn is a connection in its handshake.
-type pendingConn struct {
-	nc      net.Conn
-	source  string
-	seq     uint64    // order of arrival
-	at      time.Time // accepted
-	evicted bool      // closed to make room (under pendingPool.mu)
-	// evict, if set, ends the connection when it is evicted; else its
-	// deadline is set to now, for its goroutine to tell it why.
-	evict func()
-}
-
-// pendingPool holds the connections in their handshake, by source, and
-// makes room for each new one (see [ServeListener]).
-type pendingPool struct {
-	mu        sync.Mutex
-	max       int
-	perSource int
-	bySource  map[string][]*pendingConn // oldest first
-	n         int
-	seq       uint64
-}
-
-// add adds c, first evicting a pending connection if a cap is reached:
-// one of c's source if that source is at its cap, else, if the pool is
-// full, one of the source with the most pending (the one whose oldest
-// came first, on a tie).
-func (p *pendingPool) add(c *pendingConn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.bySource[c.source]) >= p.perSource {
-		p.evict(c.source)
-	} else if p.n >= p.max {
-		var src string
-		for s, list := range p.bySource {
-			if cur := p.bySource[src]; src == "" || len(list) > len(cur) || len(list) == len(cur) && list[0].seq < cur[0].seq {
-				src = s
-			}
-		}
-		p.evict(src)
-	}
-	p.seq++
-	c.seq = p.seq
-	p.bySource[c.source] = append(p.bySource[c.source], c)
-	p.n++
-}
-
-// idleAfter is how long a connection may have sent nothing before it is
-// taken for idle: a client sends its first bytes (its line, or its TLS
-// ClientHello) with the ACK that completes the connection.
-var idleAfter = 100 * time.Millisecond
-
-// evict closes the handshake of a pending connection of source (its
-// goroutine sees the deadline, then that it was evicted): the oldest of
-// those idle (nothing sent for idleAfter); else the oldest of those with
-// nothing unread in the kernel; else the oldest. A client whose line has
-// come is about to authenticate; one that sent bytes, all read, is in its
-// TLS handshake or sends its line in pieces.
-func (p *pendingPool) evict(source string) {
-	list := p.bySource[source]
-	i, quiet := -1, -1
-	for j, c := range list {
-		received, unread, ok := progress(c.nc)
-		if !ok {
-			break
-		}
-		if !received && time.Since(c.at) >= idleAfter {
-			i = j
-			break
-		}
-		if unread == 0 && quiet < 0 {
-			quiet = j
-		}
-	}
-	if i < 0 {
-		i = max(quiet, 0)
-	}
-	c := list[i]
-	c.evicted = true
-	if c.evict != nil {
-		c.evict()
-	} else {
-		c.nc.SetDeadline(time.Now())
-	}
-	p.drop(source, i)
-}
-
-// remove takes c out of the pool; false if it was evicted.
-func (p *pendingPool) remove(c *pendingConn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c.evicted {
-		return false
-	}
-	for i, o := range p.bySource[c.source] {
-		if o == c {
-			p.drop(c.source, i)
-			break
-		}
-	}
-	return true
-}
-
-func (p *pendingPool) drop(source string, i int) {
-	list := slices.Delete(p.bySource[source], i, i+1)
-	if len(list) == 0 {
-		delete(p.bySource, source)
-	} else {
-		p.bySource[source] = list
-	}
-	p.n--
-}
-
-// PendingConns bounds the connections of a listener other than
-// [ServeListener]'s (mcp --http's HTTP server) that have not shown the
-// token yet, by the rules of ServeListener's pending pool: at most max at
-// once, perSource of one source (this host is one source), and when a cap
-// is reached the new connection is kept and an older pending one is closed
-// (the oldest idle one first). Its methods are safe for concurrent use.
-type PendingConns struct{ p pendingPool }
-
-// NewPendingConns returns a pool of at most max pending connections,
-// perSource of one source (0: DefaultMaxPending, DefaultMaxPendingPerSource).
-func NewPendingConns(max, perSource int) *PendingConns {
-	setDefault(&max, DefaultMaxPending)
-	setDefault(&perSource, min(DefaultMaxPendingPerSource, max))
-	return &PendingConns{p: pendingPool{max: max, perSource: perSource, bySource: map[string][]*pendingConn{}}}
-}
-
-// A Pending is a connection in a [PendingConns] pool.
-type Pending struct{ c *pendingConn }
-
-// Add adds nc, just accepted, to the pool, first closing an older pending
-// connection (with closeConn, which must end it at once) if a cap is
-// reached.
-func (pc *PendingConns) Add(nc net.Conn, closeConn func()) *Pending {
-	c := &pendingConn{nc: nc, source: sourceOf(nc), at: time.Now(), evict: closeConn}
-	pc.p.add(c)
-	return &Pending{c}
-}
-
-// Remove takes p out of the pool (it authenticated, or it is closed); it
-// reports false if p was evicted (closed to make room) before.
-func (pc *PendingConns) Remove(p *Pending) bool { return pc.p.remove(p.c) }
-
-// sourceOf names where a connection comes from, for the pending pool's
-// per-source cap: "local" for this host (a loopback address, or this
-// host's own address on both ends), else the remote IP address (an IPv6
-// address by its /64, which one host often holds whole).
-func sourceOf(nc net.Conn) string {
-	remote, ok := nc.RemoteAddr().(*net.TCPAddr)
-	if !ok {
-		return nc.RemoteAddr().String()
-	}
-	ip, _ := netip.AddrFromSlice(remote.IP)
-	ip = ip.Unmap()
-	if local, ok := nc.LocalAddr().(*net.TCPAddr); ok {
-		lip, _ := netip.AddrFromSlice(local.IP)
-		if lip.Unmap() == ip || lip.IsLoopback() {
-			return "local"
-		}
-	}
-	switch {
-	case ip.IsLoopback():
-		return "local"
-	case ip.Is6():
-		pfx, _ := ip.Prefix(64)
-		return pfx.String()
-	}
-	return ip.String()
 }
 
 // How refusals are logged: at most logBurst lines per logWindow, then a

@@ -20,6 +20,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/gates/secrets"
@@ -331,10 +332,10 @@ var defaults = map[string]any{
 	"approvals.timeout":                   approval.DefaultTimeout.String(),
 	"approvals.max_pending":               approval.DefaultMaxPending,
 	"approvals.grants_file":               "",
-	"mcp.sessions.max_sandboxes":          defaultMCPMaxSandboxes,
-	"mcp.sessions.idle_timeout":           defaultMCPIdleTimeout.String(),
-	"mcp.sessions.max_background":         defaultMCPMaxBackground,
-	"mcp.sessions.max_background_bytes":   defaultMCPMaxBackgroundBytes,
+	"mcp.sessions.max_sandboxes":          mcpserver.DefaultMaxSandboxes,
+	"mcp.sessions.idle_timeout":           mcpserver.DefaultIdleTimeout.String(),
+	"mcp.sessions.max_background":         mcpserver.DefaultMaxBackground,
+	"mcp.sessions.max_background_bytes":   mcpserver.DefaultMaxBackgroundBytes,
 }
 
 // configError is a bad configuration; it names the key and says how to fix it.

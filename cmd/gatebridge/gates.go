@@ -15,7 +15,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/control"
-	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
@@ -283,15 +283,11 @@ for the configured sandbox and workspace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
-			reg, kinds, ws, err := a.workspaceGates(cmd)
+			reg, _, ws, err := a.workspaceGates(cmd)
 			if err != nil {
 				return err
 			}
 			defer reg.Close()
-			var docs []rpc.GateDoc
-			for _, s := range reg.Specs() {
-				docs = append(docs, rpc.GateDoc{Name: s.Name, Summary: s.Summary, Usage: s.Usage, Kind: kinds[s.Name]})
-			}
 			inside := ws
 			if cfg.Sandbox.Backend == docker.Name {
 				inside = docker.DefaultWorkspacePath
@@ -300,7 +296,7 @@ for the configured sandbox and workspace.`,
 			if maxOut <= 0 {
 				maxOut = sandbox.DefaultMaxOutput
 			}
-			text := capabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, docs)
+			text := mcpserver.CapabilityText(cfg.Sandbox.Backend, inside, cfg.Sandbox.WritableWorkspace, cfg.Sandbox.Timeout, maxOut, false, reg.Specs())
 			if lim := control.CommandLimitsText(cfg.Sandbox.MaxCommandBytes, cfg.Sandbox.MaxCommands); lim != "" { // ends the first paragraph
 				text = strings.Replace(text, "\n\n", " "+strings.TrimSpace(lim)+"\n\n", 1)
 			}

@@ -43,12 +43,6 @@ func TestPrintErrorHints(t *testing.T) {
 	if h := secretHint(fmt.Errorf("w: %w", &secretFileError{"m", "own"}), "def"); h != "own" {
 		t.Errorf("secretHint = %q", h)
 	}
-	// mcp keeps a sandbox/open failure's hint.
-	var buf bytes.Buffer
-	printError(&buf, mcpOpenError(&rpc.Error{Code: 1, Message: "no sandbox", Data: map[string]any{"backend": "bwrap", "hint": "install it"}}))
-	if want := "gatebridge: mcp: open the sandbox: no sandbox\ngatebridge: hint: install it\n"; buf.String() != want {
-		t.Errorf("mcpOpenError printed %q, want %q", buf.String(), want)
-	}
 }
 
 // TestErrorKindImages: run --json tells a refused image, a failed pull

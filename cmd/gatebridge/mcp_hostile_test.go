@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatebridge/gatebridge/bridge/mcpserver"
 	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
 	"github.com/gatebridge/gatebridge/sandbox/local"
 )
@@ -73,8 +75,8 @@ func TestHostileMCPServerText(t *testing.T) {
 		outputs[f+" (decoded)"] = strings.Join(all, "\n")
 	}
 
-	// gatebridge mcp's bash tool: its description, from a host made as
-	// `gatebridge mcp` makes it.
+	// gatebridge mcp's bash tool: its description, from a server made as
+	// `gatebridge mcp` makes it, as an MCP client lists it.
 	c, _, err := loadConfig(cfg, nil, newBackends())
 	if err != nil {
 		t.Fatal(err)
@@ -88,15 +90,28 @@ func TestHostileMCPServerText(t *testing.T) {
 	ws, _ := os.Getwd()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h, err := newMCPHost(ctx, rpc.NewServer(opts), mcpSettings{Backend: local.Name, Workspace: ws}, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() {
+		served <- mcpserver.New(mcpserver.Options{Control: opts.ControlOptions(), Backend: local.Name, Workspace: ws}).Serve(ctx, st)
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	outputs["mcp bash description"] = h.description
-	h.close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 || tools.Tools[0].Name != "bash" {
+		t.Fatalf("tools: %v %v", tools, err)
+	}
+	description := tools.Tools[0].Description
+	outputs["mcp bash description"] = description
+	cs.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
 	outputs["mcp log"] = logs.String()
-	if !strings.Contains(h.description, "- evil_lookup id=… [mode=…]: Look up a record.\n") {
-		t.Errorf("the bash tool's description lacks evil_lookup:\n%s", h.description)
+	if !strings.Contains(description, "- evil_lookup id=… [mode=…]: Look up a record.\n") {
+		t.Errorf("the bash tool's description lacks evil_lookup:\n%s", description)
 	}
 
 	for what, text := range outputs {

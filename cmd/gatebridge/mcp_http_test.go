@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +15,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
+	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
 // lockedBuffer is a strings.Builder safe for concurrent use.
@@ -33,6 +39,49 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// testMCPServer is an MCP server on the local backend with the built-in
+// gates, in a fresh workspace.
+func testMCPServer(t *testing.T) *mcpserver.Server {
+	t.Helper()
+	reg := sandbox.NewRegistry()
+	if err := local.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o777)
+	os.Chmod(filepath.Dir(ws), 0o755)
+	return mcpserver.New(mcpserver.Options{Backend: local.Name, Workspace: ws, Control: control.Options{Backends: reg,
+		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
+			reg := gates.NewRegistry()
+			return reg, map[string]string{}, gates.RegisterBuiltins(reg, gates.Options{Root: workspace, SandboxRoot: inside})
+		}}})
+}
+
+// bash calls the bash tool and decodes its structured result.
+func bash(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, struct{ Stdout string }) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args})
+	if err != nil {
+		t.Fatalf("bash %v: %v", args, err)
+	}
+	var out struct{ Stdout string }
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+	}
+	return res, out
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
 
 // testToken is the tests' token for mcp --http: at least
@@ -56,7 +105,7 @@ func startHTTPMCP(t *testing.T, tokenFile string) *httpMCP {
 	s := &httpMCP{stderr: &lockedBuffer{}}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- serveMCPHTTP(ctx, testRPCServer(), testSettings(t, mcpSettings{}), mcpHTTP{Addr: "127.0.0.1:0", TokenFile: tokenFile}, s.stderr)
+		errc <- serveMCPHTTP(ctx, testMCPServer(t), mcpserver.HTTPOptions{Addr: "127.0.0.1:0"}, tokenFile, s.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

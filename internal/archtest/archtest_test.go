@@ -63,6 +63,16 @@ var (
 	control   = "bridge/control"
 )
 
+// frontEndOf is the front end package p is (or is below); "" for none.
+func frontEndOf(p string) string {
+	for _, f := range frontEnds {
+		if under(p, f) {
+			return f
+		}
+	}
+	return ""
+}
+
 // A rule is one import rule: bad reports whether e breaks it.
 type rule struct {
 	name string
@@ -86,6 +96,10 @@ var rules = []rule{
 	}},
 	{"the front ends import no sandbox/* subpackage and not bridge/mailbox", func(e edge) bool {
 		return underAny(e.from, frontEnds) && e.toMod && (strings.HasPrefix(e.to, "sandbox/") || under(e.to, "bridge/mailbox"))
+	}},
+	{"a front end imports no other front end (bridge/mcpserver calls bridge/control, not bridge/rpc)", func(e edge) bool {
+		from, to := frontEndOf(e.from), frontEndOf(e.to)
+		return e.toMod && from != "" && to != "" && from != to
 	}},
 	{"bridge/mailbox (the wire format) imports nothing from the module and not golang.org/x/sys", func(e edge) bool {
 		return under(e.from, "bridge/mailbox") && (e.toMod && !under(e.to, "bridge/mailbox") || under(e.to, "golang.org/x/sys"))
@@ -196,6 +210,12 @@ func TestRulesCatch(t *testing.T) {
 		{mod("bridge/rpc/rpctest", "bridge/mailbox"), true},
 		{mod("bridge/mcpserver", "bridge/mailbox"), true},
 		{mod("bridge/rpc", "bridge/control"), false},
+		{mod("bridge/mcpserver", "bridge/rpc"), true},
+		{mod("bridge/mcpserver", "bridge/rpc/rpctest"), true},
+		{mod("bridge/rpc", "bridge/mcpserver"), true},
+		{mod("bridge/rpc/rpctest", "bridge/rpc"), false},
+		{mod("bridge/mcpserver", "bridge/control"), false},
+		{mod("bridge/mcpserver", "internal/connpool"), false},
 		{mod("bridge/mailbox", "internal/lossless"), true},
 		{edge{"bridge/mailbox", "golang.org/x/sys/unix", false}, true},
 		{edge{"bridge/mailbox", "strings", false}, false},

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
@@ -24,14 +24,14 @@ import (
 
 // mcpSession serves a gatebridge MCP host over in-memory transports and
 // returns a client session of the SDK's own client.
-func mcpSession(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
+func mcpSession(t testing.TB, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, string) {
 	t.Helper()
 	cs, _, ws := mcpSessionHost(t, set, onProgress)
 	return cs, ws
 }
 
 // testSettings fills set's workspace (a fresh one) and backend (local).
-func testSettings(t *testing.T, set mcpSettings) mcpSettings {
+func testSettings(t testing.TB, set Options) Options {
 	t.Helper()
 	if set.Workspace == "" {
 		set.Workspace = t.TempDir()
@@ -56,10 +56,10 @@ func testBackends() *sandbox.Registry {
 	return reg
 }
 
-// testRPCServer is the protocol server the MCP hosts of a test use: local
-// backend, the built-in gates, the options `gatebridge mcp` gives it.
-func testRPCServer() *rpc.Server {
-	return rpc.NewServer(mcpProtocolOptions(rpc.Options{
+// testControl are the control plane's options of a test's servers:
+// local and bwrap backends, the built-in gates.
+func testControl() control.Options {
+	return control.Options{
 		Backends: testBackends(),
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			reg := gates.NewRegistry()
@@ -70,16 +70,26 @@ func testRPCServer() *rpc.Server {
 			return reg, map[string]string{}, gates.RegisterBuiltins(reg, o)
 		},
 		Process: sandbox.Spec{KillGrace: 500 * time.Millisecond},
-	}))
+	}
+}
+
+// testServer is a server with set (testSettings fills it) on testControl.
+func testServer(t testing.TB, set Options) *Server {
+	t.Helper()
+	set = testSettings(t, set)
+	if set.Control.Backends == nil {
+		set.Control = testControl()
+	}
+	return New(set)
 }
 
 // mcpSessionHost is mcpSession that also returns the host, to look at
 // what it holds.
-func mcpSessionHost(t *testing.T, set mcpSettings, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *mcpHost, string) {
+func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *host, string) {
 	t.Helper()
 	set = testSettings(t, set)
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := newMCPHost(ctx, testRPCServer(), set, nil)
+	h, err := testServer(t, set).newHost(ctx, nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -107,7 +117,7 @@ func mcpSessionHost(t *testing.T, set mcpSettings, onProgress func(*mcp.Progress
 }
 
 // bash calls the bash tool and decodes its structured result.
-func bash(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, bashOutput) {
+func bash(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, bashOutput) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args})
 	if err != nil {
@@ -135,7 +145,7 @@ func text(res *mcp.CallToolResult) string {
 // the shell behaves and lists every gate with its usage; input and output
 // schemas.
 func TestMCPToolDescription(t *testing.T) {
-	cs, _ := mcpSession(t, mcpSettings{Timeout: time.Minute}, nil)
+	cs, _ := mcpSession(t, Options{Timeout: time.Minute}, nil)
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +174,7 @@ func TestMCPToolDescription(t *testing.T) {
 }
 
 func TestMCPBash(t *testing.T) {
-	cs, ws := mcpSession(t, mcpSettings{Writable: true}, nil)
+	cs, ws := mcpSession(t, Options{Writable: true}, nil)
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("line one\nline two\n"), 0o644)
 
 	res, out := bash(t, cs, map[string]any{"command": "read_file notes.txt | grep two; echo oops >&2; exit 3"})
@@ -193,7 +203,7 @@ func TestMCPBash(t *testing.T) {
 }
 
 func TestMCPTimeoutAndTruncation(t *testing.T) {
-	cs, _ := mcpSession(t, mcpSettings{MaxOutput: 1000}, nil)
+	cs, _ := mcpSession(t, Options{MaxOutput: 1000}, nil)
 	m := fmt.Sprint(500_000_000 + time.Now().UnixNano()%400_000_000)
 	res, out := bash(t, cs, map[string]any{"command": "sleep " + m, "timeout_ms": 300})
 	if !res.IsError || !out.TimedOut || out.ExitCode != 124 || !strings.Contains(text(res), "timed out") {
@@ -209,7 +219,7 @@ func TestMCPTimeoutAndTruncation(t *testing.T) {
 // structured result (docs/json.md): \xff and \xfe stay apart; the text
 // for the model shows the answer quoted.
 func TestMCPBytesNotUTF8(t *testing.T) {
-	cs, _ := mcpSession(t, mcpSettings{}, nil)
+	cs, _ := mcpSession(t, Options{}, nil)
 	res, out := bash(t, cs, map[string]any{"command": `printf 'a\377'; printf 'b\376' >&2; submit "$(printf 'c\375')"`})
 	if out.StdoutBase64 != "Yf8=" || out.StderrBase64 != "Yv4=" || out.AnswerBase64 != "Y/0=" {
 		t.Fatalf("base64: stdout %q stderr %q answer %q", out.StdoutBase64, out.StderrBase64, out.AnswerBase64)
@@ -228,7 +238,7 @@ func TestMCPProgressAndCancel(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
 	started := make(chan struct{}, 1)
-	cs, _ := mcpSession(t, mcpSettings{}, func(p *mcp.ProgressNotificationParams) {
+	cs, _ := mcpSession(t, Options{}, func(p *mcp.ProgressNotificationParams) {
 		mu.Lock()
 		got = append(got, p.Message)
 		mu.Unlock()
@@ -283,7 +293,7 @@ func pgrep(marker string) []string {
 // write_stdin feeds it; bash_output returns the output since the last read
 // and, once it has exited, the exit (then the id is gone).
 func TestMCPBackground(t *testing.T) {
-	cs, _ := mcpSession(t, mcpSettings{}, nil)
+	cs, _ := mcpSession(t, Options{}, nil)
 	call := func(tool string, args map[string]any) (*mcp.CallToolResult, bashOutput) {
 		t.Helper()
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -349,7 +359,7 @@ func startBackground(t *testing.T, cs *mcp.ClientSession, command string) string
 }
 
 // waitHost polls what h holds until ok says so (with h.mu held).
-func waitHost(t *testing.T, h *mcpHost, what string, ok func() bool) {
+func waitHost(t *testing.T, h *host, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -367,14 +377,14 @@ func waitHost(t *testing.T, h *mcpHost, what string, ok func() bool) {
 }
 
 // exitedLocked reports whether background process id is kept and exited.
-func (h *mcpHost) exitedLocked(id string) bool {
+func (h *host) exitedLocked(id string) bool {
 	c := h.procs[id]
 	return c != nil && c.exit != nil
 }
 
 // keptLocked is how many background processes h keeps and the output
 // bytes their captures hold, counted from the captures themselves.
-func (h *mcpHost) keptLocked() (n int, held int64) {
+func (h *host) keptLocked() (n int, held int64) {
 	for _, c := range h.procs {
 		if c.bg {
 			n++
@@ -390,7 +400,7 @@ func (h *mcpHost) keptLocked() (n int, held int64) {
 // told so, naming the key; when every one kept is running, a new one is
 // refused, until one exits.
 func TestMCPBackgroundCountBounded(t *testing.T) {
-	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxBackground: 3}, nil)
+	cs, h, _ := mcpSessionHost(t, Options{MaxBackground: 3}, nil)
 	for i := 1; i <= 10; i++ {
 		id := startBackground(t, cs, fmt.Sprintf("echo %d", i))
 		waitHost(t, h, id+" to exit", func() bool { return h.exitedLocked(id) })
@@ -441,7 +451,7 @@ func TestMCPBackgroundCountBounded(t *testing.T) {
 // bash_output says how much.
 func TestMCPBackgroundBytesBounded(t *testing.T) {
 	const maxOut, budget = 64 << 10, 256 << 10
-	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: maxOut, MaxBackgroundBytes: budget}, nil)
+	cs, h, _ := mcpSessionHost(t, Options{MaxOutput: maxOut, MaxBackgroundBytes: budget}, nil)
 	for i := 1; i <= 12; i++ {
 		id := startBackground(t, cs, `head -c 100000 /dev/zero | tr '\0' x; head -c 100000 /dev/zero | tr '\0' y >&2`)
 		waitHost(t, h, id+" to exit", func() bool { return h.exitedLocked(id) })
@@ -463,7 +473,7 @@ func TestMCPBackgroundBytesBounded(t *testing.T) {
 }
 
 func TestMCPBackgroundBytesRunningOnly(t *testing.T) {
-	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: 1000, MaxBackgroundBytes: 1500}, nil)
+	cs, h, _ := mcpSessionHost(t, Options{MaxOutput: 1000, MaxBackgroundBytes: 1500}, nil)
 	a := startBackground(t, cs, `head -c 1000 /dev/zero | tr '\0' a; read x`)
 	waitHost(t, h, "a's output", func() bool { return h.bgBytes == 1000 })
 	b := startBackground(t, cs, `head -c 1000 /dev/zero | tr '\0' b; read x`)
@@ -499,7 +509,7 @@ func TestMCPBackgroundBytesRunningOnly(t *testing.T) {
 // almost nothing of each (it kept 64 exited processes' output, 1.5 MiB
 // each, which the MCP host never reads back).
 func TestMCPBackgroundHeapBounded(t *testing.T) {
-	cs, h, _ := mcpSessionHost(t, mcpSettings{MaxOutput: 256 << 10, MaxBackgroundBytes: 512 << 10}, nil)
+	cs, h, _ := mcpSessionHost(t, Options{MaxOutput: 256 << 10, MaxBackgroundBytes: 512 << 10}, nil)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats

@@ -1,4 +1,4 @@
-package rpc
+package connpool
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // server, with sessions over in-memory transports.
 type testPool struct {
 	t      *testing.T
-	pool   *mcpSandboxes
+	pool   *sandboxes
 	server *mcp.Server
 	log    *lockedBuffer
 	ctx    context.Context
@@ -24,15 +24,15 @@ type testPool struct {
 
 // newTestPool makes the pool with open (nil: a real host on the local
 // backend), max and idle.
-func newTestPool(t *testing.T, open func(context.Context) (*mcpHost, error), max int, idle time.Duration) *testPool {
+func newTestPool(t *testing.T, open func(context.Context) (*host, error), max int, idle time.Duration) *testPool {
 	t.Helper()
 	if open == nil {
 		open = testOpen(t)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &testPool{t: t, log: &lockedBuffer{}, ctx: ctx}
-	p.pool = newMCPSandboxes(ctx, open, max, idle, func(format string, args ...any) { fmt.Fprintf(p.log, format+"\n", args...) })
-	p.server = newMCPServer("bash", nil, p.pool.resolve)
+	p.pool = newSandboxes(ctx, open, max, idle, func(format string, args ...any) { fmt.Fprintf(p.log, format+"\n", args...) })
+	p.server = New(Options{}).newMCPServer("bash", nil, p.pool.resolve)
 	t.Cleanup(func() {
 		p.pool.close()
 		cancel()
@@ -41,9 +41,9 @@ func newTestPool(t *testing.T, open func(context.Context) (*mcpHost, error), max
 }
 
 // testOpen opens real hosts on the local backend, all in one workspace.
-func testOpen(t *testing.T) func(context.Context) (*mcpHost, error) {
-	srv, set := testRPCServer(), testSettings(t, mcpSettings{})
-	return func(ctx context.Context) (*mcpHost, error) { return newMCPHost(ctx, srv, set, nil) }
+func testOpen(t *testing.T) func(context.Context) (*host, error) {
+	srv := testServer(t, Options{})
+	return func(ctx context.Context) (*host, error) { return srv.newHost(ctx, nil) }
 }
 
 // connect opens an MCP session; it returns the client's side and the
@@ -131,7 +131,7 @@ func TestMCPSandboxesIdle(t *testing.T) {
 		t.Fatalf("background process %s", id)
 	}
 	poll(t, "the background process to run", func() bool { return len(pgrep(m)) > 0 })
-	slot := func() *mcpSlot {
+	slot := func() *sessionSlot {
 		p.pool.mu.Lock()
 		defer p.pool.mu.Unlock()
 		return p.pool.sessions[ssA].slot
@@ -187,7 +187,7 @@ func TestMCPSandboxesOpenConcurrently(t *testing.T) {
 	release := func() { once.Do(func() { close(unblock) }) }
 	defer release() // before the sessions close at cleanup, which waits for their calls
 	real := testOpen(t)
-	p := newTestPool(t, func(ctx context.Context) (*mcpHost, error) {
+	p := newTestPool(t, func(ctx context.Context) (*host, error) {
 		if opens.Add(1) == 1 {
 			close(entered)
 			select {
@@ -245,7 +245,7 @@ func TestMCPSandboxesOpenConcurrently(t *testing.T) {
 // leaves nothing: close returns, no slot is held, later calls are refused.
 func TestMCPSandboxesCloseDuringOpen(t *testing.T) {
 	entered := make(chan struct{})
-	p := newTestPool(t, func(ctx context.Context) (*mcpHost, error) {
+	p := newTestPool(t, func(ctx context.Context) (*host, error) {
 		close(entered)
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -267,7 +267,7 @@ func TestMCPSandboxesCloseDuringOpen(t *testing.T) {
 	if n := p.live(); n != 0 {
 		t.Fatalf("%d slots held after close", n)
 	}
-	if _, _, err := p.pool.resolve(context.Background(), nil); err != errMCPStopping {
+	if _, _, err := p.pool.resolve(context.Background(), nil); err != errStopping {
 		t.Fatalf("a call after close: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// mcpSandboxes gives each MCP session of `mcp --http` its own host (an
+// sandboxes gives each MCP session of `mcp --http` its own host (an
 // in-process connection and its sandbox), opened at the session's first
 // tool call:
 //
@@ -25,8 +25,8 @@ import (
 //     (calls of the same session wait for that open, each on its own
 //     context), so a slow sandbox start holds up no other session;
 //   - every host is closed when its session ends, and by close.
-type mcpSandboxes struct {
-	open func(context.Context) (*mcpHost, error)
+type sandboxes struct {
+	open func(context.Context) (*host, error)
 	max  int
 	idle time.Duration
 	logf func(format string, args ...any)
@@ -35,26 +35,26 @@ type mcpSandboxes struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[*mcp.ServerSession]*mcpSessionState
+	sessions map[*mcp.ServerSession]*sessionState
 	live     int  // slots taken: hosts being opened, open, or being closed
 	closing  bool // close was called
 	refused  bool // a refusal was logged since a slot last freed
 	wg       sync.WaitGroup
 }
 
-// mcpSessionState is what the pool knows of a session that made a tool
+// sessionState is what the pool knows of a session that made a tool
 // call.
-type mcpSessionState struct {
-	slot *mcpSlot // nil: no host (none yet, or closed idle)
+type sessionState struct {
+	slot *sessionSlot // nil: no host (none yet, or closed idle)
 	// Of the last host closed idle: its last process id, and a note.
 	lastID int
 	gone   string
 }
 
-// mcpSlot is one session's host: being opened until ready is closed.
-type mcpSlot struct {
+// sessionSlot is one session's host: being opened until ready is closed.
+type sessionSlot struct {
 	ready   chan struct{}
-	h       *mcpHost // set when ready; nil if the open failed
+	h       *host // set when ready; nil if the open failed
 	err     error
 	calls   int       // tool calls using it
 	last    time.Time // when calls last fell to 0
@@ -62,26 +62,26 @@ type mcpSlot struct {
 	removed bool // taken from its session: whoever took it closes it and frees the slot
 }
 
-// newMCPSandboxes is a pool of at most max hosts made by open, each closed
+// newSandboxes is a pool of at most max hosts made by open, each closed
 // after idle without a call (0s: the mcp.sessions defaults).
-func newMCPSandboxes(ctx context.Context, open func(context.Context) (*mcpHost, error), max int, idle time.Duration, logf func(string, ...any)) *mcpSandboxes {
-	p := &mcpSandboxes{open: open, max: cmp.Or(max, defaultMCPMaxSandboxes), idle: cmp.Or(idle, defaultMCPIdleTimeout),
-		logf: logf, sessions: map[*mcp.ServerSession]*mcpSessionState{}}
+func newSandboxes(ctx context.Context, open func(context.Context) (*host, error), max int, idle time.Duration, logf func(string, ...any)) *sandboxes {
+	p := &sandboxes{open: open, max: cmp.Or(max, DefaultMaxSandboxes), idle: cmp.Or(idle, DefaultIdleTimeout),
+		logf: logf, sessions: map[*mcp.ServerSession]*sessionState{}}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return p
 }
 
-var errMCPStopping = errors.New("the server is stopping")
+var errStopping = errors.New("the server is stopping")
 
-// resolve is an [mcpResolver]: the host of ss, opened at its first call.
-func (p *mcpSandboxes) resolve(ctx context.Context, ss *mcp.ServerSession) (*mcpHost, func(), error) {
+// resolve is an [resolver]: the host of ss, opened at its first call.
+func (p *sandboxes) resolve(ctx context.Context, ss *mcp.ServerSession) (*host, func(), error) {
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
-		return nil, nil, errMCPStopping
+		return nil, nil, errStopping
 	}
 	st := p.sessions[ss]
-	var s *mcpSlot
+	var s *sessionSlot
 	if st != nil {
 		s = st.slot
 	}
@@ -95,12 +95,12 @@ func (p *mcpSandboxes) resolve(ctx context.Context, ss *mcp.ServerSession) (*mcp
 			return nil, nil, fmt.Errorf("no sandbox for this session: %d are open, the most this server allows (mcp.sessions.max_sandboxes); try again when another session ends or has been idle for %v (mcp.sessions.idle_timeout)", p.max, p.idle)
 		}
 		if st == nil {
-			st = &mcpSessionState{}
+			st = &sessionState{}
 			p.sessions[ss] = st
 			p.wg.Add(1)
 			go p.watch(ss)
 		}
-		s = &mcpSlot{ready: make(chan struct{})}
+		s = &sessionSlot{ready: make(chan struct{})}
 		st.slot = s
 		p.live++
 		p.wg.Add(1)
@@ -126,7 +126,7 @@ func (p *mcpSandboxes) resolve(ctx context.Context, ss *mcp.ServerSession) (*mcp
 }
 
 // openSlot opens s's host (outside the lock), then makes it ready.
-func (p *mcpSandboxes) openSlot(st *mcpSessionState, s *mcpSlot, lastID int, gone string) {
+func (p *sandboxes) openSlot(st *sessionState, s *sessionSlot, lastID int, gone string) {
 	defer p.wg.Done()
 	h, err := p.open(p.ctx)
 	if err == nil && lastID > 0 {
@@ -152,7 +152,7 @@ func (p *mcpSandboxes) openSlot(st *mcpSessionState, s *mcpSlot, lastID int, gon
 }
 
 // release ends one tool call's use of s; the last one arms the idle timer.
-func (p *mcpSandboxes) release(st *mcpSessionState, s *mcpSlot) {
+func (p *sandboxes) release(st *sessionState, s *sessionSlot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.calls--
@@ -162,7 +162,7 @@ func (p *mcpSandboxes) release(st *mcpSessionState, s *mcpSlot) {
 }
 
 // armLocked starts s's idle timer.
-func (p *mcpSandboxes) armLocked(st *mcpSessionState, s *mcpSlot) {
+func (p *sandboxes) armLocked(st *sessionState, s *sessionSlot) {
 	s.last = time.Now()
 	if s.timer == nil {
 		s.timer = time.AfterFunc(p.idle, func() { p.expire(st, s) })
@@ -173,7 +173,7 @@ func (p *mcpSandboxes) armLocked(st *mcpSessionState, s *mcpSlot) {
 
 // expire closes s's host if it has stayed idle; the session's next call
 // opens a new one.
-func (p *mcpSandboxes) expire(st *mcpSessionState, s *mcpSlot) {
+func (p *sandboxes) expire(st *sessionState, s *sessionSlot) {
 	p.mu.Lock()
 	if s.removed || st.slot != s || s.calls > 0 || time.Since(s.last) < p.idle {
 		p.mu.Unlock()
@@ -191,7 +191,7 @@ func (p *mcpSandboxes) expire(st *mcpSessionState, s *mcpSlot) {
 
 // closeSlot closes the host of s, taken from its session, once it is
 // ready, then frees its slot.
-func (p *mcpSandboxes) closeSlot(s *mcpSlot) {
+func (p *sandboxes) closeSlot(s *sessionSlot) {
 	<-s.ready
 	if s.h != nil {
 		s.h.close()
@@ -201,19 +201,19 @@ func (p *mcpSandboxes) closeSlot(s *mcpSlot) {
 	p.mu.Unlock()
 }
 
-func (p *mcpSandboxes) freeLocked() {
+func (p *sandboxes) freeLocked() {
 	p.live--
 	p.refused = false
 }
 
 // watch closes ss's host when ss ends.
-func (p *mcpSandboxes) watch(ss *mcp.ServerSession) {
+func (p *sandboxes) watch(ss *mcp.ServerSession) {
 	defer p.wg.Done()
 	ss.Wait()
 	p.mu.Lock()
 	st := p.sessions[ss]
 	delete(p.sessions, ss)
-	var s *mcpSlot
+	var s *sessionSlot
 	if st != nil && st.slot != nil {
 		s = st.slot
 		s.removed = true
@@ -230,7 +230,7 @@ func (p *mcpSandboxes) watch(ss *mcp.ServerSession) {
 
 // close ends every session that has a host (which closes the host) and
 // waits until all are closed; later calls are refused.
-func (p *mcpSandboxes) close() {
+func (p *sandboxes) close() {
 	p.mu.Lock()
 	p.closing = true
 	var all []*mcp.ServerSession

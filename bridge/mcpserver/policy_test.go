@@ -1,0 +1,88 @@
+package mcpserver
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/internal/hint"
+)
+
+func testPolicy(t *testing.T, rules ...cmdpolicy.Rule) *cmdpolicy.Policy {
+	t.Helper()
+	p, err := cmdpolicy.New(cmdpolicy.Config{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The bash tool ran any command line, whatever policy.commands said (only
+// run and sandbox exec checked it). Now the policy decides the command
+// line before anything starts: a command it denies, anywhere in the
+// line, is a tool error that names the command and the rule, and nothing
+// of the line ran (the file the line would write first is not there), in
+// the foreground and in the background. A command it allows runs.
+func TestMCPCommandPolicyDenies(t *testing.T) {
+	cs, ws := mcpSession(t, Options{Writable: true, Policy: testPolicy(t, cmdpolicy.Rule{Command: "rm", Decision: "deny"})}, nil)
+	os.WriteFile(filepath.Join(ws, "keep"), []byte("x"), 0o644)
+	for _, background := range []bool{false, true} {
+		res, out := bash(t, cs, map[string]any{"command": "touch ran; echo hi | xargs rm -f keep", "background": background})
+		got := text(res)
+		if !res.IsError || !strings.Contains(got, "policy: command rm -f keep … denied by rule 0 {command: rm, decision: deny}") ||
+			!strings.Contains(got, "\nhint: `gatebridge policy check") || out.ProcessID != "" {
+			t.Fatalf("background %v: a denied command: %q %+v", background, got, out)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("background %v: the line ran (%v)", background, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "keep")); err != nil {
+			t.Fatalf("background %v: keep was removed: %v", background, err)
+		}
+	}
+	if res, out := bash(t, cs, map[string]any{"command": "echo allowed"}); res.IsError || out.Stdout != "allowed\n" {
+		t.Fatalf("an allowed command: %q", text(res))
+	}
+}
+
+// A command the policy marks ask is refused until approvals are wired,
+// with a hint that names `gatebridge grants`: nobody is asked, and
+// nothing runs.
+func TestMCPCommandPolicyAsk(t *testing.T) {
+	cs, ws := mcpSession(t, Options{Writable: true, Policy: testPolicy(t, cmdpolicy.Rule{Command: "git", Args: []string{"push"}, Decision: "ask"})}, nil)
+	res, _ := bash(t, cs, map[string]any{"command": "touch ran && git push origin main"})
+	got := text(res)
+	if !res.IsError || !strings.Contains(got, "policy: command git push origin main needs approval by rule 0") ||
+		!strings.Contains(got, "`gatebridge grants add`") {
+		t.Fatalf("an ask command: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the line ran (%v)", err)
+	}
+}
+
+// ask's refusal carries its hint for a front end that prints hints.
+func TestAskHint(t *testing.T) {
+	err := ask(t.Context(), errors.New("policy: x needs approval"), "this command needs a person's approval", "allow it")
+	if h := hint.Of(err); !strings.Contains(h, "gatebridge grants") {
+		t.Fatalf("hint %q", h)
+	}
+}
+
+// A gate that needs approval was asked of nobody: the MCP server's
+// in-process protocol client never answered, and the call hung for the
+// approval timeout (5 minutes). Now it is refused at once, and the
+// command's stderr names `gatebridge grants`.
+func TestMCPGateApprovalRefused(t *testing.T) {
+	c := testControl()
+	c.ApprovalGates = map[string]bool{"read_file": true}
+	cs, ws := mcpSession(t, Options{Control: c}, nil)
+	os.WriteFile(filepath.Join(ws, "f"), []byte("secret\n"), 0o644)
+	res, out := bash(t, cs, map[string]any{"command": "read_file f"})
+	if !res.IsError || out.ExitCode != 126 || strings.Contains(out.Stdout, "secret") || !strings.Contains(out.Stderr, "gatebridge grants") {
+		t.Fatalf("a gate that needs approval: %q %+v", text(res), out)
+	}
+}
