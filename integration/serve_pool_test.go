@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,5 +134,30 @@ func TestServePoolCrashPrune(t *testing.T) {
 	}
 	if ids := ownedIDs(t, ws); len(ids) != 0 {
 		t.Fatalf("prune left the dead server's pooled containers %q", ids)
+	}
+}
+
+// The image allowlist holds with a pool: an image outside
+// sandbox.docker.images is refused at every open, and nothing is pooled
+// for it (pooled starts go through the same image check); the allowed
+// default is pooled.
+func TestServePoolImagePolicy(t *testing.T) {
+	needBackend(t, "docker")
+	conf := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	if err := os.WriteFile(conf, []byte("sandbox:\n  docker:\n    images: [\"busybox:1.36\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, nil, "--config", conf, "--pool", "2")
+	bad, good := workspace(t), workspace(t)
+	for _, id := range []string{"bad1", "bad2"} {
+		e := s.CallErr(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: id, Backend: "docker", Image: "busybox:latest", Workspace: bad})
+		if e == nil || !strings.Contains(e.Message, "sandbox.docker.images") {
+			t.Fatalf("busybox:latest with a pool: %+v; want refused naming sandbox.docker.images", e)
+		}
+	}
+	s.Call(rpc.MethodSandboxOpen, rpc.SandboxOpenParams{SandboxID: "ok", Backend: "docker", Workspace: good}, nil)
+	waitOwned(t, good, 3, "the default image's pool")
+	if ids := ownedIDs(t, bad); len(ids) != 0 {
+		t.Fatalf("containers %q were started for a refused image", ids)
 	}
 }
