@@ -23,7 +23,7 @@ type fakeStarter struct {
 	inner sandbox.Backend
 
 	mu      sync.Mutex
-	started []string        // names, in start order
+	started []string          // names, in start order
 	wss     map[string]string // workspace by name
 	warmed  map[string]bool
 	stopped map[string]bool

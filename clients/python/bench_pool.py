@@ -92,6 +92,7 @@ def main() -> int:
     ws = os.path.join(tmp, "ws")
     os.mkdir(ws, 0o755)
     times = {"pool": [], "nopool": [], "docker": []}
+    opens = {"pool": [], "nopool": []}  # sandbox/open alone
     try:
         with Client([binary, "serve", "--stdio", "--image", IMAGE, "--pool", str(size)], cwd=tmp) as pooled, \
                 Client([binary, "serve", "--stdio", "--image", IMAGE], cwd=tmp) as plain:
@@ -116,6 +117,7 @@ def main() -> int:
                         times[name].append(time.perf_counter() - t0)
                         continue
                     sb = client.open_sandbox(backend="docker", workspace=ws, sandbox_id="%s%d" % (name, i))
+                    opens[name].append(time.perf_counter() - t0)
                     r = sb.run(["true"])
                     times[name].append(time.perf_counter() - t0)
                     if r.exit_code != 0:
@@ -132,7 +134,8 @@ def main() -> int:
                         ("nopool", "serve, no pool, sandbox/open + true"),
                         ("docker", "docker run --rm IMAGE true")):
         p50, p99 = pct(times[name], 50) * 1e3, pct(times[name], 99) * 1e3
-        print("  %-40s %7.1f / %7.1f   %.3fx docker run" % (label, p50, p99, pct(times[name], 50) / d50))
+        of = " (sandbox/open alone p50 %.1f)" % (pct(opens[name], 50) * 1e3) if name in opens else ""
+        print("  %-40s %7.1f / %7.1f   %.3fx docker run%s" % (label, p50, p99, pct(times[name], 50) / d50, of))
     print("pool of %d: %d containers, %.1f MiB in them (docker stats), serve RSS %.1f MiB (%.1f before the pool); "
           "fill from empty %.2f s: %.1f sandboxes/s" % (size, size, mem, rss, rss0, fill, size / fill))
     return 0
