@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type PoolStats struct {
 	Started  int // started for the pool (since New)
 	Expired  int // stopped unused after Idle (since New)
 	Failed   int // starts that failed (since New)
+	Stale    int // stopped at a take: the workspace directory was replaced (since New)
 }
 
 // poolKey is what makes two sandboxes interchangeable before a tenant
@@ -56,6 +58,9 @@ type pool struct {
 	cancel context.CancelFunc
 	kick   chan struct{}
 	done   chan struct{}
+	// stopping counts the stale sandboxes being stopped off a take's
+	// path (close waits for them).
+	stopping sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -76,6 +81,11 @@ type poolSpec struct {
 type pooled struct {
 	st *started
 	at time.Time // when it became ready
+	// ws is the workspace directory as it was before the start, kept
+	// open while pooled (so that its inode number is not reused): a
+	// directory replaced at the same path since then is not the one the
+	// sandbox mounted, and such a sandbox is not handed out.
+	ws os.FileInfo
 }
 
 func newPool(h *Host, o PoolOptions) *pool {
@@ -109,11 +119,20 @@ func (p *pool) want(key poolKey, settings sandbox.Settings) {
 }
 
 // take hands out a started sandbox of key's spec (nil: none ready, or no
-// pool), and starts its replacement.
-func (p *pool) take(key poolKey, settings sandbox.Settings) *started {
+// pool), and starts its replacement. One whose workspace directory is
+// no longer the one at key.workspace is stopped instead.
+func (p *pool) take(key poolKey) *started {
 	if p == nil {
 		return nil
 	}
+	ws, err := os.Stat(key.workspace)
+	var stale []*started
+	defer func() {
+		if len(stale) > 0 {
+			p.stopping.Add(1)
+			go func() { defer p.stopping.Done(); stopAll(stale) }()
+		}
+	}()
 	p.mu.Lock()
 	defer p.wake()
 	defer p.mu.Unlock()
@@ -122,14 +141,19 @@ func (p *pool) take(key poolKey, settings sandbox.Settings) *started {
 		return nil
 	}
 	s.wanted = true
-	if len(s.ready) == 0 {
-		return nil
+	for len(s.ready) > 0 {
+		pd := s.ready[0] // the oldest: Idle measures how long none was taken
+		s.ready = s.ready[1:]
+		p.total--
+		if err != nil || !os.SameFile(ws, pd.ws) {
+			stale = append(stale, pd.st)
+			p.stats.Stale++
+			continue
+		}
+		p.stats.Taken++
+		return pd.st
 	}
-	pd := s.ready[0] // the oldest: Idle measures how long none was taken
-	s.ready = s.ready[1:]
-	p.total--
-	p.stats.Taken++
-	return pd.st
+	return nil
 }
 
 // spec is key's spec, made when new (p.mu held).
@@ -160,7 +184,16 @@ func (p *pool) loop() {
 	for {
 		p.expire()
 		if key, s := p.next(); s != nil {
-			st, err := p.h.start(p.ctx, key, s.settings, "pool")
+			wsf, ws, err := openDir(key.workspace) // before the start: see pooled.ws
+			var st *started
+			if err == nil {
+				st, err = p.h.start(p.ctx, key, s.settings, "pool")
+				if err != nil {
+					wsf.Close()
+				} else {
+					st.closers = append([]func(){func() { wsf.Close() }}, st.closers...)
+				}
+			}
 			if err == nil {
 				err = warm(p.ctx, st)
 			}
@@ -174,7 +207,7 @@ func (p *pool) loop() {
 			case p.closed:
 				p.total--
 			default:
-				s.ready = append(s.ready, &pooled{st: st, at: time.Now()})
+				s.ready = append(s.ready, &pooled{st: st, at: time.Now(), ws: ws})
 				p.stats.Started++
 				st = nil
 			}
@@ -202,6 +235,20 @@ func (p *pool) loop() {
 		case <-timer.C:
 		}
 	}
+}
+
+// openDir opens dir (held open while its sandbox is pooled) and stats it.
+func openDir(dir string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // warm readies st's long-lived sandbox for its first command (its agent
@@ -295,6 +342,7 @@ func (p *pool) close() {
 	}
 	p.mu.Unlock()
 	stopAll(all)
+	p.stopping.Wait()
 }
 
 // stopAll releases sts at once (a container's removal is mostly waiting).

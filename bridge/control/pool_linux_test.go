@@ -3,6 +3,8 @@ package control_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -317,5 +319,43 @@ func TestPoolCloseAndFailure(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if again := h2.PoolStats(); again.Failed != st.Failed {
 		t.Fatalf("failed starts retried without an open: %+v then %+v", st, again)
+	}
+}
+
+// A workspace directory removed and made again at the same path after
+// the pool started its sandboxes is not the directory they mounted: an
+// open of that path must not get one of them (it would see the old,
+// deleted directory, and its protected paths as they were); they are
+// stopped instead.
+func TestPoolWorkspaceReplaced(t *testing.T) {
+	h, f := poolHost(t, control.PoolOptions{Size: 2})
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	openFake(t, h, "seed", ws).Close()
+	waitPool(t, h, "2 ready", func(s control.PoolStats) bool { return s.Ready == 2 })
+	old := f.live()
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb := openFake(t, h, "tenant", ws)
+	defer sb.Close()
+	n := nameIn(t, sb)
+	if slices.Contains(old, n) || !strings.HasSuffix(n, "-tenant") {
+		t.Fatalf("open of the new directory ran in %s, pooled for the old one (%q)", n, old)
+	}
+	waitPool(t, h, "the stale ones stopped", func(s control.PoolStats) bool { return s.Stale == 2 })
+	h.Close() // waits for the stale ones' stop
+	for _, o := range old {
+		f.mu.Lock()
+		stopped := f.stopped[o]
+		f.mu.Unlock()
+		if !stopped {
+			t.Errorf("stale pooled sandbox %s still running", o)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func (h *Host) Open(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
 	sb.closers = append(sb.closers, cancel)
 	key := poolKey{backend: cmp.Or(spec.Backend, Auto), image: settings.Image, runtime: settings.Runtime,
 		workspace: spec.Workspace, writable: spec.Writable}
-	st := h.pool.take(key, settings)
+	st := h.pool.take(key)
 	if st == nil {
 		if st, err = h.start(ctx, key, settings, spec.ID); err != nil {
 			sb.release()
