@@ -232,6 +232,7 @@ bench: build
 	GB=$(abspath $(BIN)) internal/bench/bench-runtimes.sh
 	$(GO) test -run '^$$' -bench 'ProcessStart|GateCall' -benchtime 300x ./bridge/rpc
 	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 clients/python/bench.py 20
+	GATEBRIDGE_BIN=$(abspath $(BIN)) python3 clients/python/bench_pool.py 20
 	GATEBRIDGE_SOAK=1 $(GO) test -count=1 -timeout 30m -run '^TestServeSoak$$' -v ./integration
 
 # Regenerate docs/protocol.schema.json, the JSON Schema of the `serve

@@ -54,6 +54,13 @@ type Reopener interface {
 	OpenSandbox(ctx context.Context, name string) (Persistent, error)
 }
 
+// Warmer is implemented by long-lived sandboxes ([Persistent]) that can
+// ready themselves for their first command ahead of it (docker: its
+// agent dialled), as a warm pool wants them.
+type Warmer interface {
+	Warm(ctx context.Context) error
+}
+
 // Persistent is a long-lived sandbox a [Starter] started: a [Backend] that
 // runs each command in it. The sessions of its commands must be created
 // under SessionsRoot.

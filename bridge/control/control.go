@@ -80,6 +80,8 @@ type Options struct {
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // a runtime gate's answer, without its own
 	ApprovalTimeout  time.Duration
+	// Pool is the warm pool (zero: none); Close stops its sandboxes.
+	Pool PoolOptions
 	// Logf receives log lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -87,6 +89,7 @@ type Options struct {
 // Host is the control plane: it opens sandboxes.
 type Host struct {
 	opts Options
+	pool *pool // nil: none
 
 	mu        sync.Mutex
 	bySession map[string]*Process // running processes by bridge session id
@@ -109,7 +112,9 @@ func New(opts Options) *Host {
 	if o.NamePrefix == "" {
 		o.NamePrefix = "rpc"
 	}
-	return &Host{opts: opts, bySession: map[string]*Process{}}
+	h := &Host{opts: opts, bySession: map[string]*Process{}}
+	h.pool = newPool(h, opts.Pool)
+	return h
 }
 
 func setDefault[T int | int64 | time.Duration](p *T, d T) {

@@ -123,11 +123,16 @@ func (h *Host) Check(spec *SandboxSpec) error {
 }
 
 // Open opens a sandbox: Check, the backend's choice (Choose), one
-// long-lived sandbox when the backend is a sandbox.Starter, the
+// long-lived sandbox when the backend is a sandbox.Starter (taken from
+// the warm pool when it holds one for this spec, see PoolOptions), the
 // workspace as the sandbox sees it, the gates. A spare session is opened
 // in the background for the first process.
 func (h *Host) Open(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
 	if err := h.Check(&spec); err != nil {
+		return nil, err
+	}
+	settings, err := h.settingsFor(&spec)
+	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -135,7 +140,19 @@ func (h *Host) Open(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
 		set: spec.Gates, approver: spec.Approver, ctx: sctx, cancel: cancel,
 		procs: map[*Process]bool{}, allowed: map[string]bool{}}
 	sb.closers = append(sb.closers, cancel)
-	if err := sb.setUp(ctx, &spec); err != nil {
+	key := poolKey{backend: cmp.Or(spec.Backend, Auto), image: settings.Image, runtime: settings.Runtime,
+		workspace: spec.Workspace, writable: spec.Writable}
+	st := h.pool.take(key)
+	if st == nil {
+		if st, err = h.start(ctx, key, settings, spec.ID); err != nil {
+			sb.release()
+			return nil, err
+		}
+		if st.persistent != nil {
+			h.pool.want(key, settings) // later opens of this spec find one started
+		}
+	}
+	if err := sb.attach(st); err != nil {
 		sb.release()
 		return nil, err
 	}
@@ -147,9 +164,10 @@ func (h *Host) Open(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
 	return sb, nil
 }
 
-// setUp chooses and prepares the backend, and builds the gates.
-func (sb *Sandbox) setUp(ctx context.Context, p *SandboxSpec) error {
-	o := sb.h.opts
+// settingsFor are the backends' settings for p: the server's, with p's
+// image and OCI runtime when the backend asked for takes them.
+func (h *Host) settingsFor(p *SandboxSpec) (sandbox.Settings, error) {
+	o := h.opts
 	settings := o.Settings
 	for _, f := range []struct {
 		field, value string
@@ -172,29 +190,68 @@ func (sb *Sandbox) setUp(ctx context.Context, p *SandboxSpec) error {
 			if len(takers) == 0 {
 				which = "no backend this server offers"
 			}
-			return invalid(f.field, "%q applies to %s (backend %q)", f.field, which, p.Backend)
+			return settings, invalid(f.field, "%q applies to %s (backend %q)", f.field, which, p.Backend)
 		}
 	}
 	settings.Image, settings.Runtime = cmp.Or(p.Image, settings.Image), cmp.Or(p.Runtime, settings.Runtime)
-	chosen, err := Choose(ctx, o.Backends, Choice{Backend: p.Backend, Settings: settings,
+	return settings, nil
+}
+
+// started is the part of a sandbox that does not depend on its tenant:
+// the chosen backend and, for a Starter, its long-lived sandbox with its
+// agent up. The warm pool keeps these; Open attaches a tenant (id, gates,
+// approver) to one.
+type started struct {
+	key        poolKey
+	chosen     *Chosen
+	backend    sandbox.Backend
+	persistent sandbox.Persistent // nil: the backend is no Starter
+	dir        string             // sessions root of a long-lived sandbox
+	uid, gid   int
+	closers    []func()
+}
+
+// release runs the closers, last first (the long-lived sandbox is
+// stopped).
+func (st *started) release() {
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
+	}
+	st.closers = nil
+}
+
+// start chooses and prepares the backend for key, and starts its
+// long-lived sandbox when it is a sandbox.Starter; tag ends the
+// sandbox's name.
+func (h *Host) start(ctx context.Context, key poolKey, settings sandbox.Settings, tag string) (*started, error) {
+	o := h.opts
+	chosen, err := Choose(ctx, o.Backends, Choice{Backend: key.backend, Settings: settings,
 		AllowUnsandboxed: o.AllowUnsandboxed, Probe: true, HowLocal: o.HowLocal})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sb.chosen, sb.backend = chosen, chosen.Backend
-	sb.closers = append(sb.closers, chosen.Close)
-	sb.uid, sb.gid = os.Geteuid(), os.Getegid()
+	st := &started{key: key, chosen: chosen, backend: chosen.Backend, uid: os.Geteuid(), gid: os.Getegid()}
+	st.closers = append(st.closers, chosen.Close)
 	if o.RunAs != nil {
-		sb.uid, sb.gid = o.RunAs(sb.workspace)
+		st.uid, st.gid = o.RunAs(key.workspace)
 	}
 	// A backend that can (docker): one sandbox for the sandbox's life,
 	// owned by this process (pruned if it dies), its sessions under a
 	// leased root that the next gatebridge prunes too.
-	if st, ok := sb.backend.(sandbox.Starter); ok {
-		if err := sb.startLongLived(ctx, st); err != nil {
-			return err
+	if s, ok := st.backend.(sandbox.Starter); ok {
+		if err := h.startLongLived(ctx, st, s, tag); err != nil {
+			st.release()
+			return nil, err
 		}
 	}
+	return st, nil
+}
+
+// attach makes st sb's: the workspace as it sees it, the gates, the
+// tenant's gate set. sb releases st from now on.
+func (sb *Sandbox) attach(st *started) error {
+	sb.chosen, sb.backend, sb.dir, sb.uid, sb.gid = st.chosen, st.backend, st.dir, st.uid, st.gid
+	sb.closers = append(sb.closers, st.release)
 	sb.inside = sb.workspace
 	if m, ok := sb.backend.(sandbox.WorkspaceMapper); ok {
 		in, _ := m.WorkspaceInside(sb.workspace)
@@ -213,8 +270,8 @@ func (sb *Sandbox) setUp(ctx context.Context, p *SandboxSpec) error {
 }
 
 // startLongLived starts the one sandbox of a Starter backend.
-func (sb *Sandbox) startLongLived(ctx context.Context, st sandbox.Starter) error {
-	o := sb.h.opts
+func (h *Host) startLongLived(ctx context.Context, st *started, s sandbox.Starter, tag string) error {
+	o := h.opts
 	parent := o.Bridge.Dir
 	if parent == "" {
 		parent = bridge.DefaultParent()
@@ -226,31 +283,31 @@ func (sb *Sandbox) startLongLived(ctx context.Context, st sandbox.Starter) error
 	if err != nil {
 		return err
 	}
-	sb.closers = append(sb.closers, func() {
+	st.closers = append(st.closers, func() {
 		if err := release(); err != nil {
 			// Its lease goes anyway: prune removes a lockless
 			// root (a minute old) and says what stays.
-			o.Logf("gatebridge: serve: remove the sessions root of sandbox %s: %v", sb.id, err)
+			o.Logf("gatebridge: serve: remove the sessions root of sandbox %s: %v", tag, err)
 		}
 	})
-	name := fmt.Sprintf("%s-%d-%s-%s", o.NamePrefix, os.Getpid(), strings.ToLower(filepath.Base(root))[3:11], sb.id)
+	name := fmt.Sprintf("%s-%d-%s-%s", o.NamePrefix, os.Getpid(), strings.ToLower(filepath.Base(root))[3:11], tag)
 	if len(name) > 63 { // the engine's limit for sandbox names
 		name = name[:63]
 	}
-	ds, err := st.StartSandbox(ctx, sandbox.StartSpec{Name: name, SessionsRoot: root, Workspace: sb.workspace,
-		WorkspaceWritable: sb.writable, UID: sb.uid, GID: sb.gid, AllowRoot: o.Process.AllowRoot,
+	ds, err := s.StartSandbox(ctx, sandbox.StartSpec{Name: name, SessionsRoot: root, Workspace: st.key.workspace,
+		WorkspaceWritable: st.key.writable, UID: st.uid, GID: st.gid, AllowRoot: o.Process.AllowRoot,
 		ProtectedPaths: o.Process.ProtectedPaths, Owned: true})
 	if err != nil {
 		return err
 	}
-	sb.closers = append(sb.closers, func() {
+	st.closers = append(st.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := ds.Stop(sctx); err != nil {
-			o.Logf("gatebridge: serve: remove sandbox %s: %v", sb.id, err)
+			o.Logf("gatebridge: serve: remove sandbox %s: %v", tag, err)
 		}
 	})
-	sb.backend, sb.dir = ds, root
+	st.backend, st.persistent, st.dir = ds, ds, root
 	return nil
 }
 

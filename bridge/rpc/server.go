@@ -99,6 +99,10 @@ type Options struct {
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // gate/call deadline without timeoutMs
 	ApprovalTimeout  time.Duration
+	// Pool is the warm pool of the server's control plane (zero: none):
+	// sandboxes started ahead of sandbox/open. They take no slot of
+	// MaxSandboxes until a sandbox/open takes one. Close stops them.
+	Pool control.PoolOptions
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -142,9 +146,16 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf,
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Pool: o.Pool, Logf: o.Logf,
 		Policy: o.Policy, MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
 }
+
+// Close stops the sandboxes of the server's warm pool (Options.Pool);
+// call it once every connection has ended.
+func (s *Server) Close() { s.host.Close() }
+
+// PoolStats says what the server's warm pool holds.
+func (s *Server) PoolStats() control.PoolStats { return s.host.PoolStats() }
 
 // msec is a protocol's milliseconds as a duration.
 func msec(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

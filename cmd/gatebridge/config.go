@@ -81,6 +81,14 @@ type SandboxConfig struct {
 	Docker            DockerConfig  `mapstructure:"docker"`
 	Bwrap             BwrapConfig   `mapstructure:"bwrap"`
 	Attach            AttachConfig  `mapstructure:"attach"`
+	Pool              PoolConfig    `mapstructure:"pool"`
+}
+
+// PoolConfig is serve's warm pool (control.PoolOptions).
+type PoolConfig struct {
+	Size     int           `mapstructure:"size"`
+	MaxTotal int           `mapstructure:"max_total"`
+	Idle     time.Duration `mapstructure:"idle"`
 }
 
 // AttachConfig is what the operator declares about a sandbox that
@@ -300,6 +308,9 @@ var defaults = map[string]any{
 	"sandbox.bwrap.path":                  "",
 	"sandbox.bwrap.read_only":             []string{},
 	"sandbox.attach.read_only_paths":      []string{},
+	"sandbox.pool.size":                   0,
+	"sandbox.pool.max_total":              0,
+	"sandbox.pool.idle":                   control.DefaultPoolIdle.String(),
 	"bridge.watch":                        "auto",
 	"bridge.poll_interval":                "10ms",
 	"bridge.rescan_interval":              "1s",
@@ -368,6 +379,7 @@ var flagKeys = map[string]string{
 	"sessions-root":      "sandbox.docker.sessions_root",
 	"keep-session":       "bridge.keep_session",
 	"watch":              "bridge.watch",
+	"pool":               "sandbox.pool.size",
 }
 
 // loadConfig reads the config file (--config, $GATEBRIDGE_CONFIG, or
@@ -657,6 +669,7 @@ func (c *Config) Validate(backends *sandbox.Registry) error {
 		"gates.max_file_bytes": c.Gates.MaxFileBytes, "gates.max_search_matches": int64(c.Gates.MaxSearchMatches),
 		"gates.max_search_files": int64(c.Gates.MaxSearchFiles), "gates.max_search_file_bytes": c.Gates.MaxSearchFileBytes,
 		"mcp.sessions.max_sandboxes": int64(c.MCP.Sessions.MaxSandboxes), "mcp.sessions.idle_timeout": int64(c.MCP.Sessions.IdleTimeout),
+		"sandbox.pool.size": int64(c.Sandbox.Pool.Size), "sandbox.pool.max_total": int64(c.Sandbox.Pool.MaxTotal), "sandbox.pool.idle": int64(c.Sandbox.Pool.Idle),
 		"mcp.sessions.max_background": int64(c.MCP.Sessions.MaxBackground), "mcp.sessions.max_background_bytes": c.MCP.Sessions.MaxBackgroundBytes,
 	}
 	keys := make([]string, 0, len(nonNeg))

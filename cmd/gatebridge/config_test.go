@@ -95,6 +95,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"gates:\n  commands:\n    - name: x\n", "", "gates.commands[0].command: missing"},
 		{"sandbox:\n  docker:\n    pull: always\n", "", `sandbox.docker.pull: unknown policy "always"`},
 		{"sandbox:\n  docker:\n    pull_timeout: -1s\n", "", "sandbox.docker.pull_timeout: must not be negative"},
+		{"sandbox:\n  pool:\n    size: -1\n", "", "sandbox.pool.size: must not be negative"},
+		{"sandbox:\n  pool:\n    max_total: -2\n", "", "sandbox.pool.max_total: must not be negative"},
+		{"sandbox:\n  pool:\n    idle: -1m\n", "", "sandbox.pool.idle: must not be negative"},
+		{"sandbox:\n  pool:\n    sise: 2\n", "", "sandbox.pool.sise: unknown key"},
 		{"sandbox:\n  docker:\n    images: [UBUNTU]\n", "", `sandbox.docker.images: "UBUNTU" is not an image reference`},
 		{"sandbox:\n  docker:\n    images: [\"ubuntu:24.04:*\"]\n", "", `sandbox.docker.images: "ubuntu:24.04:*"`},
 		{"gates:\n  commands:\n    - name: x\n      command: [true]\n      colour: red\n", "", "colour"},
@@ -348,5 +352,20 @@ func TestDefaultsEqualLibrary(t *testing.T) {
 	if g.MaxFileBytes != gates.DefaultMaxFileBytes || g.MaxSearchMatches != gates.DefaultMaxSearchMatches ||
 		g.MaxSearchFiles != gates.DefaultMaxSearchFiles || g.MaxSearchFileBytes != gates.DefaultMaxSearchFileBytes {
 		t.Errorf("gate defaults: cli %+v", g)
+	}
+}
+
+// serve --pool is sandbox.pool.size; the file's idle and max_total stay.
+func TestConfigPoolFlag(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gatebridge.yaml")
+	os.WriteFile(p, []byte("sandbox:\n  pool:\n    size: 1\n    max_total: 5\n    idle: 30s\n"), 0o644)
+	cmd := newServeCmd(&app{backends: newBackends(), kinds: newKinds()})
+	cmd.Flags().Set("pool", "3")
+	cfg, _, err := loadConfig(p, cmd.Flags(), newBackends())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Sandbox.Pool; got.Size != 3 || got.MaxTotal != 5 || got.Idle != 30*time.Second {
+		t.Fatalf("pool config %+v, want size 3 (flag), max_total 5, idle 30s", got)
 	}
 }

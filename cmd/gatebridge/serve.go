@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/fspath"
@@ -48,7 +49,13 @@ of the same pod sharing DIR and the workspace at the same paths, running
 gatebridge agent --dir DIR/agent. Commands go through DIR (no exec API, no
 docker socket); sessions live in DIR/sessions. Its isolation is the pod's.
 
-SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
+--pool N keeps N started sandboxes (docker) for each sandbox spec a
+sandbox/open asked for (image, OCI runtime, workspace and its mode):
+the next open of that spec takes one, and a replacement starts in the
+background. A sandbox is never pooled again after a client had it.
+
+SIGINT, SIGTERM and SIGHUP stop the server and every connection, and
+every pooled sandbox.`,
 		Example: `  gatebridge serve --stdio
   python3 examples/agent_loop.py   # drives it with clients/python
   gatebridge serve --listen 127.0.0.1:7800 --token-file ~/.config/gatebridge/token
@@ -69,6 +76,7 @@ SIGINT, SIGTERM and SIGHUP stop the server and every connection.`,
 	f.String("image", "", "docker image (docker backend), when sandbox/open gives none")
 	f.String("runtime", "", "OCI runtime of the docker engine (docker backend), when sandbox/open gives none")
 	f.String("watch", "", "how the host notices calls: auto, events or poll")
+	f.Int("pool", 0, "keep N started sandboxes per sandbox spec (docker), so that sandbox/open takes one at once (config sandbox.pool.size)")
 	return needsConfig(cmd)
 }
 
@@ -165,7 +173,11 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	// is not.
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	conn := rpc.NewServer(opts).Serve
+	pc := a.cfg.Sandbox.Pool
+	opts.Pool = control.PoolOptions{Size: pc.Size, MaxTotal: pc.MaxTotal, Idle: pc.Idle}
+	srv := rpc.NewServer(opts)
+	defer srv.Close() // every pooled container stopped, on a signal too
+	conn := srv.Serve
 	if listen != nil {
 		return listen(ctx, conn)
 	}

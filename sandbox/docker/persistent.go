@@ -828,22 +828,43 @@ func wakeLabel(poll bool) string {
 	return "fifo"
 }
 
-// runAgent runs spec through the sandbox's agent (dialled at the first
-// command of this process).
-func (s *Sandbox) runAgent(ctx context.Context, spec *sandbox.Spec, env []string, workdir string) (*sandbox.Result, error) {
-	s.agentMu.Lock()
-	c := s.agent
-	if c == nil {
-		var err error
-		c, err = agent.Dial(ctx, s.agentDir, agent.DialOptions{})
-		if err != nil {
-			s.agentMu.Unlock()
-			return nil, &sandbox.Error{Backend: "docker", Op: "run in " + s.name, Err: err,
-				Help: fmt.Sprintf("see `docker logs %s%s`; remove it with `gatebridge sandbox stop %s` and start it again", ContainerPrefix, s.name, s.name)}
-		}
-		s.agent = c
+var _ sandbox.Warmer = (*Sandbox)(nil)
+
+// Warm dials the sandbox's agent, waiting for it to be up, so that the
+// first command does not (a warm pool's sandbox). Without an agent it
+// does nothing.
+func (s *Sandbox) Warm(ctx context.Context) error {
+	if s.agentDir == "" {
+		return nil
 	}
-	s.agentMu.Unlock()
+	_, err := s.agentConn(ctx)
+	return err
+}
+
+// agentConn is the connection to the sandbox's agent, dialled at the
+// first call of this process.
+func (s *Sandbox) agentConn(ctx context.Context) (*agent.Conn, error) {
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	if s.agent != nil {
+		return s.agent, nil
+	}
+	c, err := agent.Dial(ctx, s.agentDir, agent.DialOptions{})
+	if err != nil {
+		return nil, &sandbox.Error{Backend: "docker", Op: "run in " + s.name, Err: err,
+			Help: fmt.Sprintf("see `docker logs %s%s`; remove it with `gatebridge sandbox stop %s` and start it again", ContainerPrefix, s.name, s.name)}
+	}
+	s.agent = c
+	return c, nil
+}
+
+// runAgent runs spec through the sandbox's agent (dialled at the first
+// command of this process, or by Warm).
+func (s *Sandbox) runAgent(ctx context.Context, spec *sandbox.Spec, env []string, workdir string) (*sandbox.Result, error) {
+	c, err := s.agentConn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	res, err := c.Run(ctx, agent.Command{Argv: spec.Command, Env: env, Dir: workdir}, spec)
 	if err != nil {
 		return nil, err
