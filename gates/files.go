@@ -235,39 +235,10 @@ func newWriteFile(ws *workspace, o Options) Gate {
 
 // checkProtected refuses rel when it is or lies under a protected path.
 func checkProtected(gate, path, rel string, protected []string) error {
-	if p, ok := protectedPath(rel, protected); ok {
+	if p, ok := ProtectedPath(rel, protected); ok {
 		return Deniedf("%s: %s is under the protected path %s (set by sandbox.protected_paths): host tools run what is there", gate, quoteArg(path), p)
 	}
 	return nil
-}
-
-// protectedPath reports the entry of protected that rel (clean, relative)
-// is or lies under. An entry of one component (".git") is protected
-// wherever it appears, so "sub/.git/hooks/x" (a nested repository the host
-// may run git in) is refused too; a longer entry ("config/keys") is
-// matched from the root. The comparison ignores case: on a
-// case-insensitive filesystem .GIT/config is .git/config.
-func protectedPath(rel string, protected []string) (string, bool) {
-	rel = filepath.ToSlash(rel)
-	parts := strings.Split(rel, "/")
-	for _, p := range protected {
-		p = strings.Trim(filepath.ToSlash(filepath.Clean(p)), "/")
-		if p == "." || p == "" {
-			continue
-		}
-		if !strings.Contains(p, "/") {
-			for _, c := range parts {
-				if strings.EqualFold(c, p) {
-					return p, true
-				}
-			}
-			continue
-		}
-		if strings.EqualFold(rel, p) || (len(rel) > len(p) && strings.EqualFold(rel[:len(p)], p) && rel[len(p)] == '/') {
-			return p, true
-		}
-	}
-	return "", false
 }
 
 // testHookAfterCheck, set by tests only, runs after each protected-path

@@ -73,6 +73,10 @@ type Sandbox struct {
 	refills   sync.WaitGroup
 	procs     map[*Process]bool
 	allowed   map[string]bool // gates approved for the sandbox's life
+
+	fsOnce sync.Once // FS
+	fs     *FS
+	fsErr  error
 }
 
 // ID is the sandbox's id.
