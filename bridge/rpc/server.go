@@ -92,6 +92,9 @@ type Options struct {
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // gate/call deadline without timeoutMs
 	ApprovalTimeout  time.Duration
+	// MaxFileBytes bounds a file fs/write leaves (gates.max_file_bytes);
+	// 0 means gates.DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -135,7 +138,7 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf}
 }
 
 // msec is a protocol's milliseconds as a duration.
@@ -154,6 +157,7 @@ func (s *Server) limits() ConnLimits {
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		MaxFsChunkBytes:   fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.MaxFileBytes, gates.DefaultMaxFileBytes),
 	}
 }
 
@@ -514,6 +518,13 @@ var methods = map[string]handler{
 	MethodProcessRead:       (*conn).processRead,
 	MethodProcessSnapshot:   (*conn).processSnapshot,
 	MethodProcessList:       (*conn).processList,
+	MethodFsRead:            (*conn).fsRead,
+	MethodFsWrite:           (*conn).fsWrite,
+	MethodFsList:            (*conn).fsList,
+	MethodFsStat:            (*conn).fsStat,
+	MethodFsRemove:          (*conn).fsRemove,
+	MethodFsMkdir:           (*conn).fsMkdir,
+	MethodFsRename:          (*conn).fsRename,
 }
 
 func (c *conn) handle(m *Message) {

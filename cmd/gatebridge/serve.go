@@ -270,10 +270,11 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			SubmitLines:    cfg.Bridge.SubmitLines,
 			LimitKey:       limitKey,
 		},
-		Process: sandboxSpecTemplate(cfg),
-		RunAs:   func(workspace string) (int, int) { return runAs(cfg, workspace) },
-		Version: versionString(),
-		Logf:    logf,
+		Process:      sandboxSpecTemplate(cfg),
+		RunAs:        func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		MaxFileBytes: cfg.Gates.MaxFileBytes,
+		Version:      versionString(),
+		Logf:         logf,
 	}, closeAudit, nil
 }
 
