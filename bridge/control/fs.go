@@ -664,3 +664,23 @@ func fsErr(op, path string, err error) error {
 func sortInfos(fis []FileInfo) {
 	slices.SortFunc(fis, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
 }
+
+// CopyIn writes what r holds to dst atomically (WriteFrom), as `cp`
+// does: into the directory dst when dst ends in "/" or is one, under the
+// name base. It returns the path written.
+func (f *FS) CopyIn(dst, base string, r io.Reader) (string, int64, error) {
+	into := strings.HasSuffix(dst, "/")
+	if !into {
+		if fi, err := f.Stat(dst); err == nil && fi.Type == "directory" {
+			into = true
+		}
+	}
+	if into {
+		if base == "" || base == "." || base == ".." || base == "/" {
+			return "", 0, invalid("path", "copying into the directory %s needs a file name", quote(dst))
+		}
+		dst = filepath.Join(dst, base)
+	}
+	n, err := f.WriteFrom(dst, r)
+	return dst, n, err
+}
