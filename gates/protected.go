@@ -36,4 +36,3 @@ func ProtectedPath(rel string, protected []string) (string, bool) {
 	}
 	return "", false
 }
-
