@@ -2,6 +2,7 @@ package gates
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
@@ -299,31 +301,22 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 	}
 	defer d.Close()
 	base := filepath.Base(rel)
-	wo := hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true}
-	fi, err := d.Lstat(base)
-	switch m := fi.Mode; {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return pathErr(name, "stat", path, err)
-	case m&fs.ModeSymlink != 0:
-		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(rel))
-	case m.IsDir():
-		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
-	case !m.IsRegular():
-		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
-	default:
-		wo.Perm, wo.ExactPerm = m.Perm(), true
-		if owner != nil {
-			wo.Owner = &hostilefs.Owner{UID: fi.UID, GID: fi.GID}
-		}
-	}
 	if err := check(rel); err != nil {
 		return err
 	}
-	if err := d.WriteFileAtomic(base, data, wo); err != nil {
-		return pathErr(name, "write", path, err)
+	var nr *hostilefs.NotRegularError
+	_, err = d.ReplaceFrom(base, bytes.NewReader(data), -1, hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hostilefs.ErrSymlink):
+		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(rel))
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
+	case errors.As(err, &nr):
+		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(nr.Mode))
 	}
-	return nil
+	return pathErr(name, "write", path, err)
 }
 
 // walkErr turns an error of the walk to rel's parent into the gate's.

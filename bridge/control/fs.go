@@ -252,25 +252,7 @@ func (f *FS) WriteFrom(path string, r io.Reader) (int64, error) {
 		return 0, err
 	}
 	defer d.Close()
-	wo := hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true}
-	fi, err := d.Lstat(base)
-	switch m := fi.Mode; {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return 0, fsErr("stat", path, err)
-	case m&fs.ModeSymlink != 0:
-		return 0, refused(path, "is a symbolic link; the file API does not write through links")
-	case m.IsDir():
-		return 0, invalid("path", "%s is a directory", quote(path))
-	case !m.IsRegular():
-		return 0, refused(path, "is not a regular file")
-	default:
-		wo.Perm, wo.ExactPerm = m.Perm(), true
-		if owner != nil {
-			wo.Owner = &hostilefs.Owner{UID: fi.UID, GID: fi.GID}
-		}
-	}
-	n, err := d.WriteAtomicFrom(base, r, f.o.MaxFileBytes, wo)
+	n, err := d.ReplaceFrom(base, r, f.o.MaxFileBytes, hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true})
 	if errors.Is(err, hostilefs.ErrTooLarge) {
 		return 0, tooLarge(path, n, f.o.MaxFileBytes)
 	}

@@ -18,6 +18,21 @@ func fsChunk(maxMessage int) int64 {
 	return max(min(control.DefaultFSMaxChunk, int64(maxMessage-4096)*3/4), 1)
 }
 
+// fsParams decodes the params of an fs/* method and finds the file API
+// of the sandbox they name.
+func fsParams[P any](c *conn, params json.RawMessage) (*control.FS, *P, error) {
+	var p P
+	if err := decode(params, &p); err != nil {
+		return nil, nil, err
+	}
+	var id struct {
+		SandboxID string `json:"sandboxId"`
+	}
+	json.Unmarshal(params, &id) // decode checked the JSON
+	f, err := c.fsOf(id.SandboxID)
+	return f, &p, err
+}
+
 // fsOf is the file API of the open sandbox id.
 func (c *conn) fsOf(id string) (*control.FS, error) {
 	if err := required("sandboxId", id); err != nil {
@@ -41,11 +56,7 @@ func (c *conn) fsOf(id string) (*control.FS, error) {
 }
 
 func (c *conn) fsRead(params json.RawMessage) (any, error) {
-	var p FsReadParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsReadParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +72,7 @@ func (c *conn) fsRead(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsWrite(params json.RawMessage) (any, error) {
-	var p FsWriteParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsWriteParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +90,7 @@ func (c *conn) fsWrite(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsList(params json.RawMessage) (any, error) {
-	var p FsPathParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsPathParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -107,11 +110,7 @@ func (c *conn) fsList(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsStat(params json.RawMessage) (any, error) {
-	var p FsPathParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsPathParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +123,7 @@ func (c *conn) fsStat(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsRemove(params json.RawMessage) (any, error) {
-	var p FsRemoveParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsRemoveParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +134,7 @@ func (c *conn) fsRemove(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsMkdir(params json.RawMessage) (any, error) {
-	var p FsMkdirParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsMkdirParams](c, params)
 	if err != nil {
 		return nil, err
 	}
@@ -154,11 +145,7 @@ func (c *conn) fsMkdir(params json.RawMessage) (any, error) {
 }
 
 func (c *conn) fsRename(params json.RawMessage) (any, error) {
-	var p FsRenameParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	f, err := c.fsOf(p.SandboxID)
+	f, p, err := fsParams[FsRenameParams](c, params)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package hostilefs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"time"
@@ -180,4 +181,40 @@ func (d *Dir) LstatTime(name string) (Info, time.Time, error) {
 		return Info{}, time.Time{}, &fs.PathError{Op: "stat", Path: name, Err: err}
 	}
 	return infoOf(&st), time.Unix(st.Mtim.Unix()), nil
+}
+
+// NotRegularError is the refusal of a special file (a FIFO, a device, a
+// socket) by [Dir.ReplaceFrom]; it is [ErrNotRegular] and says which.
+type NotRegularError struct{ Mode fs.FileMode }
+
+func (e *NotRegularError) Error() string   { return ErrNotRegular.Error() }
+func (e *NotRegularError) Is(t error) bool { return t == ErrNotRegular }
+
+// ReplaceFrom replaces the file name in d, or makes it, with what r holds
+// (at most max bytes, max < 0: no bound), atomically
+// ([Dir.WriteAtomicFrom]): a symlink at name is refused ([ErrSymlink],
+// never written through), a directory is EISDIR, anything else that is
+// not a regular file a [*NotRegularError], each inside a [*FileError]. A
+// file replaced keeps its mode and, when o.Owner is set, its owner and
+// group; a new one gets o's. The write is the only use of name after the
+// check: the rename replaces whatever the sandbox put there meanwhile.
+func (d *Dir) ReplaceFrom(name string, r io.Reader, max int64, o WriteOptions) (int64, error) {
+	fi, err := d.Lstat(name)
+	switch m := fi.Mode; {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	case m&fs.ModeSymlink != 0:
+		return 0, &FileError{name, ErrSymlink}
+	case m.IsDir():
+		return 0, &FileError{name, unix.EISDIR}
+	case !m.IsRegular():
+		return 0, &FileError{name, &NotRegularError{Mode: m}}
+	default:
+		o.Perm, o.ExactPerm = m.Perm(), true
+		if o.Owner != nil {
+			o.Owner = &Owner{UID: fi.UID, GID: fi.GID}
+		}
+	}
+	return d.WriteAtomicFrom(name, r, max, o)
 }

@@ -34,3 +34,6 @@ func (d *Dir) Remove(string, bool) error                              { return e
 func (d *Dir) Rename(string, *Dir, string, bool) error                { return errUnsupported }
 func (d *Dir) ReadDir(int) ([]DirEntry, bool, error)                  { return nil, false, errUnsupported }
 func (d *Dir) LstatTime(string) (Info, time.Time, error)              { return Info{}, time.Time{}, errUnsupported }
+func (d *Dir) ReplaceFrom(string, io.Reader, int64, WriteOptions) (int64, error) {
+	return 0, errUnsupported
+}
