@@ -44,6 +44,11 @@ read-only workspace takes no copy in.`,
 				return withHint(fmt.Errorf("sandbox cp: sandbox %s has no workspace: the file API reaches the workspace only", name),
 					"start the sandbox with --workspace DIR")
 			}
+			// As root: refuse a workspace path another user could
+			// point elsewhere since the sandbox started (as start does).
+			if err := checkWorkspacePath(ds.Workspace()); err != nil {
+				return err
+			}
 			f, err := control.NewFS(control.FSOptions{Workspace: ds.Workspace(), Inside: d.Config().WorkspacePath,
 				Writable: ds.WorkspaceWritable(), Protected: a.cfg.Sandbox.ProtectedPaths, MaxFileBytes: a.cfg.Gates.MaxFileBytes})
 			if err != nil {
