@@ -2,6 +2,7 @@ package gates
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
@@ -235,39 +237,10 @@ func newWriteFile(ws *workspace, o Options) Gate {
 
 // checkProtected refuses rel when it is or lies under a protected path.
 func checkProtected(gate, path, rel string, protected []string) error {
-	if p, ok := protectedPath(rel, protected); ok {
+	if p, ok := ProtectedPath(rel, protected); ok {
 		return Deniedf("%s: %s is under the protected path %s (set by sandbox.protected_paths): host tools run what is there", gate, quoteArg(path), p)
 	}
 	return nil
-}
-
-// protectedPath reports the entry of protected that rel (clean, relative)
-// is or lies under. An entry of one component (".git") is protected
-// wherever it appears, so "sub/.git/hooks/x" (a nested repository the host
-// may run git in) is refused too; a longer entry ("config/keys") is
-// matched from the root. The comparison ignores case: on a
-// case-insensitive filesystem .GIT/config is .git/config.
-func protectedPath(rel string, protected []string) (string, bool) {
-	rel = filepath.ToSlash(rel)
-	parts := strings.Split(rel, "/")
-	for _, p := range protected {
-		p = strings.Trim(filepath.ToSlash(filepath.Clean(p)), "/")
-		if p == "." || p == "" {
-			continue
-		}
-		if !strings.Contains(p, "/") {
-			for _, c := range parts {
-				if strings.EqualFold(c, p) {
-					return p, true
-				}
-			}
-			continue
-		}
-		if strings.EqualFold(rel, p) || (len(rel) > len(p) && strings.EqualFold(rel[:len(p)], p) && rel[len(p)] == '/') {
-			return p, true
-		}
-	}
-	return "", false
 }
 
 // testHookAfterCheck, set by tests only, runs after each protected-path
@@ -328,31 +301,22 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 	}
 	defer d.Close()
 	base := filepath.Base(rel)
-	wo := hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true}
-	fi, err := d.Lstat(base)
-	switch m := fi.Mode; {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return pathErr(name, "stat", path, err)
-	case m&fs.ModeSymlink != 0:
-		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(rel))
-	case m.IsDir():
-		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
-	case !m.IsRegular():
-		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(m))
-	default:
-		wo.Perm, wo.ExactPerm = m.Perm(), true
-		if owner != nil {
-			wo.Owner = &hostilefs.Owner{UID: fi.UID, GID: fi.GID}
-		}
-	}
 	if err := check(rel); err != nil {
 		return err
 	}
-	if err := d.WriteFileAtomic(base, data, wo); err != nil {
-		return pathErr(name, "write", path, err)
+	var nr *hostilefs.NotRegularError
+	_, err = d.ReplaceFrom(base, bytes.NewReader(data), -1, hostilefs.WriteOptions{Perm: 0o644, Owner: owner, Sync: true})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hostilefs.ErrSymlink):
+		return Deniedf("%s: %s is a symlink; write_file does not write through symlinks", name, quoteArg(rel))
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%s: %s is a directory", name, quoteArg(path))
+	case errors.As(err, &nr):
+		return Deniedf("%s: %s is %s; only regular files are written", name, quoteArg(path), kind(nr.Mode))
 	}
-	return nil
+	return pathErr(name, "write", path, err)
 }
 
 // walkErr turns an error of the walk to rel's parent into the gate's.

@@ -63,6 +63,9 @@ type Options struct {
 	// (when ProcessSpec gives none), KillGrace, Limits, ProtectedPaths,
 	// AllowRoot.
 	Process sandbox.Spec
+	// FSMaxFileBytes bounds a file the file API writes or reads whole
+	// ([FS]); 0 means gates.DefaultMaxFileBytes.
+	FSMaxFileBytes int64
 	// RunAs is the host identity commands of a sandbox with this
 	// workspace run as when gatebridge is root; nil means gatebridge's own.
 	RunAs func(workspace string) (uid, gid int)

@@ -74,6 +74,10 @@ type Sandbox struct {
 	procs     map[*Process]bool
 	commands  int             // started, for Options.MaxCommands
 	allowed   map[string]bool // gates approved for the sandbox's life
+
+	fsOnce sync.Once // FS
+	fs     *FS
+	fsErr  error
 }
 
 // ID is the sandbox's id.

@@ -81,6 +81,20 @@ var protocolMethods = map[string]methodSpec{
 		"The retained head and tail of a process's stdout and stderr."},
 	MethodProcessList: {clientToServer, struct{}{}, ProcessListResult{},
 		"The processes of the connection, running and recently exited."},
+	MethodFsRead: {clientToServer, FsReadParams{}, FsReadResult{},
+		"Read a chunk of a regular file in a sandbox's workspace (at most limits.maxFsChunkBytes); loop on offset until eof."},
+	MethodFsWrite: {clientToServer, FsWriteParams{}, struct{}{},
+		"Write a regular file in a writable workspace: replace it atomically (no offset, no append), append, or write at offset; missing parent directories are made."},
+	MethodFsList: {clientToServer, FsPathParams{}, FsListResult{},
+		"List a directory of a sandbox's workspace, sorted by name; links are listed, not followed."},
+	MethodFsStat: {clientToServer, FsPathParams{}, FsEntry{},
+		"Describe one entry of a sandbox's workspace without following a link."},
+	MethodFsRemove: {clientToServer, FsRemoveParams{}, struct{}{},
+		"Remove a file, a link or an empty directory (recursive: a whole tree) in a writable workspace."},
+	MethodFsMkdir: {clientToServer, FsMkdirParams{}, struct{}{},
+		"Make a directory in a writable workspace (recursive: with its parents; an existing directory is then no error)."},
+	MethodFsRename: {clientToServer, FsRenameParams{}, struct{}{},
+		"Move an entry within a writable workspace (a link is moved, not followed); newPath's parents are made."},
 
 	MethodProcessOutput: {serverToClient, ProcessOutputParams{}, nil,
 		"A chunk of a process's output; seq starts at 1 and grows across stdout and stderr."},
@@ -157,6 +171,36 @@ var fieldNotes = map[string]fieldNote{
 	"ConnLimits.maxReplayBytes":          {description: "Per process: the output process/read can replay."},
 	"ConnLimits.defaultTimeoutMs":        {description: "The timeout of process/start without timeoutMs (0: none)."},
 	"ConnLimits.gateTimeoutMs":           {description: "How long the client may take to answer gate/call, for gates registered without timeoutMs."},
+	"ConnLimits.maxFsChunkBytes":         {description: "The most data one fs/read returns or one fs/write carries (before base64)."},
+	"ConnLimits.maxFsFileBytes":          {description: "The largest file fs/write leaves (gates.max_file_bytes)."},
+	"FsPathParams.path":                  {description: fsPathNote},
+	"FsPathParams.pathBase64":            {description: bytesSibling("path", false)},
+	"FsReadParams.path":                  {description: fsPathNote},
+	"FsReadParams.pathBase64":            {description: bytesSibling("path", false)},
+	"FsReadParams.offset":                {description: "Byte offset to read from (default 0)."},
+	"FsReadParams.length":                {description: "Bytes to read at most (default and cap limits.maxFsChunkBytes)."},
+	"FsReadResult.size":                  {description: "The file's size when it was opened."},
+	"FsReadResult.eof":                   {description: "data reaches the end of the file."},
+	"FsWriteParams.path":                 {description: fsPathNote},
+	"FsWriteParams.pathBase64":           {description: bytesSibling("path", false)},
+	"FsWriteParams.data":                 {description: "The bytes to write, base64; at most limits.maxFsChunkBytes. A larger file: the first chunk without offset or append, the next ones with append."},
+	"FsWriteParams.offset":               {description: "Write in place at this byte offset (the file is made if missing); not with append."},
+	"FsWriteParams.append":               {description: "Add data at the end (the file is made if missing)."},
+	"FsEntry.fileName":                   {description: "The entry's name (fs/list) or the path asked for (fs/stat)."},
+	"FsEntry.fileNameBase64":             {description: bytesSibling("fileName", false)},
+	"FsEntry.type":                       {enum: []string{"file", "directory", "symlink", "other"}},
+	"FsEntry.mode":                       {description: "Permission bits (0644 is 420)."},
+	"FsEntry.modifiedAtMs":               {description: "Last modification, Unix time in milliseconds (0: unknown)."},
+	"FsListResult.truncated":             {description: "The directory holds more entries than were listed (the cap is the gates' max_dir_entries default, 10000)."},
+	"FsRemoveParams.path":                {description: fsPathNote},
+	"FsRemoveParams.pathBase64":          {description: bytesSibling("path", false)},
+	"FsRemoveParams.force":               {description: "A missing path is no error."},
+	"FsMkdirParams.path":                 {description: fsPathNote},
+	"FsMkdirParams.pathBase64":           {description: bytesSibling("path", false)},
+	"FsRenameParams.path":                {description: fsPathNote},
+	"FsRenameParams.pathBase64":          {description: bytesSibling("path", false)},
+	"FsRenameParams.newPathBase64":       {description: bytesSibling("newPath", false)},
+	"FsRenameParams.overwrite":           {description: "Replace an entry at newPath (default: an error)."},
 	"ConnLimits.approvalTimeoutMs":       {description: "How long the client may take to answer approval/request."},
 	"Error.data":                         {description: "More about the error (e.g. hint, backend, supported versions)."},
 }
@@ -576,6 +620,9 @@ func (g *schemaGen) structSchema(t reflect.Type) (*jsonSchema, error) {
 
 // bytesSibling describes the base64 sibling of a field that may hold
 // bytes that are not UTF-8 (docs/json.md, "Bytes that are not UTF-8").
+// fsPathNote describes the path of every fs/* method.
+const fsPathNote = "Relative to the workspace, or absolute as commands see it (workspaceInside). No link is followed, nothing outside the workspace and no protected path (sandbox.protected_paths) is reached."
+
 func bytesSibling(field string, list bool) string {
 	if list {
 		return "Present only when an element of " + field + " is not valid UTF-8: one entry per element, the exact bytes of each such element " +

@@ -91,7 +91,7 @@ var schemaExamples = []struct {
 }{
 	// Lifecycle.
 	{"InitializeRequest", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"my-agent","protocolVersion":1}}`, ""},
-	{"InitializeResponse", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"serverVersion":"v0.9.0","backends":[{"name":"local","summary":"a host process","isolates":"nothing"}],"limits":{"maxMessageBytes":16777216,"maxSandboxes":16,"maxProcesses":64,"maxPendingGateCalls":64,"maxRetainedBytes":1048576,"maxReplayBytes":4194304,"defaultTimeoutMs":0,"gateTimeoutMs":60000,"approvalTimeoutMs":300000}}}`, ""},
+	{"InitializeResponse", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"serverVersion":"v0.9.0","backends":[{"name":"local","summary":"a host process","isolates":"nothing"}],"limits":{"maxMessageBytes":16777216,"maxSandboxes":16,"maxProcesses":64,"maxPendingGateCalls":64,"maxRetainedBytes":1048576,"maxReplayBytes":4194304,"defaultTimeoutMs":0,"gateTimeoutMs":60000,"approvalTimeoutMs":300000,"maxFsChunkBytes":1048576,"maxFsFileBytes":4194304}}}`, ""},
 	{"InitializedNotification", `{"jsonrpc":"2.0","method":"initialized"}`, ""},
 	{"InitializedNotification", `{"jsonrpc":"2.0","method":"initialized","params":{}}`, ""},
 	{"InitializeRequest", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"clientName":"x","protocolVersion":"1"}}`, "protocolVersion"},

@@ -103,6 +103,9 @@ type Options struct {
 	// sandboxes started ahead of sandbox/open. They take no slot of
 	// MaxSandboxes until a sandbox/open takes one. Close stops them.
 	Pool control.PoolOptions
+	// MaxFileBytes bounds a file fs/write leaves (gates.max_file_bytes);
+	// 0 means gates.DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -146,7 +149,7 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Pool: o.Pool, Logf: o.Logf,
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Pool: o.Pool, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf,
 		Policy: o.Policy, MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
 }
 
@@ -174,6 +177,7 @@ func (s *Server) limits() ConnLimits {
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
 		MaxCommandBytes:   s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
+		MaxFsChunkBytes: fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.MaxFileBytes, gates.DefaultMaxFileBytes),
 	}
 }
 
@@ -540,6 +544,13 @@ var methods = map[string]handler{
 	MethodProcessRead:       (*conn).processRead,
 	MethodProcessSnapshot:   (*conn).processSnapshot,
 	MethodProcessList:       (*conn).processList,
+	MethodFsRead:            (*conn).fsRead,
+	MethodFsWrite:           (*conn).fsWrite,
+	MethodFsList:            (*conn).fsList,
+	MethodFsStat:            (*conn).fsStat,
+	MethodFsRemove:          (*conn).fsRemove,
+	MethodFsMkdir:           (*conn).fsMkdir,
+	MethodFsRename:          (*conn).fsRename,
 }
 
 func (c *conn) handle(m *Message) {

@@ -31,6 +31,13 @@ const (
 	MethodProcessRead       = "process/read"
 	MethodProcessSnapshot   = "process/snapshot"
 	MethodProcessList       = "process/list"
+	MethodFsRead            = "fs/read"
+	MethodFsWrite           = "fs/write"
+	MethodFsList            = "fs/list"
+	MethodFsStat            = "fs/stat"
+	MethodFsRemove          = "fs/remove"
+	MethodFsMkdir           = "fs/mkdir"
+	MethodFsRename          = "fs/rename"
 
 	// Server → client notifications.
 	MethodProcessOutput = "process/output"
@@ -136,6 +143,8 @@ type ConnLimits struct {
 	ApprovalTimeoutMs int64 `json:"approvalTimeoutMs"`         // approval/request deadline
 	MaxCommandBytes   int64 `json:"maxCommandBytes,omitempty"` // process/start's argv, each word and its NUL (sandbox.max_command_bytes)
 	MaxCommands       int   `json:"maxCommands,omitempty"`     // processes one sandbox starts (sandbox.max_commands; 0: no limit)
+	MaxFsChunkBytes   int64 `json:"maxFsChunkBytes"`           // one fs/read's data, one fs/write's data
+	MaxFsFileBytes    int64 `json:"maxFsFileBytes"`            // a file's size after fs/write
 }
 
 // SandboxOpenParams are the params of sandbox/open.
@@ -396,4 +405,94 @@ type ApprovalResult struct {
 // CancelParams are the params of $/cancelRequest.
 type CancelParams struct {
 	ID json.RawMessage `json:"id"`
+}
+
+// The fs/* methods read and change files in a sandbox's workspace
+// (control.FS). A path is relative to the workspace or absolute as
+// commands see it (workspaceInside); one that is not UTF-8 travels in
+// pathBase64 (docs/json.md). File contents are base64.
+
+// FsPathParams name one path: fs/list, fs/stat.
+type FsPathParams struct {
+	SandboxID  string `json:"sandboxId"`
+	Path       string `json:"path"`
+	PathBase64 []byte `json:"pathBase64,omitempty"`
+}
+
+// ExactPath is the path byte for byte.
+func (p *FsPathParams) ExactPath() string { return lossless.String(p.Path, p.PathBase64) }
+
+// FsReadParams are the params of fs/read.
+type FsReadParams struct {
+	SandboxID  string `json:"sandboxId"`
+	Path       string `json:"path"`
+	PathBase64 []byte `json:"pathBase64,omitempty"`
+	Offset     int64  `json:"offset,omitempty"`
+	Length     int64  `json:"length,omitempty"`
+}
+
+// FsReadResult is fs/read's result.
+type FsReadResult struct {
+	Data []byte `json:"data"` // base64
+	Size int64  `json:"size"`
+	EOF  bool   `json:"eof"`
+}
+
+// FsWriteParams are the params of fs/write.
+type FsWriteParams struct {
+	SandboxID  string `json:"sandboxId"`
+	Path       string `json:"path"`
+	PathBase64 []byte `json:"pathBase64,omitempty"`
+	Data       []byte `json:"data"` // base64
+	Offset     *int64 `json:"offset,omitempty"`
+	Append     bool   `json:"append,omitempty"`
+}
+
+// FsEntry describes one entry: fs/list's entries, fs/stat's result.
+type FsEntry struct {
+	FileName       string `json:"fileName"`
+	FileNameBase64 []byte `json:"fileNameBase64,omitempty"`
+	Type           string `json:"type"` // "file", "directory", "symlink", "other"
+	IsFile         bool   `json:"isFile"`
+	IsDirectory    bool   `json:"isDirectory"`
+	IsSymlink      bool   `json:"isSymlink"`
+	Size           int64  `json:"size"`
+	Mode           int64  `json:"mode"` // permission bits, e.g. 420 (0644)
+	ModifiedAtMs   int64  `json:"modifiedAtMs"`
+}
+
+// ExactFileName is the name byte for byte.
+func (e *FsEntry) ExactFileName() string { return lossless.String(e.FileName, e.FileNameBase64) }
+
+// FsListResult is fs/list's result.
+type FsListResult struct {
+	Entries   []FsEntry `json:"entries"`
+	Truncated bool      `json:"truncated"`
+}
+
+// FsRemoveParams are the params of fs/remove.
+type FsRemoveParams struct {
+	SandboxID  string `json:"sandboxId"`
+	Path       string `json:"path"`
+	PathBase64 []byte `json:"pathBase64,omitempty"`
+	Recursive  bool   `json:"recursive,omitempty"`
+	Force      bool   `json:"force,omitempty"`
+}
+
+// FsMkdirParams are the params of fs/mkdir.
+type FsMkdirParams struct {
+	SandboxID  string `json:"sandboxId"`
+	Path       string `json:"path"`
+	PathBase64 []byte `json:"pathBase64,omitempty"`
+	Recursive  bool   `json:"recursive,omitempty"`
+}
+
+// FsRenameParams are the params of fs/rename.
+type FsRenameParams struct {
+	SandboxID     string `json:"sandboxId"`
+	Path          string `json:"path"`
+	PathBase64    []byte `json:"pathBase64,omitempty"`
+	NewPath       string `json:"newPath"`
+	NewPathBase64 []byte `json:"newPathBase64,omitempty"`
+	Overwrite     bool   `json:"overwrite,omitempty"`
 }

@@ -109,6 +109,8 @@ from typing import (
 __all__ = [
     "Client",
     "Sandbox",
+    "SandboxFS",
+    "FileInfo",
     "Process",
     "RunResult",
     "ReadResult",
@@ -1959,6 +1961,20 @@ class Sandbox:
                     raise
         return p
 
+    @property
+    def fs(self) -> SandboxFS:
+        """The files of the workspace: :class:`SandboxFS`."""
+        return SandboxFS(self)
+
+    def read_file(self, path: Union[str, bytes]) -> bytes:
+        """The whole file ``path`` of the workspace (``self.fs.read``)."""
+        return SandboxFS(self).read(path)
+
+    def write_file(self, path: Union[str, bytes], data: Data) -> None:
+        """Replaces the file ``path`` of the workspace atomically
+        (``self.fs.write``)."""
+        SandboxFS(self).write(path, data)
+
     def close(self) -> None:
         """Stops the sandbox's processes and removes the sandbox."""
         if self._closed:
@@ -1970,6 +1986,149 @@ class Sandbox:
         finally:
             with self.client._lock:
                 self.client._sandboxes.pop(self.id, None)
+
+
+# ---------------------------------------------------------------- files
+
+
+def _path_params(field: str, path: Union[str, bytes]) -> Dict[str, Any]:
+    """``{field: path}``, with ``fieldBase64`` when the path is not UTF-8
+    (bytes, or a str holding lone surrogates from ``surrogateescape``)."""
+    raw = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+    try:
+        return {field: raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {field: raw.decode("utf-8", "replace"), field + "Base64": base64.b64encode(raw).decode("ascii")}
+
+
+class FileInfo(NamedTuple):
+    """One entry of :meth:`SandboxFS.list` or :meth:`SandboxFS.stat` (a
+    link is described, not followed). ``name`` holds bytes that are not
+    UTF-8 as lone surrogates (``os.fsencode`` gives them back)."""
+    name: str
+    type: str  # "file", "directory", "symlink" or "other"
+    size: int
+    mode: int  # permission bits
+    mtime: float  # seconds since the epoch (0.0: unknown)
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.type == "symlink"
+
+
+def _file_info(e: Mapping[str, Any]) -> FileInfo:
+    return FileInfo(_exact(e.get("fileName"), e.get("fileNameBase64")), str(e.get("type") or "other"),
+                    int(e.get("size") or 0), int(e.get("mode") or 0), float(e.get("modifiedAtMs") or 0) / 1000.0)
+
+
+class SandboxFS:
+    """The files of a sandbox's workspace (``sandbox.fs``), through the
+    protocol's ``fs/*`` methods: paths are relative to the workspace or
+    absolute as its commands see it; no link is followed, nothing outside
+    the workspace or under a protected path is reached (docs/jsonrpc.md,
+    "Files"). Data moves in chunks of at most ``limits["maxFsChunkBytes"]``."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def _call(self, method: str, path: Union[str, bytes], **params: Any) -> Any:
+        p: Dict[str, Any] = {"sandboxId": self._sb.id}
+        p.update(_path_params("path", path))
+        p.update(params)
+        return self._sb.client.request(method, p)
+
+    @property
+    def _chunk(self) -> int:
+        return int(self._sb.client.limits.get("maxFsChunkBytes") or (1 << 20))
+
+    def read_chunk(self, path: Union[str, bytes], offset: int = 0, length: int = 0) -> Tuple[bytes, int, bool]:
+        """Up to ``length`` bytes (0: one chunk) from ``offset``: ``(data,
+        size, eof)``."""
+        r = self._call("fs/read", path, offset=offset, length=length)
+        return _unb64(r.get("data")), int(r.get("size") or 0), bool(r.get("eof"))
+
+    def read(self, path: Union[str, bytes]) -> bytes:
+        """The whole file, read chunk by chunk."""
+        out, off = bytearray(), 0
+        while True:
+            data, _, eof = self.read_chunk(path, off)
+            out += data
+            off += len(data)
+            if eof or not data:
+                return bytes(out)
+
+    def read_text(self, path: Union[str, bytes], encoding: str = "utf-8") -> str:
+        return self.read(path).decode(encoding)
+
+    def write(self, path: Union[str, bytes], data: Data) -> None:
+        """Replaces the file with ``data`` atomically, making missing parent
+        directories. Data over one chunk goes to a temporary file beside it,
+        renamed over the file at the end."""
+        b = _to_bytes(data)
+        n = self._chunk
+        if len(b) <= n:
+            self._call("fs/write", path, data=_b64(b))
+            return
+        raw = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+        head, _, base = raw.rpartition(b"/")
+        tmp = (head + b"/" if head or raw.startswith(b"/") else b"") + b"." + base + b".gb-upload-" + os.urandom(6).hex().encode()
+        try:
+            self._call("fs/write", tmp, data=_b64(b[:n]))
+            for i in range(n, len(b), n):
+                self._call("fs/write", tmp, data=_b64(b[i:i + n]), append=True)
+            p = _path_params("newPath", raw)
+            self._call("fs/rename", tmp, overwrite=True, **p)
+        except BaseException:
+            try:
+                self._call("fs/remove", tmp, force=True)
+            except GatebridgeError:
+                pass
+            raise
+
+    def append(self, path: Union[str, bytes], data: Data) -> None:
+        """Adds ``data`` at the end of the file (made if missing)."""
+        b = _to_bytes(data)
+        n = self._chunk
+        for i in range(0, max(len(b), 1), n):
+            self._call("fs/write", path, data=_b64(b[i:i + n]), append=True)
+
+    def write_at(self, path: Union[str, bytes], offset: int, data: Data) -> None:
+        """Writes ``data`` (one chunk at most) in place at ``offset``."""
+        self._call("fs/write", path, data=_b64(data), offset=offset)
+
+    def list(self, path: Union[str, bytes] = ".") -> List[FileInfo]:
+        """The directory's entries, sorted by name."""
+        r = self._call("fs/list", path)
+        return [_file_info(e) for e in r.get("entries") or []]
+
+    def stat(self, path: Union[str, bytes]) -> FileInfo:
+        return _file_info(self._call("fs/stat", path))
+
+    def exists(self, path: Union[str, bytes]) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except GatebridgeError as e:
+            if e.code == -32001:
+                return False
+            raise
+
+    def remove(self, path: Union[str, bytes], recursive: bool = False, force: bool = False) -> None:
+        self._call("fs/remove", path, recursive=recursive, force=force)
+
+    def mkdir(self, path: Union[str, bytes], recursive: bool = False) -> None:
+        self._call("fs/mkdir", path, recursive=recursive)
+
+    def rename(self, path: Union[str, bytes], new_path: Union[str, bytes], overwrite: bool = False) -> None:
+        self._call("fs/rename", path, overwrite=overwrite, **_path_params("newPath", new_path))
 
 
 # ---------------------------------------------------------------- process

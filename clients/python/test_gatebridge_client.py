@@ -195,6 +195,7 @@ class BackendTests:
     assertIsNone: Any
     assertRaises: Any
     assertLess: Any
+    assertGreater: Any
     assertGreaterEqual: Any
     assertNotEqual: Any
     fail: Any
@@ -672,6 +673,51 @@ class BackendTests:
         with open(os.path.join(ws, "sub", "f.bin"), "rb") as f:
             self.assertEqual(f.read(), b"hello\x00")
         self.assertNotIn(sb.id, self.client._sandboxes)
+
+    def test_file_api(self) -> None:
+        ws = workspace()
+        self.addCleanup(shutil.rmtree, ws, True)
+        os.mkdir(os.path.join(ws, ".git"))
+        with open(os.path.join(ws, ".git", "config"), "w") as f:
+            f.write("[core]\n")
+        with self.client.open_sandbox(backend=self.BACKEND, workspace=ws, writable_workspace=True,
+                                      **self.open_extra()) as sb:
+            name = os.fsdecode(b"d/caf\xff.bin")  # not UTF-8: a lone surrogate
+            sb.fs.write(name, b"\x00hello")
+            sb.fs.append(name, b" world")
+            self.assertEqual(sb.read_file(name), b"\x00hello world")
+            r = sb.run("cat d/caf*")  # (argv has no base64 sibling: the shell names it)
+            self.assertEqual(r.stdout, b"\x00hello world", r)
+            ents = sb.fs.list("d")
+            self.assertEqual([(e.name, e.type, e.size) for e in ents], [(os.fsdecode(b"caf\xff.bin"), "file", 12)])
+            self.assertGreater(ents[0].mtime, 1e9)  # seconds, not milliseconds
+            self.assertLess(ents[0].mtime, 1e11)
+            # Over one chunk: a temporary file renamed over the name.
+            big = os.urandom(int(self.client.limits["maxFsChunkBytes"]) + 10)
+            sb.write_file(sb.workspace_inside + "/big.bin", big)
+            self.assertEqual(sb.fs.read("big.bin"), big)
+            self.assertEqual(sorted(e.name for e in sb.fs.list()), [".git", "big.bin", "d"])
+            sb.fs.mkdir("e/f", recursive=True)
+            sb.fs.rename("big.bin", "e/f/big.bin")
+            self.assertTrue(sb.fs.stat("e/f").is_dir)
+            sb.fs.remove("e", recursive=True)
+            self.assertFalse(sb.fs.exists("e"))
+            os.symlink("/etc", os.path.join(ws, "x"))
+            for bad, why in [("x/passwd", "symbolic link"), ("../etc/passwd", "leaves the workspace"),
+                             ("/etc/passwd", "outside the workspace"), (".git/config", "protected")]:
+                with self.assertRaises(GatebridgeError) as cm:
+                    sb.fs.read(bad)
+                self.assertEqual(cm.exception.code, -32602)
+                self.assertIn(why, cm.exception.message)
+            with self.assertRaises(GatebridgeError) as cm:
+                sb.fs.write(".git/config", b"evil")
+            self.assertIn("protected", cm.exception.message)
+        with open(os.path.join(ws, ".git", "config")) as f:
+            self.assertEqual(f.read(), "[core]\n")
+        with self.client.open_sandbox(backend=self.BACKEND, workspace=ws, **self.open_extra()) as ro:
+            with self.assertRaises(GatebridgeError) as cm:
+                ro.fs.write("new.txt", b"x")
+            self.assertIn("read-only", cm.exception.message)
 
     def test_sandbox_close_stops_processes(self) -> None:
         sb = self.client.open_sandbox(backend=self.BACKEND, workspace=self.ws, **self.open_extra())

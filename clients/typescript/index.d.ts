@@ -324,7 +324,59 @@ export declare class Sandbox {
   run(command: Command, opts?: RunOptions): Promise<RunResult>;
   /** Starts a command in the background. */
   start(command: Command, opts?: ProcessStartOptions): Promise<Process>;
+  /** The files of the workspace (fs/*). */
+  readonly fs: SandboxFS;
+  /** The whole file (fs.read). */
+  readFile(path: FsPath): Promise<Uint8Array>;
+  /** Replaces the file atomically (fs.write). */
+  writeFile(path: FsPath, data: Data): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A workspace path: relative to it or absolute as its commands see it;
+ * bytes for a name that is not UTF-8. */
+export type FsPath = string | Uint8Array;
+
+/** One entry of SandboxFS.list or .stat (a link is described, not followed). */
+export interface FileInfo {
+  /** The name (list) or the path asked for (stat); nameBytes is exact. */
+  name: string;
+  nameBytes: Uint8Array;
+  type: "file" | "directory" | "symlink" | "other";
+  size: number;
+  /** Permission bits. */
+  mode: number;
+  /** Last modification, seconds since the epoch (0: unknown). */
+  mtime: number;
+  isFile: boolean;
+  isDirectory: boolean;
+  isSymlink: boolean;
+}
+
+/** The files of a sandbox's workspace, one small function per fs/* method. */
+export declare class SandboxFS {
+  readonly sandbox: Sandbox;
+  /** fs/read: up to length bytes (0: one chunk) from offset. */
+  readChunk(path: FsPath, offset?: number, length?: number): Promise<{ data: Uint8Array; size: number; eof: boolean }>;
+  /** The whole file, chunk by chunk. */
+  read(path: FsPath): Promise<Uint8Array>;
+  /** fs/write: replaces the file atomically (over one chunk: a temporary file renamed over it). */
+  write(path: FsPath, data: Data): Promise<void>;
+  /** fs/write with append. */
+  append(path: FsPath, data: Data): Promise<void>;
+  /** fs/write at an offset (one chunk at most). */
+  writeAt(path: FsPath, offset: number, data: Data): Promise<void>;
+  /** fs/list, sorted by name. */
+  list(path?: FsPath): Promise<FileInfo[]>;
+  /** fs/stat. */
+  stat(path: FsPath): Promise<FileInfo>;
+  exists(path: FsPath): Promise<boolean>;
+  /** fs/remove. */
+  remove(path: FsPath, opts?: { recursive?: boolean; force?: boolean }): Promise<void>;
+  /** fs/mkdir. */
+  mkdir(path: FsPath, opts?: { recursive?: boolean }): Promise<void>;
+  /** fs/rename. */
+  rename(path: FsPath, newPath: FsPath, opts?: { overwrite?: boolean }): Promise<void>;
 }
 
 export declare class Process implements AsyncIterable<Chunk> {

@@ -996,6 +996,23 @@ export class Sandbox {
     return proc;
   }
 
+  /** The files of the workspace. */
+  get fs() {
+    return new SandboxFS(this);
+  }
+
+  /** The whole file path of the workspace.
+   * @param {string | Uint8Array} path */
+  readFile(path) {
+    return this.fs.read(path);
+  }
+
+  /** Replaces the file path of the workspace atomically.
+   * @param {string | Uint8Array} path @param {Data} data */
+  writeFile(path, data) {
+    return this.fs.write(path, data);
+  }
+
   /** Stops the sandbox's processes and removes it (sandbox/close). */
   async close() {
     if (this._closed) return;
@@ -1005,6 +1022,148 @@ export class Sandbox {
     } finally {
       this.client._sandboxes.delete(this.id);
     }
+  }
+}
+
+// ---------------------------------------------------------------- files
+
+/** `{field: path}`, with `fieldBase64` when path is bytes that are not UTF-8.
+ * @param {string} field @param {string | Uint8Array} path */
+function pathParams(field, path) {
+  if (typeof path === "string") return { [field]: path };
+  const b = toBuffer(path);
+  const s = b.toString("utf8");
+  if (Buffer.from(s, "utf8").equals(b)) return { [field]: s };
+  return { [field]: s, [`${field}Base64`]: b.toString("base64") };
+}
+
+/** @param {any} e */
+function fileInfo(e) {
+  const nameBytes = exactBytes(e.fileName, e.fileNameBase64);
+  return {
+    name: nameBytes.toString("utf8"), nameBytes, type: e.type ?? "other", size: e.size ?? 0, mode: e.mode ?? 0,
+    mtime: (e.modifiedAtMs ?? 0) / 1000, isFile: e.type === "file", isDirectory: e.type === "directory",
+    isSymlink: e.type === "symlink",
+  };
+}
+
+/** The files of a sandbox's workspace (sandbox.fs), through fs/*: paths
+ * relative to the workspace or absolute as its commands see it; no link
+ * is followed, nothing outside it or under a protected path is reached. A
+ * path that is not UTF-8 is given as bytes. */
+export class SandboxFS {
+  /** @param {Sandbox} sandbox */
+  constructor(sandbox) {
+    this.sandbox = sandbox;
+  }
+
+  /** @param {string} method @param {string | Uint8Array} path @param {any} [params] */
+  _call(method, path, params = {}) {
+    return this.sandbox.client.request(method, { sandboxId: this.sandbox.id, ...pathParams("path", path), ...params });
+  }
+
+  get _chunk() {
+    return Number(this.sandbox.client.limits?.maxFsChunkBytes) || 1 << 20;
+  }
+
+  /** fs/read: up to length bytes (0: one chunk) from offset.
+   * @param {string | Uint8Array} path */
+  async readChunk(path, offset = 0, length = 0) {
+    const r = await this._call("fs/read", path, { offset, length });
+    return { data: unb64(r.data), size: r.size ?? 0, eof: !!r.eof };
+  }
+
+  /** The whole file, chunk by chunk.
+   * @param {string | Uint8Array} path */
+  async read(path) {
+    const parts = [];
+    for (let off = 0; ;) {
+      const { data, eof } = await this.readChunk(path, off);
+      parts.push(data);
+      off += data.length;
+      if (eof || data.length === 0) return Buffer.concat(parts);
+    }
+  }
+
+  /** Replaces the file atomically (fs/write); over one chunk through a
+   * temporary file beside it, renamed over it at the end.
+   * @param {string | Uint8Array} path @param {Data} data */
+  async write(path, data) {
+    const b = toBuffer(data);
+    const n = this._chunk;
+    if (b.length <= n) {
+      await this._call("fs/write", path, { data: b.toString("base64") });
+      return;
+    }
+    const raw = typeof path === "string" ? Buffer.from(path, "utf8") : toBuffer(path);
+    const slash = raw.lastIndexOf(0x2f);
+    const rand = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
+    const tmp = Buffer.concat([raw.subarray(0, slash + 1), Buffer.from("."), raw.subarray(slash + 1), Buffer.from(`.gb-upload-${rand}`)]);
+    try {
+      await this._call("fs/write", tmp, { data: b.subarray(0, n).toString("base64") });
+      for (let i = n; i < b.length; i += n) {
+        await this._call("fs/write", tmp, { data: b.subarray(i, i + n).toString("base64"), append: true });
+      }
+      await this._call("fs/rename", tmp, { ...pathParams("newPath", raw), overwrite: true });
+    } catch (e) {
+      await this._call("fs/remove", tmp, { force: true }).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Adds data at the end (the file is made if missing).
+   * @param {string | Uint8Array} path @param {Data} data */
+  async append(path, data) {
+    const b = toBuffer(data);
+    const n = this._chunk;
+    for (let i = 0; i < Math.max(b.length, 1); i += n) {
+      await this._call("fs/write", path, { data: b.subarray(i, i + n).toString("base64"), append: true });
+    }
+  }
+
+  /** Writes data (one chunk at most) in place at offset.
+   * @param {string | Uint8Array} path @param {number} offset @param {Data} data */
+  async writeAt(path, offset, data) {
+    await this._call("fs/write", path, { data: b64(data), offset });
+  }
+
+  /** The directory's entries, sorted by name.
+   * @param {string | Uint8Array} [path] */
+  async list(path = ".") {
+    const r = await this._call("fs/list", path);
+    return (r.entries ?? []).map(fileInfo);
+  }
+
+  /** The entry itself (a link is not followed).
+   * @param {string | Uint8Array} path */
+  async stat(path) {
+    return fileInfo(await this._call("fs/stat", path));
+  }
+
+  /** @param {string | Uint8Array} path */
+  async exists(path) {
+    try {
+      await this.stat(path);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  /** @param {string | Uint8Array} path @param {{recursive?: boolean, force?: boolean}} [opts] */
+  async remove(path, opts = {}) {
+    await this._call("fs/remove", path, { recursive: !!opts.recursive, force: !!opts.force });
+  }
+
+  /** @param {string | Uint8Array} path @param {{recursive?: boolean}} [opts] */
+  async mkdir(path, opts = {}) {
+    await this._call("fs/mkdir", path, { recursive: !!opts.recursive });
+  }
+
+  /** @param {string | Uint8Array} path @param {string | Uint8Array} newPath @param {{overwrite?: boolean}} [opts] */
+  async rename(path, newPath, opts = {}) {
+    await this._call("fs/rename", path, { ...pathParams("newPath", newPath), overwrite: !!opts.overwrite });
   }
 }
 

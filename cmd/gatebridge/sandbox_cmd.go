@@ -48,7 +48,7 @@ func oneName(verb string) cobra.PositionalArgs {
 func newSandboxCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
-		Short: "Manage persistent docker sandboxes (start, exec, stop, ls, prune)",
+		Short: "Manage persistent docker sandboxes (start, exec, cp, stop, ls, prune)",
 		Long: `A persistent sandbox is one long-lived container whose entrypoint is
 gatebridge agent: each command is handed to it through a directory (no
 docker exec), in its own session under a sessions root mounted once.
@@ -67,7 +67,8 @@ sandbox, bad arguments).`,
 			return withHint(errors.New("sandbox: missing subcommand"), "see 'gatebridge sandbox --help'")
 		},
 	}
-	cmd.AddCommand(newSandboxStartCmd(a), newSandboxExecCmd(a), newSandboxStopCmd(a), newSandboxLsCmd(a), newSandboxPruneCmd(a))
+	cmd.AddCommand(newSandboxStartCmd(a), newSandboxExecCmd(a), newSandboxStopCmd(a), newSandboxLsCmd(a), newSandboxPruneCmd(a),
+		newSandboxCpCmd(a))
 	return cmd
 }
 

@@ -286,6 +286,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Process:         sandboxSpecTemplate(cfg),
 		RunAs:           func(workspace string) (int, int) { return runAs(cfg, workspace) },
 		Policy:          cfg.policy,
+		MaxFileBytes:    cfg.Gates.MaxFileBytes,
 		MaxCommandBytes: cfg.Sandbox.MaxCommandBytes, MaxCommands: cfg.Sandbox.MaxCommands,
 		Version: versionString(),
 		Logf:    logf,

@@ -48,6 +48,7 @@ package hostilefs
 import (
 	"errors"
 	"io/fs"
+	"time"
 )
 
 // Errors for entries a walk refuses, returned inside an [*fs.PathError]
@@ -109,4 +110,11 @@ type WriteOptions struct {
 	Owner *Owner
 	// Sync flushes the data to disk before the rename.
 	Sync bool
+}
+
+// DirEntry is one entry of [Dir.ReadDir].
+type DirEntry struct {
+	Name    string
+	Info    Info
+	ModTime time.Time
 }

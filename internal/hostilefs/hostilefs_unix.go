@@ -3,9 +3,12 @@
 package hostilefs
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -124,8 +127,16 @@ func (d *Dir) Walk(rel string, o WalkOptions) (*Dir, error) {
 // or file planted at name rather than writing through it; a directory
 // there makes it fail. On error the temporary file is removed.
 func (d *Dir) WriteFileAtomic(name string, data []byte, o WriteOptions) error {
+	_, err := d.WriteAtomicFrom(name, bytes.NewReader(data), -1, o)
+	return err
+}
+
+// WriteAtomicFrom is [Dir.WriteFileAtomic] with the content streamed from
+// r: at most max bytes (max < 0: no bound); more fails with
+// [ErrTooLarge] and leaves name as it was. It returns the bytes written.
+func (d *Dir) WriteAtomicFrom(name string, r io.Reader, max int64, o WriteOptions) (int64, error) {
 	if !validName(name) {
-		return &fs.PathError{Op: "write", Path: name, Err: ErrBadPath}
+		return 0, &fs.PathError{Op: "write", Path: name, Err: ErrBadPath}
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
@@ -136,12 +147,21 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, o WriteOptions) error {
 		return unix.Openat(d.fd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	})
 	if err != nil {
-		return &fs.PathError{Op: "create", Path: name, Err: err}
+		return 0, &fs.PathError{Op: "create", Path: name, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), tmp)
+	var n int64
 	err = func() error {
-		if _, err := f.Write(data); err != nil {
+		src := r
+		if max >= 0 {
+			src = io.LimitReader(r, max+1)
+		}
+		var err error
+		if n, err = io.Copy(f, src); err != nil {
 			return err
+		}
+		if max >= 0 && n > max {
+			return fmt.Errorf("%w (limit %d bytes)", ErrTooLarge, max)
 		}
 		if o.Owner != nil {
 			if err := chownNew(fd, d.fd, *o.Owner); err != nil {
@@ -171,9 +191,9 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, o WriteOptions) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return &fs.PathError{Op: "write", Path: name, Err: err}
+		return 0, &fs.PathError{Op: "write", Path: name, Err: err}
 	}
-	return nil
+	return n, nil
 }
 
 // validName: one component, not "." or "..".

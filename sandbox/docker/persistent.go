@@ -155,6 +155,9 @@ func (s *Sandbox) SessionsRoot() string { return s.sessionsRoot }
 // none).
 func (s *Sandbox) Workspace() string { return s.workspace }
 
+// WorkspaceWritable reports whether the workspace is mounted writable.
+func (s *Sandbox) WorkspaceWritable() bool { return s.wsWritable }
+
 // Start creates and starts the persistent sandbox opts.Name. It fails if a
 // container of that name exists (see [Backend.Open]).
 func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error) {

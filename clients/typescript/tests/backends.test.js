@@ -6,7 +6,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import {
@@ -58,6 +58,51 @@ for (const backend of ["local", "bwrap", "docker"]) {
       await client.registerGate(name, fn, opts);
       return name;
     };
+
+    test("the file API: bytes and names round-trip, hostile paths are refused", async () => {
+      const w = workspace();
+      mkdirSync(join(w, ".git"));
+      writeFileSync(join(w, ".git", "config"), "[core]\n");
+      const s = await client.openSandbox({ backend, workspace: w, writableWorkspace: true, ...openExtra(backend) });
+      try {
+        const name = Buffer.from("d/caf\xff.bin", "latin1"); // not UTF-8
+        await s.fs.write(name, Buffer.from("\0hello"));
+        await s.fs.append(name, " world");
+        assert.ok((await s.readFile(name)).equals(Buffer.from("\0hello world")));
+        const r = await s.run("cat d/caf*");
+        assert.ok(Buffer.from(r.stdout).equals(Buffer.from("\0hello world")));
+        const [e] = await s.fs.list("d");
+        assert.ok(e.nameBytes.equals(Buffer.from("caf\xff.bin", "latin1")));
+        assert.equal(e.type, "file");
+        assert.equal(e.size, 12);
+        assert.ok(e.mtime > 1e9 && e.mtime < 1e11, `mtime ${e.mtime} is not in seconds`);
+        const big = Buffer.alloc(Number(client.limits.maxFsChunkBytes) + 10, 7);
+        await s.writeFile(`${s.workspaceInside}/big.bin`, big);
+        assert.ok((await s.fs.read("big.bin")).equals(big));
+        assert.deepEqual((await s.fs.list()).map((x) => x.name), [".git", "big.bin", "d"]);
+        await s.fs.mkdir("e/f", { recursive: true });
+        await s.fs.rename("big.bin", "e/f/big.bin");
+        assert.equal((await s.fs.stat("e/f")).isDirectory, true);
+        await s.fs.remove("e", { recursive: true });
+        assert.equal(await s.fs.exists("e"), false);
+        symlinkSync("/etc", join(w, "x"));
+        for (const [bad, why] of [["x/passwd", /symbolic link/], ["../etc/passwd", /leaves the workspace/],
+          ["/etc/passwd", /outside the workspace/], [".git/config", /protected/]]) {
+          await assert.rejects(s.fs.read(bad), (err) => err instanceof InvalidParamsError && why.test(err.message));
+        }
+        await assert.rejects(s.fs.write(".git/config", "evil"), /protected/);
+        assert.equal(readFileSync(join(w, ".git", "config"), "utf8"), "[core]\n");
+      } finally {
+        await s.close();
+      }
+      const ro = await client.openSandbox({ backend, workspace: w, ...openExtra(backend) });
+      try {
+        await assert.rejects(ro.fs.write("new.txt", "x"), /read-only/);
+      } finally {
+        await ro.close();
+        rmrf(w);
+      }
+    });
 
     test("output, stdin and exit code, byte for byte", async () => {
       const data = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from("\0tail without newline")]);

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
+)
+
+func newSandboxCpCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy a file into or out of the workspace of the persistent sandbox NAME (NAME:PATH on one side)",
+		Long: `Copy one regular file between this host and the workspace of a persistent
+sandbox, as docker cp does: NAME:PATH names a path in the sandbox's
+workspace (relative to it, or absolute as its commands see it), the other
+side a local path or - (stdin, stdout). Copying into a directory (or a path
+ending in /) keeps the file's name.
+
+The sandbox's side follows the file API's rules (docs/jsonrpc.md, "Files"):
+no link is followed, nothing outside the workspace or under a protected path
+(sandbox.protected_paths) is reached, only regular files with one link are
+read, a file is written atomically and at most gates.max_file_bytes. A
+read-only workspace takes no copy in.`,
+		Example: `  gatebridge sandbox cp report.md work:docs/
+  gatebridge sandbox cp work:out/result.json ./result.json
+  gatebridge sandbox cp work:log.txt - | tail`,
+		Args: cpArgs,
+		RunE: a.withEngine(func(cmd *cobra.Command, args []string, d *docker.Backend) error {
+			name, spath, in := cpSides(args)
+			ds, err := d.Open(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			defer ds.Close()
+			if ds.Workspace() == "" {
+				return withHint(fmt.Errorf("sandbox cp: sandbox %s has no workspace: the file API reaches the workspace only", name),
+					"start the sandbox with --workspace DIR")
+			}
+			// As root: refuse a workspace path another user could
+			// point elsewhere since the sandbox started (as start does).
+			if err := checkWorkspacePath(ds.Workspace()); err != nil {
+				return err
+			}
+			f, err := control.NewFS(control.FSOptions{Workspace: ds.Workspace(), Inside: d.Config().WorkspacePath,
+				Writable: ds.WorkspaceWritable(), Protected: a.cfg.Sandbox.ProtectedPaths, MaxFileBytes: a.cfg.Gates.MaxFileBytes})
+			if err != nil {
+				return err
+			}
+			if in {
+				return cpIn(cmd, f, args[0], spath)
+			}
+			return cpOut(cmd, f, spath, args[1])
+		}),
+	}
+	return needsConfig(cmd)
+}
+
+// cpRemote splits NAME:PATH; a local path holding a colon starts with
+// / or . (./a:b).
+func cpRemote(s string) (name, path string, ok bool) {
+	name, path, ok = strings.Cut(s, ":")
+	if !ok || !sandboxName.MatchString(name) || path == "" {
+		return "", "", false
+	}
+	return name, path, true
+}
+
+func cpArgs(cmd *cobra.Command, args []string) error {
+	usage := "usage: gatebridge sandbox cp SRC DST, with NAME:PATH on exactly one side"
+	if len(args) != 2 {
+		return withHint(fmt.Errorf("sandbox cp: want SRC and DST, got %d arguments", len(args)), usage)
+	}
+	_, _, r0 := cpRemote(args[0])
+	_, _, r1 := cpRemote(args[1])
+	if r0 == r1 {
+		return withHint(errors.New("sandbox cp: exactly one of SRC and DST must be NAME:PATH"),
+			usage+"; a local path holding a colon starts with ./")
+	}
+	return nil
+}
+
+// cpSides says which sandbox and path args name, and whether the copy goes
+// into it.
+func cpSides(args []string) (name, path string, in bool) {
+	if name, path, ok := cpRemote(args[1]); ok {
+		return name, path, true
+	}
+	name, path, _ = cpRemote(args[0])
+	return name, path, false
+}
+
+func cpIn(cmd *cobra.Command, f *control.FS, src, dst string) error {
+	var r io.Reader = cmd.InOrStdin()
+	base := ""
+	if src != "-" {
+		file, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		if st, err := file.Stat(); err != nil {
+			return err
+		} else if !st.Mode().IsRegular() {
+			return withHint(fmt.Errorf("sandbox cp: %s is not a regular file", src), "copy files one at a time (a directory: tar it first)")
+		}
+		r, base = file, filepath.Base(src)
+	}
+	to, n, err := f.CopyIn(dst, base, r)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: copied %d bytes to %s\n", n, to)
+	return nil
+}
+
+func cpOut(cmd *cobra.Command, f *control.FS, src, dst string) error {
+	if dst == "-" {
+		_, err := f.ReadTo(src, cmd.OutOrStdout())
+		return err
+	}
+	if st, err := os.Stat(dst); err == nil && st.IsDir() || strings.HasSuffix(dst, "/") {
+		dst = filepath.Join(dst, filepath.Base(src))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".gatebridge-cp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := f.ReadTo(src, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: copied %d bytes to %s\n", n, dst)
+	return nil
+}

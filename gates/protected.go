@@ -1,0 +1,38 @@
+package gates
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// ProtectedPath reports the entry of protected that rel (clean, relative)
+// is or lies under. An entry of one component (".git") is protected
+// wherever it appears, so "sub/.git/hooks/x" (a nested repository the host
+// may run git in) is refused too; a longer entry ("config/keys") is
+// matched from the root. The comparison ignores case: on a
+// case-insensitive filesystem .GIT/config is .git/config.
+//
+// The file gates and the control plane's file API (bridge/control) both
+// refuse what it matches.
+func ProtectedPath(rel string, protected []string) (string, bool) {
+	rel = filepath.ToSlash(rel)
+	parts := strings.Split(rel, "/")
+	for _, p := range protected {
+		p = strings.Trim(filepath.ToSlash(filepath.Clean(p)), "/")
+		if p == "." || p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			for _, c := range parts {
+				if strings.EqualFold(c, p) {
+					return p, true
+				}
+			}
+			continue
+		}
+		if strings.EqualFold(rel, p) || (len(rel) > len(p) && strings.EqualFold(rel[:len(p)], p) && rel[len(p)] == '/') {
+			return p, true
+		}
+	}
+	return "", false
+}
