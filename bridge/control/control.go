@@ -9,7 +9,9 @@
 // [Sandbox.Start] runs a [Process] in it, with the caller's io.Writers
 // for its output, and keeps one session ready ahead of the next process.
 // Gates a front end registers at run time live in a [GateSet] (one per
-// client); a gate that needs approval asks the sandbox's [Approver].
+// client); a gate that needs approval is decided by the host's approval
+// decider (bridge/approval: a deny, a grant, the gate's setting), which
+// asks the sandbox's [Approver].
 //
 // Errors are *[Error]s with a [Kind] (sorted here, once); a front end
 // words them and reads their hint with internal/hint.
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -53,8 +56,13 @@ type Options struct {
 	// DefaultWorkspace is the workspace the gates are described for
 	// before any sandbox is open; "" means the current directory.
 	DefaultWorkspace string
-	// ApprovalGates are configured gates that need approval, by name.
-	ApprovalGates map[string]bool
+	// Approvals configure the one approval decider of the host
+	// (bridge/approval): its timeout (approvals.timeout) and max_pending,
+	// the grants store, the gates' settings by name (approval: in the
+	// config; a gate not named has its own), the command policy checked
+	// again at each gate call, the audit of decisions. Approver is not
+	// used: each sandbox's Approver (SandboxSpec.Approver) is asked.
+	Approvals approval.Config
 	// Bridge is the template of every process's session: Dir, Limits,
 	// Watch, Audit, Logf. Gates and Approve are set per process.
 	Bridge bridge.Config
@@ -71,14 +79,14 @@ type Options struct {
 	MaxRetainedBytes int64
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // a runtime gate's answer, without its own
-	ApprovalTimeout  time.Duration
 	// Logf receives log lines; nil discards them.
 	Logf func(format string, args ...any)
 }
 
 // Host is the control plane: it opens sandboxes.
 type Host struct {
-	opts Options
+	opts    Options
+	decider *approval.Decider
 
 	mu        sync.Mutex
 	bySession map[string]*Process // running processes by bridge session id
@@ -90,7 +98,11 @@ func New(opts Options) *Host {
 	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
-	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
+	o.Approvals.Approver = nil
+	if o.Approvals.NoOne == "" {
+		o.Approvals.NoOne = "no one to ask (the sandbox was opened without an Approver)"
+	}
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -100,7 +112,7 @@ func New(opts Options) *Host {
 	if o.NamePrefix == "" {
 		o.NamePrefix = "rpc"
 	}
-	return &Host{opts: opts, bySession: map[string]*Process{}}
+	return &Host{opts: opts, bySession: map[string]*Process{}, decider: approval.New(o.Approvals)}
 }
 
 func setDefault[T int | int64 | time.Duration](p *T, d T) {
@@ -108,6 +120,10 @@ func setDefault[T int | int64 | time.Duration](p *T, d T) {
 		*p = d
 	}
 }
+
+// Decider is the host's approval decider (a front end that asks outside
+// a sandbox, or lists what it decided).
+func (h *Host) Decider() *approval.Decider { return h.decider }
 
 // Options are the host's options, defaults filled.
 func (h *Host) Options() Options { return h.opts }

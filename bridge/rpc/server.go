@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
@@ -69,9 +70,13 @@ type Options struct {
 	// DefaultWorkspace is the workspace gate/list describes the gates for
 	// (before any sandbox is open); "" means the current directory.
 	DefaultWorkspace string
-	// ApprovalGates are configured gates that need the client's approval
-	// (approval: ask), by name.
-	ApprovalGates map[string]bool
+	// Approvals configure the server's one approval decider
+	// (bridge/approval, control.Options.Approvals): approvals.timeout
+	// (also the approval/request deadline) and max_pending, the grants
+	// store, the gates' settings by name, the command policy checked at
+	// each gate call, the audit of decisions. Each connection's client
+	// is asked (approval/request).
+	Approvals approval.Config
 	// Bridge is the template of every process's session: Dir, Limits,
 	// Watch, Audit, Logf. Gates and Approve are set per process.
 	Bridge bridge.Config
@@ -91,7 +96,6 @@ type Options struct {
 	MaxReplayBytes   int64
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // gate/call deadline without timeoutMs
-	ApprovalTimeout  time.Duration
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -116,7 +120,7 @@ func NewServer(opts Options) *Server {
 	setDefault(&o.MaxReplayBytes, DefaultMaxReplayBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
-	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -133,9 +137,9 @@ func NewServer(opts Options) *Server {
 func (o Options) ControlOptions() control.Options {
 	return control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
 		HowLocal: `pass backend "local" (no isolation)`,
-		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
+		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, Approvals: o.Approvals,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+		GateTimeout: o.GateTimeout, Logf: o.Logf}
 }
 
 // msec is a protocol's milliseconds as a duration.
@@ -153,7 +157,7 @@ func (s *Server) limits() ConnLimits {
 		MaxMessageBytes: o.MaxMessageBytes, MaxSandboxes: o.MaxSandboxes, MaxProcesses: o.MaxProcesses,
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
-		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		ApprovalTimeoutMs: o.Approvals.Timeout.Milliseconds(),
 	}
 }
 
