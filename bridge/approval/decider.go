@@ -48,9 +48,9 @@ type Request struct {
 	// asks about before it starts, not a gate call (Gate and Args are
 	// empty, Offers nil): allow or deny only.
 	Command []string
-	// Rule says what in the command policy asks (a rule, the default,
-	// unknown), when the policy is what asks: a command, or a gate whose
-	// call the policy marks ask.
+	// Rule says what in the command policy asks, in words, when the
+	// policy is what asks: for a gate call the rule (or the default, or
+	// unknown); for a command also which command of it (a script's).
 	Rule string
 }
 
@@ -434,11 +434,17 @@ func (d *Decider) record(r Record) {
 	}
 	r.Time = d.cfg.Now().UTC()
 	if red := d.cfg.Redact; red != nil {
-		r.Args = append([]string(nil), r.Args...)
+		r.Args = append([]string{}, r.Args...)
 		for i, a := range r.Args {
 			r.Args[i] = red(a)
 		}
 		r.ArgsBase64 = lossless.List(r.Args)
+		if r.Command != nil {
+			r.Command = append([]string{}, r.Command...)
+			for i, a := range r.Command {
+				r.Command[i] = red(a)
+			}
+		}
 		r.Reason, r.Scope = red(r.Reason), red(r.Scope)
 	}
 	d.cfg.Record(r)
@@ -549,7 +555,8 @@ func (d *Decider) DecideCommand(ctx context.Context, argv []string, r cmdpolicy.
 	}()
 	actx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, errNoAnswer)
 	defer cancel()
-	ans, err := ap.Ask(actx, &Request{Command: argv, Args: []string{}, Rule: r.By(), Session: session})
+	// Rule says which command of a script asks, and by which rule.
+	ans, err := ap.Ask(actx, &Request{Command: argv, Args: []string{}, Rule: pe.Error(), Session: session})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return deny(ByCanceled, "withdrawn: "+context.Cause(ctx).Error(), "")

@@ -290,7 +290,7 @@ func Prompt(req *Request, note string) string {
 	if req.Command != nil {
 		// A command the command policy asks about: allow it or not.
 		line("approval needed: command %s", cmdpolicy.ShowCommand(req.Command))
-		line("  asked by %s", req.Rule)
+		line("  %s", req.Rule)
 		for _, c := range choices(req) {
 			line("  %s  %s", c.key, c.text)
 		}
