@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -269,5 +270,36 @@ func TestChoose(t *testing.T) {
 	c.Close()
 	if _, err := control.Choose(context.Background(), reg, control.Choice{Backend: "nosuch"}); control.KindOf(err) != control.KindInvalid {
 		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
+// AskCommand asks the sandbox's Approver about a command the command
+// policy marks ask (for process/start): the question carries the command
+// and the rule; a no is a policy refusal; no Approver refuses at once.
+func TestAskCommand(t *testing.T) {
+	h := newHost(t)
+	pol, err := cmdpolicy.New(cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "git", Args: []string{"push"}, Decision: "ask"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"sh", "-c", "git push origin"}
+	r := pol.CheckArgv(argv)
+	var got *control.ApprovalRequest
+	sb := open(t, h, control.SandboxSpec{Approver: approve(func(_ context.Context, req *control.ApprovalRequest) (approval.Answer, error) {
+		got = req
+		return approval.Answer{Allow: req.Command[0] == "sh"}, nil
+	})})
+	if err := sb.AskCommand(context.Background(), argv, r); err != nil || got == nil || got.Sandbox != sb || got.Process != nil ||
+		!strings.Contains(got.Rule, "rule 0") {
+		t.Fatalf("asked %+v: %v", got, err)
+	}
+	if err := sb.AskCommand(context.Background(), []string{"git", "push"}, pol.CheckArgv([]string{"git", "push"})); err == nil {
+		t.Fatal("a no allowed the command")
+	} else if _, ok := cmdpolicy.IsDenied(err); !ok {
+		t.Fatalf("not a policy refusal: %v", err)
+	}
+	none := open(t, h, control.SandboxSpec{ID: "none"})
+	if _, ok := cmdpolicy.IsDenied(none.AskCommand(context.Background(), argv, r)); !ok {
+		t.Fatal("no Approver: not refused")
 	}
 }

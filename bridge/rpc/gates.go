@@ -141,7 +141,7 @@ func (a approver) Ask(ctx context.Context, r *control.ApprovalRequest) (approval
 	}
 	m, err := c.request(ctx, MethodApprovalRequest, ApprovalRequestParams{CallID: r.CallID,
 		Gate: r.Gate, Args: args, ArgsBase64: lossless.List(args), SandboxID: r.Sandbox.ID(), ProcessID: procID,
-		Offers: offers, Rule: r.Rule})
+		Offers: offers, Rule: r.Rule, Command: r.Command, CommandBase64: lossless.List(r.Command)})
 	if err != nil {
 		var re *Error
 		switch {

@@ -373,6 +373,11 @@ type ApprovalRequestParams struct {
 	// Rule, when the command policy (policy.commands) is what asks, says
 	// which rule (or default, or unknown).
 	Rule string `json:"rule,omitempty"`
+	// Command, when set, is a command the command policy asks about
+	// before it starts (gate is then "", args [] and offers absent):
+	// allow or deny it; nothing is kept.
+	Command       []string `json:"command,omitempty"`
+	CommandBase64 [][]byte `json:"commandBase64,omitempty"`
 }
 
 // ApprovalGrant is a grant in approval/request's offers and in an
