@@ -163,7 +163,7 @@ func (a approver) Ask(ctx context.Context, r *control.ApprovalRequest) (approval
 	case DecisionAllow:
 		ans.Allow = true
 		if res.Grant != nil {
-			g, err := res.Grant.grant(r.Gate)
+			g, err := res.Grant.grant(r.Gate, r.Workspace)
 			if err != nil {
 				return approval.Answer{}, fmt.Errorf("the runtime's grant: %v", err)
 			}
@@ -203,13 +203,15 @@ func grantOf(g approval.Grant) ApprovalGrant {
 // grant is the grant an answer gives for a call of gate: its workspace
 // is the call's (a client answers about this call, not another
 // workspace's), its session the sandbox's.
-func (p *ApprovalGrant) grant(gate string) (approval.Grant, error) {
+func (p *ApprovalGrant) grant(gate, workspace string) (approval.Grant, error) {
 	if p.Gate != gate {
 		return approval.Grant{}, fmt.Errorf("it is for gate %s, not %s", lossless.Quote(p.Gate), lossless.Quote(gate))
 	}
 	g := approval.Grant{Gate: p.Gate, Lifetime: approval.Lifetime(p.Lifetime)}
 	switch p.Lifetime {
-	case string(approval.LifeSession), string(approval.LifeWorkspace), string(approval.LifeAlways):
+	case string(approval.LifeWorkspace):
+		g.Workspace = workspace
+	case string(approval.LifeSession), string(approval.LifeAlways):
 	default:
 		return g, fmt.Errorf("lifetime %q: want session, workspace or always", p.Lifetime)
 	}

@@ -280,3 +280,26 @@ func TestCommandPolicyAtGateCall(t *testing.T) {
 		t.Fatalf("allowed: %q %q", o.Stdout, o.Stderr)
 	}
 }
+
+// A workspace grant in an answer is for the call's workspace, whatever
+// workspace the client names: an answer about one call cannot allow
+// calls from another workspace.
+func TestApprovalGrantWorkspaceIsTheCalls(t *testing.T) {
+	store := grantsStore(t)
+	opts := testOptions(t)
+	opts.Approvals = approval.Config{Store: store}
+	c := newClient(t, opts)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
+	c.openSandbox("sb", "local", false)
+	m, p := c.ask("sb", "a", "deploy prod")
+	g := offer(t, p, func(o ApprovalGrant) bool { return o.Lifetime == "workspace" })
+	ws := g.Workspace
+	g.Workspace = "/elsewhere"
+	c.Respond(m, ApprovalResult{Decision: DecisionAllow, Grant: g}, nil)
+	c.gateCallsOnly(1, "")
+	c.Collect("a", 30*time.Second, nil)
+	l, err := store.List(time.Now())
+	if err != nil || len(l) != 1 || l[0].Workspace != ws || ws == "" {
+		t.Fatalf("stored %+v (want workspace %q), %v", l, ws, err)
+	}
+}
