@@ -174,3 +174,54 @@ except OSError as e: print("TIOCSTI-REFUSED", e.errno)'; fi`
 		t.Fatalf("exit %d:\n%s", code, scr)
 	}
 }
+
+// The command policy's ask under run: the person at the terminal is
+// asked about the command (the prompt names the command and the rule)
+// before anything starts; n refuses it (126, nothing ran), y runs it;
+// without a terminal it is refused at once with a hint. Each decision is
+// in the audit log.
+func TestRunAsksCommandPolicyOnTerminal(t *testing.T) {
+	dir := t.TempDir()
+	ws := workspace(t)
+	cfg := filepath.Join(dir, "gatebridge.yaml")
+	audit := filepath.Join(dir, "audit.log")
+	must(t, os.WriteFile(cfg, []byte(`policy:
+  commands:
+    rules:
+      - {command: touch, decision: ask}
+approvals:
+  grants_file: `+filepath.Join(dir, "private", "grants.yaml")+`
+audit:
+  path: `+audit+`
+`), 0o600))
+	marker := filepath.Join(ws, "marker")
+	run := []string{"--config", cfg, "run", "--sandbox", "local", "--workspace", ws, "--", "sh", "-c", "touch marker; echo ran"}
+
+	scr, code := onTerminal(t, "n", run...)
+	if code != 126 || strings.Contains(scr, "\nran") || !strings.Contains(scr, `approval needed: command sh -c "touch marker; echo ran"`) ||
+		!strings.Contains(scr, "command touch marker needs approval by rule 0 {command: touch, decision: ask}") ||
+		!strings.Contains(scr, "denied by the person") {
+		t.Fatalf("answered n, exit %d:\n%s", code, scr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the refused command ran")
+	}
+	scr, code = onTerminal(t, "y", run...)
+	if code != 0 || !strings.Contains(scr, "ran") {
+		t.Fatalf("answered y, exit %d:\n%s", code, scr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the allowed command did not run: %v", err)
+	}
+	out := gbRaw(t, dir, nil, nil, 0, run...)
+	if out.Code != 126 || out.Stdout != "" || !strings.Contains(out.Stderr, "no terminal to ask on") || !strings.Contains(out.Stderr, "hint: ") {
+		t.Fatalf("no terminal: %+v", out)
+	}
+	log, _ := os.ReadFile(audit)
+	for _, want := range []string{`"command":["sh","-c","touch marker; echo ran"],"args":[],"decision":"deny","by":"person"`,
+		`"decision":"allow","by":"person","scope":"this command"`, `"by":"no_one"`} {
+		if !bytes.Contains(log, []byte(want)) {
+			t.Errorf("audit log lacks %s:\n%s", want, log)
+		}
+	}
+}

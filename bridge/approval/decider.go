@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
@@ -43,6 +44,14 @@ type Request struct {
 	// narrow first: the scopes a front end shows as choices. An answer
 	// may carry one of them (or one of its own making for this gate).
 	Offers []Grant
+	// Command, when set, is a command the command policy (policy.commands)
+	// asks about before it starts, not a gate call (Gate and Args are
+	// empty, Offers nil): allow or deny only.
+	Command []string
+	// Rule says what in the command policy asks, in words, when the
+	// policy is what asks: for a gate call the rule (or the default, or
+	// unknown); for a command also which command of it (a script's).
+	Rule string
 }
 
 // Answer is what the person or program asked decided.
@@ -77,15 +86,18 @@ const (
 
 // Record is one decision, for the audit log.
 type Record struct {
-	Time       time.Time `json:"time"`
-	Kind       string    `json:"kind"` // "approval"
-	Session    string    `json:"session"`
-	CallID     string    `json:"call_id,omitempty"`
-	Gate       string    `json:"gate"`
-	Args       []string  `json:"args"`
-	ArgsBase64 [][]byte  `json:"args_base64,omitempty"`
-	Decision   string    `json:"decision"` // "allow" or "deny"
-	By         string    `json:"by"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // "approval"
+	Session string    `json:"session"`
+	CallID  string    `json:"call_id,omitempty"`
+	Gate    string    `json:"gate,omitempty"`
+	// Command is the command a command-policy question was about (Gate
+	// is then empty).
+	Command    []string `json:"command,omitempty"`
+	Args       []string `json:"args"`
+	ArgsBase64 [][]byte `json:"args_base64,omitempty"`
+	Decision   string   `json:"decision"` // "allow" or "deny"
+	By         string   `json:"by"`
 	// Grant is the id of the grant that allowed the call, or of the one
 	// the answer gave (stored ones only).
 	Grant string `json:"grant,omitempty"`
@@ -118,6 +130,10 @@ type Config struct {
 	// hides secret values in its strings first.
 	Record func(Record)
 	Redact func(string) string
+	// Commands is the command policy (policy.commands), checked again at
+	// call time with the gate's real arguments ([cmdpolicy.Policy.CheckGate]):
+	// deny refuses the call, ask asks as approval: ask would. nil: none.
+	Commands *cmdpolicy.Policy
 	// NoOne says why no one can be asked (for the error, "" for the
 	// default), e.g. "no terminal to ask on".
 	NoOne string
@@ -168,9 +184,12 @@ func (d *Decider) Setting(g gates.Gate) Setting {
 	return SettingOf(g)
 }
 
-// Asks reports whether any gate of reg may need someone to answer (a
-// front end opens its terminal only then).
+// Asks reports whether any gate of reg, or the command policy, may need
+// someone to answer (a front end opens its terminal only then).
 func (d *Decider) Asks(reg *gates.Registry) bool {
+	if d.cfg.Commands.MayAsk() {
+		return true
+	}
 	for _, sp := range reg.Specs() {
 		if g, err := reg.Lookup(sp.Name); err == nil && d.Setting(g) == Ask {
 			return true
@@ -185,6 +204,9 @@ type Call struct {
 	Args               []string
 	Session, Workspace string
 	CallID             string
+	// Approver, when set, is asked instead of Config.Approver: a front end
+	// with one Approver per client (serve: each connection's).
+	Approver Approver
 }
 
 // DeniedError is a call that was not allowed; it wraps gates.ErrDenied
@@ -202,7 +224,13 @@ func (e *DeniedError) Hint() string  { return e.hint }
 // Decide says whether c, a call of g, may run: nil, or a *DeniedError.
 func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 	setting := d.Setting(g)
-	if setting == Never {
+	// The command policy again, with the real arguments: a script can
+	// compute a gate's name, so the check of its text is not enough.
+	pr := d.cfg.Commands.CheckGate(c.Gate, c.Args)
+	if pr.Decision == cmdpolicy.Ask && setting == Never {
+		setting = Ask
+	}
+	if setting == Never && pr.Decision == cmdpolicy.Allow {
 		return nil
 	}
 	rec := Record{Kind: "approval", Session: c.Session, CallID: c.CallID, Gate: c.Gate,
@@ -211,6 +239,14 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)
 		return &DeniedError{By: by, Reason: reason, hint: hint}
+	}
+	if pr.Decision == cmdpolicy.Deny {
+		de, _ := cmdpolicy.IsDenied(pr.Err())
+		return deny(ByPolicy, de.Error(), de.Hint())
+	}
+	rule := ""
+	if pr.Decision == cmdpolicy.Ask {
+		rule = pr.By()
 	}
 	if setting == Deny {
 		return deny(ByConfig, "refused by its config (approval: deny)", "")
@@ -230,9 +266,17 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 		return nil
 	}
 	hintAdd := fmt.Sprintf("to allow it without asking: gatebridge grants add %s --exact ARG... (see gatebridge grants --help)", c.Gate)
-	if d.cfg.Approver == nil {
+	ap := c.Approver
+	if ap == nil {
+		ap = d.cfg.Approver
+	}
+	if ap == nil {
 		why := cmp.Or(d.cfg.NoOne, "no one to ask")
-		return deny(ByNoOne, "needs approval (approval: ask) and there is "+why, hintAdd)
+		needs := "needs approval (approval: ask)"
+		if rule != "" {
+			needs = "needs approval (" + rule + ")"
+		}
+		return deny(ByNoOne, needs+" and there is "+why, hintAdd)
 	}
 	d.mu.Lock()
 	if d.pending[c.Session] >= d.cfg.MaxPending {
@@ -251,15 +295,15 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 	actx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, errNoAnswer)
 	defer cancel()
 	req := &Request{Gate: c.Gate, Args: c.Args, Session: c.Session, Workspace: c.Workspace, CallID: c.CallID,
-		Offers: d.offers(g, c, now)}
-	ans, err := d.cfg.Approver.Ask(actx, req)
+		Offers: d.offers(g, c, now), Rule: rule}
+	ans, err := ap.Ask(actx, req)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return deny(ByCanceled, "withdrawn: "+context.Cause(ctx).Error(), "")
 	case err != nil && errors.Is(context.Cause(actx), errNoAnswer):
 		return deny(ByTimeout, fmt.Sprintf("no answer within %v (approvals.timeout)", d.cfg.Timeout), hintAdd)
 	case err != nil:
-		return deny(ByNoOne, "not approved: "+err.Error(), hintAdd)
+		return deny(ByNoOne, err.Error(), hintAdd)
 	}
 	rec.By = cmp.Or(ans.By, ByPerson)
 	if !ans.Allow {
@@ -390,11 +434,17 @@ func (d *Decider) record(r Record) {
 	}
 	r.Time = d.cfg.Now().UTC()
 	if red := d.cfg.Redact; red != nil {
-		r.Args = append([]string(nil), r.Args...)
+		r.Args = append([]string{}, r.Args...)
 		for i, a := range r.Args {
 			r.Args[i] = red(a)
 		}
 		r.ArgsBase64 = lossless.List(r.Args)
+		if r.Command != nil {
+			r.Command = append([]string{}, r.Command...)
+			for i, a := range r.Command {
+				r.Command[i] = red(a)
+			}
+		}
 		r.Reason, r.Scope = red(r.Reason), red(r.Scope)
 	}
 	d.cfg.Record(r)
@@ -461,3 +511,84 @@ func (r refused) ApprovalSetting() string { return gates.ApprovalDeny }
 func (r refused) Call(context.Context, *gates.Call) (int, error) {
 	return gates.ExitDenied, gates.Deniedf("%s: refused by its config (approval: deny)", r.spec.Name)
 }
+
+// DecideCommand asks about argv, a command the command policy marks ask
+// (r, from CheckArgv or CheckScript), before it starts: allow or deny,
+// nothing kept. ap, when set, is asked instead of Config.Approver. It
+// returns nil when allowed, else an error that wraps r's
+// *cmdpolicy.DeniedError (exit 126) and says who refused.
+func (d *Decider) DecideCommand(ctx context.Context, argv []string, r cmdpolicy.Result, session string, ap Approver) error {
+	if r.Decision == cmdpolicy.Allow {
+		return nil
+	}
+	pe, _ := cmdpolicy.IsDenied(r.Err())
+	rec := Record{Kind: "approval", Session: session, Command: capArgs(argv), Args: []string{}}
+	deny := func(by, reason, hint string) error {
+		rec.Decision, rec.By, rec.Reason = "deny", by, reason
+		d.record(rec)
+		return &CommandDeniedError{Policy: pe, By: by, Reason: reason, hint: hint}
+	}
+	if r.Decision == cmdpolicy.Deny {
+		return deny(ByPolicy, "", pe.Hint())
+	}
+	if ap == nil {
+		ap = d.cfg.Approver
+	}
+	if ap == nil {
+		why := cmp.Or(d.cfg.NoOne, "no one to ask")
+		return deny(ByNoOne, "there is "+why, "run it where gatebridge can ask you (a terminal), or change policy.commands in the config "+
+			"(`gatebridge policy check` shows the rule); grants (gatebridge grants) are for gates, not commands")
+	}
+	d.mu.Lock()
+	if d.pending[session] >= d.cfg.MaxPending {
+		d.mu.Unlock()
+		return deny(ByLimit, fmt.Sprintf("%d questions of this session already wait (approvals.max_pending)", d.cfg.MaxPending), "")
+	}
+	d.pending[session]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.pending[session]--; d.pending[session] <= 0 {
+			delete(d.pending, session)
+		}
+		d.mu.Unlock()
+	}()
+	actx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, errNoAnswer)
+	defer cancel()
+	// Rule says which command of a script asks, and by which rule.
+	ans, err := ap.Ask(actx, &Request{Command: argv, Args: []string{}, Rule: pe.Error(), Session: session})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return deny(ByCanceled, "withdrawn: "+context.Cause(ctx).Error(), "")
+	case err != nil && errors.Is(context.Cause(actx), errNoAnswer):
+		return deny(ByTimeout, fmt.Sprintf("no answer within %v (approvals.timeout)", d.cfg.Timeout), "")
+	case err != nil:
+		return deny(ByNoOne, err.Error(), "")
+	}
+	rec.By = cmp.Or(ans.By, ByPerson)
+	if !ans.Allow {
+		return deny(rec.By, cmp.Or(ans.Reason, "denied by the "+rec.By), "")
+	}
+	rec.Decision, rec.Scope = "allow", "this command"
+	d.record(rec)
+	return nil
+}
+
+// CommandDeniedError is a command the command policy asked about and
+// that was not allowed; it wraps the policy's *cmdpolicy.DeniedError, so
+// front ends report it as a policy refusal (exit 126, policy_denied).
+type CommandDeniedError struct {
+	Policy *cmdpolicy.DeniedError
+	By     string
+	Reason string
+	hint   string
+}
+
+func (e *CommandDeniedError) Error() string {
+	if e.Reason == "" {
+		return e.Policy.Error()
+	}
+	return e.Policy.Error() + ": " + e.Reason
+}
+func (e *CommandDeniedError) Unwrap() error { return e.Policy }
+func (e *CommandDeniedError) Hint() string  { return e.hint }

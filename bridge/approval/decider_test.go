@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/gates"
 )
 
@@ -292,4 +293,81 @@ func TestRefuse(t *testing.T) {
 	if g, _ := reg.Lookup("log"); SettingOf(g) != Never {
 		t.Error("log was replaced")
 	}
+}
+
+// The command policy is checked at call time with the gate's real
+// arguments: deny refuses (no one asked, whatever grant), ask asks a
+// gate whose own setting is never (the question names the rule), and a
+// per-call Approver is asked instead of the config's.
+func TestCommandPolicyAtCallTime(t *testing.T) {
+	g := gitLog(t)
+	pol, err := cmdpolicy.New(cmdpolicy.Config{Rules: []cmdpolicy.Rule{
+		{Command: "git_log", Args: []string{"-n", "666"}, Decision: "deny"},
+		{Command: "git_log", Args: []string{"-n", "7"}, Decision: "ask"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newStore(t)
+	if _, err := store.Add(Grant{Gate: "git_log", AnyArgs: true, Lifetime: LifeAlways}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recs, rec := recorder()
+	fallback := &answerer{fn: allow}
+	d := New(Config{Approver: fallback, Commands: pol, Record: rec})
+	ctx := context.Background()
+	if err := d.Decide(ctx, g, Call{Gate: "git_log", Args: []string{"-n", "1"}, Session: "s"}); err != nil {
+		t.Fatalf("no rule: %v", err)
+	}
+	err = d.Decide(ctx, g, Call{Gate: "git_log", Args: []string{"-n", "666"}, Session: "s"})
+	var de *DeniedError
+	if !errors.As(err, &de) || de.By != ByPolicy || !strings.Contains(err.Error(), "rule 0") || !errors.Is(err, gates.ErrDenied) {
+		t.Fatalf("deny rule: %v", err)
+	}
+	d2 := New(Config{Store: store, Commands: pol})
+	if err := d2.Decide(ctx, g, Call{Gate: "git_log", Args: []string{"-n", "666"}, Session: "s"}); !errors.As(err, &de) {
+		t.Fatalf("a grant let a policy deny through: %v", err)
+	}
+	per := &answerer{fn: func(context.Context, *Request) (Answer, error) { return Answer{Reason: "no"}, nil }}
+	err = d.Decide(ctx, g, Call{Gate: "git_log", Args: []string{"-n", "7"}, Session: "s", Approver: per})
+	if !errors.As(err, &de) || per.count() != 1 || fallback.count() != 0 || !strings.Contains(per.asks[0].Rule, "rule 1") {
+		t.Fatalf("ask rule: %v (asked %d, fallback %d)", err, per.count(), fallback.count())
+	}
+	if last := (*recs)[len(*recs)-1]; last.By != ByPerson || last.Decision != "deny" {
+		t.Errorf("record %+v", last)
+	}
+}
+
+// A command the policy asks about: the Approver sees the command and the
+// rule, its no is a policy refusal, no Approver denies with a hint.
+func TestDecideCommand(t *testing.T) {
+	pol, _ := cmdpolicy.New(cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "git", Args: []string{"push"}, Decision: "ask"}}})
+	argv := []string{"git", "push", "origin"}
+	r := pol.CheckArgv(argv)
+	a := &answerer{fn: allow}
+	d := New(Config{Approver: a})
+	if err := d.DecideCommand(context.Background(), argv, r, "s", nil); err != nil || a.count() != 1 ||
+		strings.Join(a.asks[0].Command, " ") != "git push origin" || !strings.Contains(a.asks[0].Rule, "rule 0") {
+		t.Fatalf("allowed: %v %+v", err, a.asks)
+	}
+	if p := Prompt(a.asks[0], ""); !strings.Contains(p, "command git push origin") || !strings.Contains(p, "[y/n]") || strings.Contains(p, "  s  ") {
+		t.Fatalf("prompt %q", p)
+	}
+	a.fn = func(context.Context, *Request) (Answer, error) { return Answer{}, nil }
+	err := d.DecideCommand(context.Background(), argv, r, "s", nil)
+	if _, ok := cmdpolicy.IsDenied(err); !ok || !strings.Contains(err.Error(), "denied by the person") {
+		t.Fatalf("denied: %v", err)
+	}
+	err = New(Config{NoOne: "no terminal to ask on"}).DecideCommand(context.Background(), argv, r, "s", nil)
+	if _, ok := cmdpolicy.IsDenied(err); !ok || !strings.Contains(err.Error(), "no terminal") || hintOf(err) == "" {
+		t.Fatalf("no one: %v", err)
+	}
+}
+
+func hintOf(err error) string {
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
 }

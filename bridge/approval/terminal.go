@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
@@ -257,6 +258,10 @@ type choice struct {
 // choices are the prompt's answers for req: y and n always.
 func choices(req *Request) []choice {
 	cs := []choice{{key: "y", text: "allow this call once", allow: true}, {key: "n", text: "deny it"}}
+	if req.Command != nil {
+		cs[0].text = "allow this command once"
+		return cs
+	}
 	for i := range req.Offers {
 		g := &req.Offers[i]
 		key := ""
@@ -282,6 +287,19 @@ func choices(req *Request) []choice {
 func Prompt(req *Request, note string) string {
 	var b strings.Builder
 	line := func(format string, a ...any) { b.WriteString(Marker + fmt.Sprintf(format, a...) + "\n") }
+	if req.Command != nil {
+		// A command the command policy asks about: allow it or not.
+		line("approval needed: command %s", cmdpolicy.ShowCommand(req.Command))
+		line("  %s", req.Rule)
+		for _, c := range choices(req) {
+			line("  %s  %s", c.key, c.text)
+		}
+		if note != "" {
+			line("note: %s", note)
+		}
+		b.WriteString(Marker + "run this command? [y/n]: ")
+		return b.String()
+	}
 	n := len(req.Args)
 	line("approval needed: gate %s, %d argument%s", lossless.Quote(req.Gate), n, plural(n))
 	for i, a := range req.Args {
@@ -290,6 +308,9 @@ func Prompt(req *Request, note string) string {
 			break
 		}
 		line("  %d: %s", i+1, showArg(a))
+	}
+	if req.Rule != "" {
+		line("  asked by %s", req.Rule)
 	}
 	var keys []string
 	for _, c := range choices(req) {

@@ -523,6 +523,23 @@ func (p *Policy) CheckGate(name string, args []string) Result {
 	return r
 }
 
+// MayAsk reports whether the policy can decide ask about anything (a
+// front end opens its terminal only then). A nil *Policy never asks.
+func (p *Policy) MayAsk() bool {
+	if p == nil {
+		return false
+	}
+	if p.def == Ask || p.unknown == Ask {
+		return true
+	}
+	for _, r := range p.rules {
+		if r.decision == Ask {
+			return true
+		}
+	}
+	return false
+}
+
 // baseName is the command name a rule matches: argv[0] without its
 // directory.
 func baseName(s string) string {

@@ -41,12 +41,12 @@ func CheckCommandSize(argv []string, max int64) error {
 
 // checkCommand decides argv (as the sandbox would run it: a script is
 // `/bin/sh -c SCRIPT`) before anything starts: its size
-// (Options.MaxCommandBytes), then the command policy (Options.Policy).
+// (Options.MaxCommandBytes), then the command policy (Options.Approvals.Commands).
 func (h *Host) checkCommand(argv []string) error {
 	if err := CheckCommandSize(argv, h.opts.MaxCommandBytes); err != nil {
 		return err
 	}
-	r := h.opts.Policy.CheckArgv(argv)
+	r := h.opts.Approvals.Commands.CheckArgv(argv)
 	switch r.Decision {
 	case cmdpolicy.Allow:
 		return nil
@@ -56,13 +56,15 @@ func (h *Host) checkCommand(argv []string) error {
 	return policyError(r, "")
 }
 
-// askCommand is where a person is asked about a command the policy marks
-// ask. APPROVAL FRONT END GOES HERE: until the approvals helper (issue
-// 29) asks the sandbox's Approver, ask is refused as deny is, with a hint
-// naming the approvals to come.
+// askCommand refuses a command the policy marks ask. The person is asked
+// on the terminal (run, sandbox exec: Decider.DecideCommand); process/start
+// and the MCP bash tool decide on the connection's read loop, before the
+// reply, where waiting for an answer from the same connection cannot work,
+// so they refuse ask as deny.
 func askCommand(r cmdpolicy.Result) error {
-	return policyError(r, "this command needs approval (policy.commands says ask), and approvals of commands are not wired yet "+
-		"(docs/approvals.md); `gatebridge policy check` shows the rule; change it to allow in the config to run the command")
+	return policyError(r, "this command needs approval (policy.commands says ask); commands are asked about on the terminal "+
+		"(gatebridge run, sandbox exec), not here: change the rule to allow in policy.commands to run it here "+
+		"(`gatebridge policy check` shows which rule decides)")
 }
 
 // policyError is the refusal of r: a KindPolicy *Error wrapping the

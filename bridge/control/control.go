@@ -9,7 +9,9 @@
 // [Sandbox.Start] runs a [Process] in it, with the caller's io.Writers
 // for its output, and keeps one session ready ahead of the next process.
 // Gates a front end registers at run time live in a [GateSet] (one per
-// client); a gate that needs approval asks the sandbox's [Approver].
+// client); a gate that needs approval is decided by the host's approval
+// decider (bridge/approval: a deny, a grant, the gate's setting), which
+// asks the sandbox's [Approver].
 //
 // Errors are *[Error]s with a [Kind] (sorted here, once); a front end
 // words them and reads their hint with internal/hint.
@@ -20,7 +22,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -54,8 +56,13 @@ type Options struct {
 	// DefaultWorkspace is the workspace the gates are described for
 	// before any sandbox is open; "" means the current directory.
 	DefaultWorkspace string
-	// ApprovalGates are configured gates that need approval, by name.
-	ApprovalGates map[string]bool
+	// Approvals configure the one approval decider of the host
+	// (bridge/approval): its timeout (approvals.timeout) and max_pending,
+	// the grants store, the gates' settings by name (approval: in the
+	// config; a gate not named has its own), the command policy checked
+	// again at each gate call, the audit of decisions. Approver is not
+	// used: each sandbox's Approver (SandboxSpec.Approver) is asked.
+	Approvals approval.Config
 	// Bridge is the template of every process's session: Dir, Limits,
 	// Watch, Audit, Logf. Gates and Approve are set per process.
 	Bridge bridge.Config
@@ -69,11 +76,10 @@ type Options struct {
 	// RunAs is the host identity commands of a sandbox with this
 	// workspace run as when gatebridge is root; nil means gatebridge's own.
 	RunAs func(workspace string) (uid, gid int)
-	// Policy decides every command before it starts (policy.commands;
-	// nil: all are allowed). MaxCommandBytes bounds a command's argv (a
-	// script counts as /bin/sh -c SCRIPT; 0: DefaultMaxCommandBytes),
-	// MaxCommands the commands one sandbox starts (0: no limit).
-	Policy          *cmdpolicy.Policy
+	// MaxCommandBytes bounds a command's argv (a script counts as
+	// /bin/sh -c SCRIPT; 0: DefaultMaxCommandBytes), MaxCommands the
+	// commands one sandbox starts (0: no limit). The command policy
+	// (policy.commands) is Approvals.Commands.
 	MaxCommandBytes int64
 	MaxCommands     int
 	// NamePrefix starts the names of long-lived sandboxes ("rpc").
@@ -82,7 +88,6 @@ type Options struct {
 	MaxRetainedBytes int64
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // a runtime gate's answer, without its own
-	ApprovalTimeout  time.Duration
 	// Pool is the warm pool (zero: none); Close stops its sandboxes.
 	Pool PoolOptions
 	// Logf receives log lines; nil discards them.
@@ -91,8 +96,9 @@ type Options struct {
 
 // Host is the control plane: it opens sandboxes.
 type Host struct {
-	opts Options
-	pool *pool // nil: none
+	opts    Options
+	pool    *pool // nil: none
+	decider *approval.Decider
 
 	mu        sync.Mutex
 	bySession map[string]*Process // running processes by bridge session id
@@ -105,7 +111,11 @@ func New(opts Options) *Host {
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.MaxCommandBytes, DefaultMaxCommandBytes)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
-	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
+	o.Approvals.Approver = nil
+	if o.Approvals.NoOne == "" {
+		o.Approvals.NoOne = "no one to ask (the sandbox was opened without an Approver)"
+	}
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -115,7 +125,7 @@ func New(opts Options) *Host {
 	if o.NamePrefix == "" {
 		o.NamePrefix = "rpc"
 	}
-	h := &Host{opts: opts, bySession: map[string]*Process{}}
+	h := &Host{opts: opts, bySession: map[string]*Process{}, decider: approval.New(o.Approvals)}
 	h.pool = newPool(h, opts.Pool)
 	return h
 }
@@ -125,6 +135,10 @@ func setDefault[T int | int64 | time.Duration](p *T, d T) {
 		*p = d
 	}
 }
+
+// Decider is the host's approval decider (a front end that asks outside
+// a sandbox, or lists what it decided).
+func (h *Host) Decider() *approval.Decider { return h.decider }
 
 // Options are the host's options, defaults filled.
 func (h *Host) Options() Options { return h.opts }

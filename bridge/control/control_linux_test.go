@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -146,9 +148,9 @@ func (f answer) AnswerGate(ctx context.Context, r *control.GateRequest) (*contro
 }
 
 // approve decides with a function.
-type approve func(ctx context.Context, r *control.ApprovalRequest) (control.Decision, error)
+type approve func(ctx context.Context, r *control.ApprovalRequest) (approval.Answer, error)
 
-func (f approve) Approve(ctx context.Context, r *control.ApprovalRequest) (control.Decision, error) {
+func (f approve) Ask(ctx context.Context, r *control.ApprovalRequest) (approval.Answer, error) {
 	return f(ctx, r)
 }
 
@@ -193,7 +195,7 @@ func TestRuntimeGate(t *testing.T) {
 
 // A gate that needs approval asks the sandbox's Approver; its refusal
 // reaches the command (126) and the gate never runs; a sandbox without
-// an Approver refuses it; AllowForSandbox is asked once.
+// an Approver refuses it; a session grant in the answer is asked once.
 func TestApprover(t *testing.T) {
 	h := newHost(t)
 	var mu sync.Mutex
@@ -215,11 +217,11 @@ func TestApprover(t *testing.T) {
 		}
 		return wait(t, p), out.String() + errOut.String()
 	}
-	deny := open(t, h, control.SandboxSpec{ID: "deny", Gates: set, Approver: approve(func(_ context.Context, r *control.ApprovalRequest) (control.Decision, error) {
-		if r.Gate.Name != "risky" || r.Sandbox.ID() != "deny" {
+	deny := open(t, h, control.SandboxSpec{ID: "deny", Gates: set, Approver: approve(func(_ context.Context, r *control.ApprovalRequest) (approval.Answer, error) {
+		if r.Gate != "risky" || r.Sandbox.ID() != "deny" || len(r.Offers) == 0 {
 			t.Errorf("approval request %+v", r)
 		}
-		return control.Deny, errors.New("not on fridays")
+		return approval.Answer{Reason: "not on fridays"}, nil
 	})})
 	if _, out := run(deny); !strings.Contains(out, "rc=126\n") || !strings.Contains(out, "not on fridays") {
 		t.Fatalf("denied: %q", out)
@@ -233,11 +235,11 @@ func TestApprover(t *testing.T) {
 		t.Fatalf("a refused gate ran %d times", answered)
 	}
 	mu.Unlock()
-	once := open(t, h, control.SandboxSpec{ID: "once", Gates: set, Approver: approve(func(context.Context, *control.ApprovalRequest) (control.Decision, error) {
+	once := open(t, h, control.SandboxSpec{ID: "once", Gates: set, Approver: approve(func(_ context.Context, r *control.ApprovalRequest) (approval.Answer, error) {
 		mu.Lock()
 		asked++
 		mu.Unlock()
-		return control.AllowForSandbox, nil
+		return approval.Answer{Allow: true, Grant: &r.Offers[0]}, nil
 	})})
 	if _, out := run(once); strings.Count(out, "rc=0\n") != 2 {
 		t.Fatalf("allowed: %q", out)
@@ -268,5 +270,36 @@ func TestChoose(t *testing.T) {
 	c.Close()
 	if _, err := control.Choose(context.Background(), reg, control.Choice{Backend: "nosuch"}); control.KindOf(err) != control.KindInvalid {
 		t.Fatalf("unknown backend: %v", err)
+	}
+}
+
+// AskCommand asks the sandbox's Approver about a command the command
+// policy marks ask (for process/start): the question carries the command
+// and the rule; a no is a policy refusal; no Approver refuses at once.
+func TestAskCommand(t *testing.T) {
+	h := newHost(t)
+	pol, err := cmdpolicy.New(cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "git", Args: []string{"push"}, Decision: "ask"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"sh", "-c", "git push origin"}
+	r := pol.CheckArgv(argv)
+	var got *control.ApprovalRequest
+	sb := open(t, h, control.SandboxSpec{Approver: approve(func(_ context.Context, req *control.ApprovalRequest) (approval.Answer, error) {
+		got = req
+		return approval.Answer{Allow: req.Command[0] == "sh"}, nil
+	})})
+	if err := sb.AskCommand(context.Background(), argv, r); err != nil || got == nil || got.Sandbox != sb || got.Process != nil ||
+		!strings.Contains(got.Rule, "rule 0") {
+		t.Fatalf("asked %+v: %v", got, err)
+	}
+	if err := sb.AskCommand(context.Background(), []string{"git", "push"}, pol.CheckArgv([]string{"git", "push"})); err == nil {
+		t.Fatal("a no allowed the command")
+	} else if _, ok := cmdpolicy.IsDenied(err); !ok {
+		t.Fatalf("not a policy refusal: %v", err)
+	}
+	none := open(t, h, control.SandboxSpec{ID: "none"})
+	if _, ok := cmdpolicy.IsDenied(none.AskCommand(context.Background(), argv, r)); !ok {
+		t.Fatal("no Approver: not refused")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
 	"github.com/gatebridge/gatebridge/gates"
 )
@@ -330,86 +332,91 @@ func (s *GateSet) List() ([]GateInfo, error) {
 	return out, nil
 }
 
-// Approver decides whether a gate that needs approval may run; a front
-// end implements it (JSON-RPC asks its client). A non-nil error is the
-// refusal the caller sees. ctx ends with cause ErrNoAnswer at
-// Options.ApprovalTimeout.
+// Approver asks about a call of a gate that needs approval, or a command
+// the command policy marks ask: a front end implements it (JSON-RPC asks
+// its client). It is an [approval.Approver] that also learns the sandbox
+// and the process the question comes from ([FromApproval] adapts a plain
+// one). The sandbox's decisions are made by the host's [approval.Decider]
+// (Options.Approvals): a deny, then a grant, then the gate's setting; the
+// Approver is asked only when that says ask, within approvals.timeout,
+// and an answer's grant is kept as a person's would be.
 type Approver interface {
-	Approve(ctx context.Context, req *ApprovalRequest) (Decision, error)
+	Ask(ctx context.Context, req *ApprovalRequest) (approval.Answer, error)
 }
 
-// Decision is an Approver's answer.
-type Decision int
-
-const (
-	Deny Decision = iota
-	Allow
-	// AllowForSandbox allows this call and every later one of the gate
-	// in the sandbox.
-	AllowForSandbox
-)
-
-// ApprovalRequest is one call of a gate that needs approval.
+// ApprovalRequest is one question: the gate call (or command) with its
+// offered grants, and where it comes from.
 type ApprovalRequest struct {
-	CallID  string
-	Gate    gates.Spec
-	Args    []string
+	*approval.Request
 	Sandbox *Sandbox
-	Process *Process // nil when unknown
+	Process *Process // nil when unknown (a command not yet started)
 }
 
-// ErrNoApprover refuses a gate that needs approval in a sandbox opened
-// without an Approver.
-var ErrNoApprover = errors.New("not approved: nothing here can approve this gate")
+// FromApproval is a as an Approver (it does not need the sandbox).
+func FromApproval(a approval.Approver) Approver { return plainApprover{a} }
+
+type plainApprover struct{ a approval.Approver }
+
+func (p plainApprover) Ask(ctx context.Context, req *ApprovalRequest) (approval.Answer, error) {
+	return p.a.Ask(ctx, req.Request)
+}
+
+// sandboxApprover asks sb's Approver about a call of process p.
+type sandboxApprover struct {
+	sb *Sandbox
+	p  *Process
+}
+
+func (a sandboxApprover) Ask(ctx context.Context, req *approval.Request) (approval.Answer, error) {
+	return a.sb.approver.Ask(ctx, &ApprovalRequest{Request: req, Sandbox: a.sb, Process: a.p})
+}
+
+// asker is the approval.Approver of a question from p in sb (nil when
+// sb has no Approver: the decider then denies, no one being there).
+func (sb *Sandbox) asker(p *Process) approval.Approver {
+	if sb.approver == nil {
+		return nil
+	}
+	return sandboxApprover{sb, p}
+}
 
 // approve is the approval hook of a session of sb.
 func (sb *Sandbox) approve(owner func() *Process) bridge.ApproveFunc {
-	o := sb.h.opts
 	return func(ctx context.Context, spec gates.Spec, req *bridge.Request) error {
+		g, err := sb.reg.Lookup(spec.Name)
+		if err != nil {
+			return err
+		}
 		p := owner()
 		var procID string
 		if p != nil {
 			procID = p.id
 		}
-		g := sb.set.lookup(spec.Name)
-		need := g != nil && g.approval || o.ApprovalGates[spec.Name]
-		if gate, err := sb.reg.Lookup(spec.Name); err == nil {
-			if a, ok := gate.(gates.Approver); ok && a.NeedsApproval() {
-				need = true
-			}
-		}
-		if !need {
-			return nil
-		}
-		sb.mu.Lock()
-		ok := sb.allowed[spec.Name]
-		sb.mu.Unlock()
-		if ok {
-			return nil
-		}
-		if sb.approver == nil {
-			return ErrNoApprover
-		}
-		actx, cancel := context.WithTimeoutCause(ctx, o.ApprovalTimeout, ErrNoAnswer)
-		defer cancel()
 		args := req.Args
 		if args == nil {
 			args = []string{}
 		}
-		d, err := sb.approver.Approve(actx, &ApprovalRequest{CallID: procID + ":" + req.ID, Gate: spec, Args: args, Sandbox: sb, Process: p})
-		switch {
-		case err != nil:
-			return err
-		case d == AllowForSandbox:
-			sb.mu.Lock()
-			sb.allowed[spec.Name] = true
-			sb.mu.Unlock()
-			return nil
-		case d == Allow:
-			return nil
-		}
-		return errors.New("denied")
+		return sb.h.decider.Decide(ctx, g, approval.Call{Gate: spec.Name, Args: args, Session: sb.session,
+			Workspace: sb.workspace, CallID: procID + ":" + req.ID, Approver: sb.asker(p)})
 	}
+}
+
+// AskCommand asks sb's Approver about argv, a command the command policy
+// marks ask (r, from Options.Approvals.Commands' CheckArgv or
+// CheckScript), before it starts: nil to start it, else the refusal (it
+// wraps r's *cmdpolicy.DeniedError). Bounded and recorded as gate
+// questions are (approvals.timeout, approvals.max_pending, the audit).
+func (sb *Sandbox) AskCommand(ctx context.Context, argv []string, r cmdpolicy.Result) error {
+	return sb.h.decider.DecideCommand(ctx, argv, r, sb.session, sb.asker(nil))
+}
+
+// ApprovalSetting implements gates.ApprovalSetter: a runtime gate
+// registered with approval asks.
+func (g *runtimeGate) ApprovalSetting() string {
+	if g.approval {
+		return gates.ApprovalAsk
+	}
+	return gates.ApprovalNever
 }
 
 // CheckGateName says whether name can be a gate's name.

@@ -3,6 +3,8 @@ package control
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +37,8 @@ type SandboxSpec struct {
 	// Gates are the runtime gates offered besides the built-in and
 	// configured ones (nil: none).
 	Gates *GateSet
-	// Approver decides on gates that need approval (nil: they are
+	// Approver is asked about gates that need approval and commands the
+	// command policy marks ask, when no grant settles them (nil: they are
 	// refused).
 	Approver Approver
 
@@ -57,6 +60,9 @@ type Sandbox struct {
 	kinds     map[string]string
 	set       *GateSet
 	approver  Approver
+	// session names the sandbox to the approval decider (its session
+	// grants and pending questions): unique in the process, unlike id.
+	session string
 	// dir is where process sessions are created ("": the bridge default);
 	// for a Starter the leased sessions root mounted into the sandbox.
 	dir     string
@@ -72,12 +78,18 @@ type Sandbox struct {
 	refilling bool
 	refills   sync.WaitGroup
 	procs     map[*Process]bool
-	commands  int             // started, for Options.MaxCommands
-	allowed   map[string]bool // gates approved for the sandbox's life
+	commands  int // started, for Options.MaxCommands
 
 	fsOnce sync.Once // FS
 	fs     *FS
 	fsErr  error
+}
+
+// newSessionKey is a sandbox's name for the approval decider.
+func newSessionKey() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "sb-" + hex.EncodeToString(b[:])
 }
 
 // ID is the sandbox's id.
@@ -141,9 +153,9 @@ func (h *Host) Open(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	sb := &Sandbox{h: h, id: spec.ID, workspace: spec.Workspace, writable: spec.Writable, env: spec.Env,
-		set: spec.Gates, approver: spec.Approver, ctx: sctx, cancel: cancel,
-		procs: map[*Process]bool{}, allowed: map[string]bool{}}
-	sb.closers = append(sb.closers, cancel)
+		set: spec.Gates, approver: spec.Approver, session: newSessionKey(), ctx: sctx, cancel: cancel,
+		procs: map[*Process]bool{}}
+	sb.closers = append(sb.closers, cancel, func() { h.decider.EndSession(sb.session) })
 	key := poolKey{backend: cmp.Or(spec.Backend, Auto), image: settings.Image, runtime: settings.Runtime,
 		workspace: spec.Workspace, writable: spec.Writable}
 	st := h.pool.take(key)

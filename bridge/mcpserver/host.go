@@ -266,7 +266,7 @@ func (s *Server) newHost(ctx context.Context, initialized func(context.Context, 
 	o := s.opts
 	h := &host{srv: s, opts: o, procs: map[string]*call{}, evicted: map[string]string{}}
 	sb, err := s.ctl.Open(ctx, control.SandboxSpec{ID: sandboxID, Backend: o.Backend, Workspace: o.Workspace,
-		Writable: o.Writable, Approver: approver{}})
+		Writable: o.Writable})
 	if err != nil {
 		return nil, openError(err)
 	}

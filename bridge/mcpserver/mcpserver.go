@@ -87,6 +87,9 @@ func New(opts Options) *Server {
 	o.Backend = cmp.Or(o.Backend, control.Auto)
 	c := o.Control
 	c.MaxRetainedBytes = retainedBytes
+	// The MCP server asks no one (elicitation is not wired): a gate that
+	// needs approval runs only with a grant (docs/approvals.md).
+	c.Approvals.NoOne = cmp.Or(c.Approvals.NoOne, "no one to ask over MCP (this server does not use elicitation)")
 	return &Server{opts: opts, ctl: control.New(c)}
 }
 

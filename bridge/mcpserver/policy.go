@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
-	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
@@ -33,14 +32,6 @@ func (h *host) checkPolicy(ctx context.Context, argv []string) error {
 func ask(_ context.Context, err error, what, otherwise string) error {
 	return &hinted{err, what + ", and this MCP server cannot ask anyone yet: " +
 		"`gatebridge grants add` will allow it ahead of time (once approvals land); until then " + otherwise}
-}
-
-// approver answers the gates that need approval: through ask.
-type approver struct{}
-
-func (approver) Approve(ctx context.Context, r *control.ApprovalRequest) (control.Decision, error) {
-	return control.Deny, toolError(ask(ctx, fmt.Errorf("gate %s needs a person's approval", r.Gate.Name),
-		"its config says approval: ask", "set its approval to never in the config to let it run unasked"))
 }
 
 // hinted is an error with a hint (internal/hint).

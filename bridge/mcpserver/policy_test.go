@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/internal/hint"
 )
@@ -78,7 +79,7 @@ func TestAskHint(t *testing.T) {
 // command's stderr names `gatebridge grants`.
 func TestMCPGateApprovalRefused(t *testing.T) {
 	c := testControl()
-	c.ApprovalGates = map[string]bool{"read_file": true}
+	c.Approvals.Settings = map[string]approval.Setting{"read_file": approval.Ask}
 	cs, ws := mcpSession(t, Options{Control: c}, nil)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("secret\n"), 0o644)
 	res, out := bash(t, cs, map[string]any{"command": "read_file f"})

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/lossless"
@@ -121,47 +123,120 @@ func gateDoc(s gates.Spec, kind string, schema json.RawMessage) GateDoc {
 	return GateDoc{Name: s.Name, Summary: s.Summary, Usage: s.Usage, Params: p, Stdin: s.Stdin.String(), Kind: kind, InputSchema: schema}
 }
 
-// approver asks the client (approval/request) before a gate that needs
-// approval runs.
+// approver asks the client (approval/request) about a call that needs
+// approval, for the host's decider (bridge/approval), which keeps the
+// grant an answer carries.
 type approver struct{ c *conn }
 
-func (a approver) Approve(ctx context.Context, r *control.ApprovalRequest) (control.Decision, error) {
+func (a approver) Ask(ctx context.Context, r *control.ApprovalRequest) (approval.Answer, error) {
 	c := a.c
 	var procID string
 	if r.Process != nil {
 		procID = r.Process.ID()
 	}
+	args := r.Args
+	if args == nil {
+		args = []string{}
+	}
+	offers := make([]ApprovalGrant, 0, len(r.Offers))
+	for _, g := range r.Offers {
+		offers = append(offers, grantOf(g))
+	}
 	m, err := c.request(ctx, MethodApprovalRequest, ApprovalRequestParams{CallID: r.CallID,
-		Gate: r.Gate.Name, Args: r.Args, ArgsBase64: lossless.List(r.Args), SandboxID: r.Sandbox.ID(), ProcessID: procID})
+		Gate: r.Gate, Args: args, ArgsBase64: lossless.List(args), SandboxID: r.Sandbox.ID(), ProcessID: procID,
+		Offers: offers, Rule: r.Rule, Command: r.Command, CommandBase64: lossless.List(r.Command)})
 	if err != nil {
 		var re *Error
 		switch {
 		case errors.As(err, &re):
-			return control.Deny, fmt.Errorf("not approved: the runtime answered with an error: %s", re.Message)
-		case errors.Is(context.Cause(ctx), control.ErrNoAnswer):
-			return control.Deny, fmt.Errorf("not approved: the runtime did not answer within %v", c.srv.opts.ApprovalTimeout)
+			return approval.Answer{}, fmt.Errorf("the runtime answered with an error: %s", re.Message)
 		case ctx.Err() != nil:
-			return control.Deny, context.Cause(ctx)
+			return approval.Answer{}, context.Cause(ctx) // the decider says which: timeout or withdrawn
 		case c.ctx.Err() != nil:
-			return control.Deny, errors.New("not approved: the runtime disconnected")
+			return approval.Answer{}, errors.New("the runtime disconnected")
 		}
-		return control.Deny, fmt.Errorf("not approved: %v", err)
+		return approval.Answer{}, err
 	}
 	var res ApprovalResult
 	if err := json.Unmarshal(m.Result, &res); err != nil {
-		return control.Deny, fmt.Errorf("not approved: the runtime's answer is not an approval: %v", err)
+		return approval.Answer{}, fmt.Errorf("the runtime's answer is not an approval: %v", err)
 	}
+	ans := approval.Answer{By: approval.ByRuntime, ConnectionOnly: res.ConnectionOnly}
 	switch res.Decision {
 	case DecisionAllow:
-		return control.Allow, nil
-	case DecisionAllowForSession:
-		return control.AllowForSandbox, nil
-	case DecisionDeny:
-		if res.Reason != "" {
-			return control.Deny, fmt.Errorf("denied by the runtime: %s", res.Reason)
+		ans.Allow = true
+		if res.Grant != nil {
+			g, err := res.Grant.grant(r.Gate, r.Workspace)
+			if err != nil {
+				return approval.Answer{}, fmt.Errorf("the runtime's grant: %v", err)
+			}
+			ans.Grant = &g
 		}
-		return control.Deny, errors.New("denied by the runtime")
+	case DecisionAllowForSession:
+		// The session offer: any arguments, for the sandbox's life.
+		ans.Allow, ans.Grant = true, &approval.Grant{Gate: r.Gate, AnyArgs: true, Lifetime: approval.LifeSession}
+	case DecisionDeny:
+		ans.Reason = "denied by the runtime"
+		if res.Reason != "" {
+			ans.Reason += ": " + res.Reason
+		}
 	default:
-		return control.Deny, fmt.Errorf("not approved: unknown decision %q (want allow, deny or allowForSession)", res.Decision)
+		return approval.Answer{}, fmt.Errorf("unknown decision %q (want allow, deny or allowForSession)", res.Decision)
 	}
+	return ans, nil
+}
+
+// grantOf is g in the protocol.
+func grantOf(g approval.Grant) ApprovalGrant {
+	out := ApprovalGrant{Gate: g.Gate, Lifetime: string(g.Lifetime), Workspace: g.Workspace, Description: g.Describe()}
+	switch {
+	case g.AnyArgs:
+		out.Scope = ScopeAny
+	case g.Patterns != nil:
+		out.Scope, out.Patterns = ScopePatterns, g.Patterns
+	default:
+		out.Scope, out.Exact, out.ExactBase64 = ScopeExact, g.Exact, lossless.List(g.Exact)
+	}
+	if !g.Expires.IsZero() {
+		out.ExpiresMs = g.Expires.UnixMilli()
+	}
+	return out
+}
+
+// grant is the grant an answer gives for a call of gate: its workspace
+// is the call's (a client answers about this call, not another
+// workspace's), its session the sandbox's.
+func (p *ApprovalGrant) grant(gate, workspace string) (approval.Grant, error) {
+	if p.Gate != gate {
+		return approval.Grant{}, fmt.Errorf("it is for gate %s, not %s", lossless.Quote(p.Gate), lossless.Quote(gate))
+	}
+	g := approval.Grant{Gate: p.Gate, Lifetime: approval.Lifetime(p.Lifetime)}
+	switch p.Lifetime {
+	case string(approval.LifeWorkspace):
+		g.Workspace = workspace
+	case string(approval.LifeSession), string(approval.LifeAlways):
+	default:
+		return g, fmt.Errorf("lifetime %q: want session, workspace or always", p.Lifetime)
+	}
+	switch p.Scope {
+	case ScopeAny:
+		g.AnyArgs = true
+	case ScopePatterns:
+		if len(p.Patterns) == 0 {
+			return g, errors.New(`scope "patterns" needs patterns`)
+		}
+		g.Patterns = p.Patterns
+	case ScopeExact:
+		exact, err := lossless.Strings(p.Exact, p.ExactBase64)
+		if err != nil {
+			return g, fmt.Errorf("exactBase64: %v", err)
+		}
+		g.Exact = append([]string{}, exact...)
+	default:
+		return g, fmt.Errorf("scope %q: want exact, patterns or any", p.Scope)
+	}
+	if p.ExpiresMs > 0 {
+		g.Expires = time.UnixMilli(p.ExpiresMs).UTC()
+	}
+	return g, g.Validate()
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
@@ -70,9 +71,13 @@ type Options struct {
 	// DefaultWorkspace is the workspace gate/list describes the gates for
 	// (before any sandbox is open); "" means the current directory.
 	DefaultWorkspace string
-	// ApprovalGates are configured gates that need the client's approval
-	// (approval: ask), by name.
-	ApprovalGates map[string]bool
+	// Approvals configure the server's one approval decider
+	// (bridge/approval, control.Options.Approvals): approvals.timeout
+	// (also the approval/request deadline) and max_pending, the grants
+	// store, the gates' settings by name, the command policy checked at
+	// each gate call, the audit of decisions. Each connection's client
+	// is asked (approval/request).
+	Approvals approval.Config
 	// Bridge is the template of every process's session: Dir, Limits,
 	// Watch, Audit, Logf. Gates and Approve are set per process.
 	Bridge bridge.Config
@@ -98,7 +103,6 @@ type Options struct {
 	MaxReplayBytes   int64
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // gate/call deadline without timeoutMs
-	ApprovalTimeout  time.Duration
 	// Pool is the warm pool of the server's control plane (zero: none):
 	// sandboxes started ahead of sandbox/open. They take no slot of
 	// MaxSandboxes until a sandbox/open takes one. Close stops them.
@@ -130,7 +134,7 @@ func NewServer(opts Options) *Server {
 	setDefault(&o.MaxReplayBytes, DefaultMaxReplayBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
-	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -145,12 +149,16 @@ func NewServer(opts Options) *Server {
 // o: what a front end that calls bridge/control directly (the MCP server)
 // builds from the same configuration.
 func (o Options) ControlOptions() control.Options {
-	return control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
+	c := control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
 		HowLocal: `pass backend "local" (no isolation)`,
-		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
+		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, Approvals: o.Approvals,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Pool: o.Pool, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf,
-		Policy: o.Policy, MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
+		GateTimeout: o.GateTimeout, Pool: o.Pool, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf,
+		MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
+	if c.Approvals.Commands == nil {
+		c.Approvals.Commands = o.Policy
+	}
+	return c
 }
 
 // Close stops the sandboxes of the server's warm pool (Options.Pool);
@@ -175,7 +183,7 @@ func (s *Server) limits() ConnLimits {
 		MaxMessageBytes: o.MaxMessageBytes, MaxSandboxes: o.MaxSandboxes, MaxProcesses: o.MaxProcesses,
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
-		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		ApprovalTimeoutMs: o.Approvals.Timeout.Milliseconds(),
 		MaxCommandBytes:   s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
 		MaxFsChunkBytes: fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.MaxFileBytes, gates.DefaultMaxFileBytes),
 	}

@@ -382,7 +382,45 @@ type ApprovalRequestParams struct {
 	ArgsBase64 [][]byte `json:"argsBase64,omitempty"`
 	SandboxID  string   `json:"sandboxId"`
 	ProcessID  string   `json:"processId"`
+	// Offers are the grants the answer may give besides this call,
+	// narrowest first (absent from an older server).
+	Offers []ApprovalGrant `json:"offers,omitempty"`
+	// Rule, when the command policy (policy.commands) is what asks, says
+	// which rule (or default, or unknown).
+	Rule string `json:"rule,omitempty"`
+	// Command, when set, is a command the command policy asks about
+	// before it starts (gate is then "", args [] and offers absent):
+	// allow or deny it; nothing is kept.
+	Command       []string `json:"command,omitempty"`
+	CommandBase64 [][]byte `json:"commandBase64,omitempty"`
 }
+
+// ApprovalGrant is a grant in approval/request's offers and in an
+// answer's grant: the gate, a scope, a lifetime, an optional expiry.
+type ApprovalGrant struct {
+	Gate string `json:"gate"`
+	// Scope is "exact" (Exact, ExactBase64), "patterns" (Patterns) or
+	// "any" (whatever the gate's policy allows).
+	Scope       string   `json:"scope"`
+	Exact       []string `json:"exact,omitempty"`
+	ExactBase64 [][]byte `json:"exactBase64,omitempty"`
+	Patterns    []string `json:"patterns,omitempty"`
+	// Lifetime is "session", "workspace" or "always".
+	Lifetime  string `json:"lifetime"`
+	Workspace string `json:"workspace,omitempty"`
+	// ExpiresMs, when set, is the Unix time in milliseconds it ends.
+	ExpiresMs int64 `json:"expiresMs,omitempty"`
+	// Description says in words what it allows (offers; ignored in an
+	// answer).
+	Description string `json:"description,omitempty"`
+}
+
+// Grant scopes.
+const (
+	ScopeExact    = "exact"
+	ScopePatterns = "patterns"
+	ScopeAny      = "any"
+)
 
 // ExactArgs are the caller's arguments byte for byte.
 func (p *ApprovalRequestParams) ExactArgs() ([]string, error) {
@@ -400,6 +438,14 @@ const (
 type ApprovalResult struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"` // shown to the caller on deny
+	// Grant, with allow, is a grant to keep (one of the offers, or one
+	// of the client's making for this gate): a session grant for the
+	// sandbox's life, a workspace or always grant in the server's grants
+	// file, as the person's own.
+	Grant *ApprovalGrant `json:"grant,omitempty"`
+	// ConnectionOnly keeps Grant for the sandbox's life only, whatever
+	// its lifetime: nothing is written to the grants file.
+	ConnectionOnly bool `json:"connectionOnly,omitempty"`
 }
 
 // CancelParams are the params of $/cancelRequest.

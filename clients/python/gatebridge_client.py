@@ -119,6 +119,8 @@ __all__ = [
     "GateCall",
     "GateResult",
     "ApprovalRequest",
+    "ApprovalAnswer",
+    "Grant",
     "GatebridgeError",
     "ConnectionClosedError",
     "ParseError",
@@ -180,7 +182,7 @@ Data = Union[bytes, bytearray, memoryview, str]
 Command = Union[str, Sequence[str]]
 OutputCallback = Callable[[str, bytes], None]
 GateFunction = Callable[["GateCall"], Any]
-ApprovalDecision = Union[str, bool, Tuple[str, str]]
+ApprovalDecision = Union[str, bool, Tuple[str, str], "Grant", "ApprovalAnswer"]
 ApprovalCallback = Callable[["ApprovalRequest"], ApprovalDecision]
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -614,13 +616,109 @@ class GateCall:
             return True
 
 
+def _wire_list(ss: Sequence[str]) -> Tuple[List[str], Optional[List[Optional[str]]]]:
+    """A list of exact strings as a field and its base64 sibling (``None``
+    when every element is UTF-8; else ``null`` for those that are)."""
+    out: List[str] = []
+    b64: List[Optional[str]] = []
+    odd = False
+    for s in ss:
+        raw = _raw(s)
+        try:
+            out.append(raw.decode("utf-8"))
+            b64.append(None)
+        except UnicodeDecodeError:
+            out.append(raw.decode("utf-8", "replace"))
+            b64.append(_b64(raw))
+            odd = True
+    return out, (b64 if odd else None)
+
+
+class Grant:
+    """A grant: calls of ``gate`` that run without asking. ``scope`` is
+    ``"exact"`` (exactly the arguments ``exact``), ``"patterns"`` (as many
+    arguments as ``patterns``, each matching its RE2 pattern in full) or
+    ``"any"`` (whatever the gate's own policy allows); ``lifetime`` is
+    ``"session"`` (the sandbox's life), ``"workspace"`` (sandboxes of the
+    call's workspace) or ``"always"``; ``expires_ms`` (Unix ms) ends it.
+    ``description`` says in words what it allows (offers only). The
+    server offers some with every :class:`ApprovalRequest` (``offers``);
+    the approval callback may return one (or one of its own) to keep it:
+    a workspace or always grant goes into the server's grants file, as a
+    person's own (``gatebridge grants ls`` lists it)."""
+
+    def __init__(
+        self,
+        gate: str,
+        scope: str,
+        lifetime: str = "session",
+        exact: Optional[Sequence[str]] = None,
+        patterns: Optional[Sequence[str]] = None,
+        workspace: str = "",
+        expires_ms: int = 0,
+        description: str = "",
+    ) -> None:
+        self.gate = gate
+        self.scope = scope
+        self.lifetime = lifetime
+        self.exact: Optional[List[str]] = None if exact is None else list(exact)
+        self.patterns: Optional[List[str]] = None if patterns is None else list(patterns)
+        self.workspace = workspace
+        self.expires_ms = expires_ms
+        self.description = description
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> "Grant":
+        scope = str(d.get("scope", ""))
+        exact = _exact_list(d.get("exact"), d.get("exactBase64")) if scope == "exact" else None
+        return cls(str(d.get("gate", "")), scope, str(d.get("lifetime", "")), exact=exact,
+                   patterns=d.get("patterns") if scope == "patterns" else None,
+                   workspace=str(d.get("workspace", "")), expires_ms=int(d.get("expiresMs") or 0),
+                   description=str(d.get("description", "")))
+
+    def to_wire(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"gate": self.gate, "scope": self.scope, "lifetime": self.lifetime}
+        if self.exact is not None:
+            d["exact"], b64 = _wire_list(self.exact)
+            if b64 is not None:
+                d["exactBase64"] = b64
+        if self.patterns is not None:
+            d["patterns"] = list(self.patterns)
+        if self.workspace:
+            d["workspace"] = self.workspace
+        if self.expires_ms:
+            d["expiresMs"] = self.expires_ms
+        return d
+
+    def __repr__(self) -> str:
+        return "Grant(%r)" % (self.description or self.to_wire(),)
+
+
+class ApprovalAnswer:
+    """An approval callback's full answer: ``decision`` (``"allow"``,
+    ``"deny"`` or ``"allowForSession"``), the ``reason`` shown on deny, a
+    ``grant`` to keep with allow, and ``connection_only`` to keep it for
+    the sandbox only (nothing goes into the grants file)."""
+
+    def __init__(self, decision: str = "allow", reason: str = "", grant: Optional[Grant] = None,
+                 connection_only: bool = False) -> None:
+        self.decision = decision
+        self.reason = reason
+        self.grant = grant
+        self.connection_only = connection_only
+
+
 class ApprovalRequest:
-    """The server asks whether a gate registered with ``approval=True`` may
-    run. The callback returns ``"allow"``, ``"deny"`` or
+    """The server asks whether a gate that needs approval may run (one
+    registered with ``approval=True``, a configured gate with ``approval:
+    ask``, or one the command policy marks ask: ``rule`` then says which
+    rule). The callback returns ``"allow"``, ``"deny"`` or
     ``"allowForSession"`` (allow this gate for the rest of the sandbox's
-    life), a bool (True: allow), or a ``(decision, reason)`` tuple (the
-    reason is shown to the caller on deny). ``args`` are exact, as in
-    :class:`GateCall` (``args_bytes`` gives the bytes)."""
+    life), a bool (True: allow), a ``(decision, reason)`` tuple (the
+    reason is shown to the caller on deny), a :class:`Grant` (allow, and
+    keep the grant: one of ``offers``, or see :meth:`offer`), or an
+    :class:`ApprovalAnswer`. ``args`` are exact, as in :class:`GateCall`
+    (``args_bytes`` gives the bytes)."""
 
     def __init__(self, client: "Client", request_id: Any, params: Mapping[str, Any]) -> None:
         self.client = client
@@ -630,7 +728,19 @@ class ApprovalRequest:
         self.args: List[str] = _exact_list(params.get("args"), params.get("argsBase64"))
         self.sandbox_id: str = str(params.get("sandboxId", ""))
         self.process_id: str = str(params.get("processId", ""))
+        #: The grants the answer may give, narrowest first (empty from a
+        #: server before grants).
+        self.offers: List[Grant] = [Grant.from_wire(o) for o in (params.get("offers") or [])]
+        #: What in the command policy asks, when it is what asks.
+        self.rule: str = str(params.get("rule", ""))
         self.cancelled = threading.Event()
+
+    def offer(self, lifetime: str, scope: Optional[str] = None) -> Optional[Grant]:
+        """The first offer with this lifetime (and scope), or None."""
+        for o in self.offers:
+            if o.lifetime == lifetime and (scope is None or o.scope == scope):
+                return o
+        return None
 
     def __repr__(self) -> str:
         return "ApprovalRequest(gate=%r, args=%r, process_id=%r)" % (self.gate, self.args, self.process_id)
@@ -1534,6 +1644,13 @@ class Client:
             else:
                 decision = cb(req)
             reason = ""
+            grant: Optional[Grant] = None
+            connection_only = False
+            if isinstance(decision, Grant):
+                decision, grant = "allow", decision
+            elif isinstance(decision, ApprovalAnswer):
+                decision, reason, grant, connection_only = (decision.decision, decision.reason, decision.grant,
+                                                            decision.connection_only)
             if isinstance(decision, tuple):
                 decision, reason = decision[0], str(decision[1]) if len(decision) > 1 else ""
             if isinstance(decision, bool):
@@ -1543,6 +1660,10 @@ class Client:
             result: Dict[str, Any] = {"decision": decision}
             if reason:
                 result["reason"] = reason
+            if grant is not None and decision == "allow":
+                result["grant"] = grant.to_wire()
+                if connection_only:
+                    result["connectionOnly"] = True
             self._respond(req.request_id, result)
         except Exception as e:  # noqa: BLE001 - the gate is then not run
             self._respond(req.request_id, error=GatebridgeError(GATE_FAILED, "%s: %s" % (type(e).__name__, e)))

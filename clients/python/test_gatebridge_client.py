@@ -42,6 +42,7 @@ from gatebridge_client import (  # noqa: E402
     METHOD_NOT_FOUND,
     UNAUTHORIZED,
     UNAVAILABLE,
+    ApprovalAnswer,
     ApprovalRequest,
     Client,
     ConnectionClosedError,
@@ -595,6 +596,38 @@ class BackendTests:
         self.assertEqual([(a.gate, a.args) for a in asked], [(name, ["yes"]), (name, ["no"]), (once, [])])
         self.assertEqual(asked[0].sandbox_id, self.sb.id)
         self.assertTrue(asked[0].process_id)
+
+    def test_approval_grants(self) -> None:
+        """The callback sees the offered grants and may return one: an
+        always grant is kept in the server's grants file and used next
+        time without asking; a connection-only one is used within the
+        sandbox but not written to the file."""
+        name = self.gate_name("grantgate")
+        asked: List[ApprovalRequest] = []
+
+        def on_approval(req: ApprovalRequest) -> Any:
+            asked.append(req)
+            if req.args == ["keep"]:
+                return req.offer("always", "exact")
+            if req.args == ["conn"]:
+                return ApprovalAnswer("allow", grant=req.offer("always", "exact"), connection_only=True)
+            return ("deny", "not that")
+
+        self.client.on_approval = on_approval
+        self.addCleanup(setattr, self.client, "on_approval", None)
+        self.client.register_gate(name, lambda call: "ran:%s\n" % call.args[0], approval=True)
+        r = self.sb.run("%(g)s keep; %(g)s keep; %(g)s conn; %(g)s conn; %(g)s other; echo rc=$?" % {"g": name})
+        self.assertEqual(r.stdout, b"ran:keep\nran:keep\nran:conn\nran:conn\nrc=126\n", r)
+        self.assertEqual([a.args for a in asked], [["keep"], ["conn"], ["other"]])
+        first = asked[0].offers[0]
+        self.assertEqual((first.scope, first.lifetime), ("any", "session"))
+        self.assertIn(name, first.description)
+        self.assertEqual(asked[0].offer("always", "exact").exact, ["keep"])
+        with open(os.path.join(_CONFIG_HOME, "gatebridge", "grants.yaml")) as f:
+            stored = f.read()
+        self.assertIn(name, stored)
+        self.assertIn("keep", stored)
+        self.assertNotIn("conn", stored)
 
     def test_approval_without_callback_denies(self) -> None:
         name = self.gate_name("guarded")

@@ -173,8 +173,34 @@ export declare class GateCall extends Call {
   writeStderr(data: Data): boolean;
 }
 
+/** A grant: calls of gate that run without asking (docs/jsonrpc.md,
+ * approval/request). A workspace or always grant the answer gives is kept
+ * in the server's grants file, as a person's own. */
+export interface Grant {
+  gate: string;
+  /** exact: these arguments; patterns: one anchored RE2 pattern per argument; any: whatever the gate's policy allows. */
+  scope: "exact" | "patterns" | "any";
+  exact?: string[];
+  /** Present when an element of exact is not UTF-8: its bytes in base64, null for the others. */
+  exactBase64?: (string | null)[];
+  patterns?: string[];
+  lifetime: "session" | "workspace" | "always";
+  workspace?: string;
+  /** Unix time in milliseconds when it ends. */
+  expiresMs?: number;
+  /** What it allows, in words (offers only). */
+  description?: string;
+}
+
 /** The server asks whether a gate that needs approval may run. */
-export declare class ApprovalRequest extends Call {}
+export declare class ApprovalRequest extends Call {
+  /** The grants the answer may give, narrowest first (empty from a server before grants). */
+  readonly offers: Grant[];
+  /** What in the command policy asks, when it is what asks ("" otherwise). */
+  readonly rule: string;
+  /** The first offer with this lifetime (and scope). */
+  offer(lifetime: Grant["lifetime"], scope?: Grant["scope"]): Grant | undefined;
+}
 
 /** What a gate function returns: stdout (exit 0), an exit code, or all three. */
 export type GateReturn =
@@ -183,7 +209,9 @@ export type GateReturn =
   | [number, (Data | null)?, (Data | null)?];
 export type GateFunction = (call: GateCall) => GateReturn | Promise<GateReturn>;
 
-export type ApprovalDecision = Decision | boolean | [Decision, string] | { decision: Decision; reason?: string };
+export type ApprovalDecision =
+  | Decision | boolean | [Decision, string] | Grant
+  | { decision: Decision; reason?: string; grant?: Grant; connectionOnly?: boolean };
 export type ApprovalCallback = (req: ApprovalRequest) => ApprovalDecision | Promise<ApprovalDecision>;
 
 export interface GateOptions {

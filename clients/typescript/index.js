@@ -313,8 +313,27 @@ export class GateCall extends Call {
   }
 }
 
-/** The server asks whether a gate registered with approval may run. */
-export class ApprovalRequest extends Call {}
+/** The server asks whether a gate that needs approval may run (one
+ * registered with approval, a configured gate with approval: ask, or one
+ * the command policy marks ask: rule then says which rule). offers are the
+ * grants the answer may give, narrowest first, as the protocol has them
+ * ({gate, scope, exact, exactBase64, patterns, lifetime, workspace,
+ * expiresMs, description}); the callback may return one (allow and keep
+ * it) or {decision: "allow", grant, connectionOnly}. */
+export class ApprovalRequest extends Call {
+  /** @param {Client} client @param {unknown} requestId @param {any} params */
+  constructor(client, requestId, params) {
+    super(client, requestId, params);
+    /** @type {any[]} */
+    this.offers = Array.isArray(params.offers) ? params.offers : [];
+    /** @type {string} */ this.rule = String(params.rule ?? "");
+  }
+  /** The first offer with this lifetime (and scope), or undefined.
+   * @param {string} lifetime @param {string} [scope] */
+  offer(lifetime, scope) {
+    return this.offers.find((o) => o && o.lifetime === lifetime && (scope === undefined || o.scope === scope));
+  }
+}
 
 /** What a gate function returned → [exitCode, stdout, stderr].
  * @param {unknown} ret @returns {[number, Buffer, Buffer]} */
@@ -790,8 +809,14 @@ export class Client {
         ? await this.onApproval(req)
         : ["deny", "no approval callback in this runtime (Client.start({onApproval}))"];
       let reason = "";
+      /** @type {any} */
+      let grant;
+      let connectionOnly = false;
       if (Array.isArray(decision)) [decision, reason = ""] = decision;
-      else if (decision && typeof decision === "object") ({ decision, reason = "" } = decision);
+      else if (decision && typeof decision === "object" && !("decision" in decision) && "scope" in decision) {
+        grant = decision; // a grant: allow, and keep it
+        decision = "allow";
+      } else if (decision && typeof decision === "object") ({ decision, reason = "", grant, connectionOnly = false } = decision);
       if (typeof decision === "boolean") decision = decision ? "allow" : "deny";
       if (!DECISIONS.includes(decision)) {
         throw new TypeError(`approval callback returned ${JSON.stringify(decision)}: want one of ${DECISIONS.join(", ")}`);
@@ -799,6 +824,11 @@ export class Client {
       /** @type {any} */
       const result = { decision };
       if (reason) result.reason = String(reason);
+      if (grant && decision === "allow") {
+        const { description, ...wire } = grant; // description is the server's
+        result.grant = wire;
+        if (connectionOnly) result.connectionOnly = true;
+      }
       this._respond(req.requestId, result);
     } catch (e) {
       const ex = /** @type {any} */ (e);

@@ -35,14 +35,21 @@ func newRunApprovals(cfg *Config, reg *gates.Registry, workspace string, local b
 	if err := store.Inside(workspace); err != nil {
 		return nil, nil, err
 	}
-	settings := approvalSettings(cfg)
 	note := ""
 	if local {
 		note = approval.LocalNote
 	}
-	d, term := approval.WithTerminal(approval.Config{Timeout: cfg.Approvals.Timeout, MaxPending: cfg.Approvals.MaxPending,
-		Store: store, Settings: settings, Record: func(r approval.Record) { auditLine(audit, r) }, Redact: cfg.secrets.Redactor().String}, reg, note)
+	d, term := approval.WithTerminal(approvalConfig(cfg, store, audit), reg, note)
 	return d, term, nil
+}
+
+// approvalConfig is the approval decider's config (run, sandbox exec,
+// serve): approvals.*, the gates' settings, the command policy (checked
+// again at each gate call), the audit log.
+func approvalConfig(cfg *Config, store *approval.Store, audit io.Writer) approval.Config {
+	return approval.Config{Timeout: cfg.Approvals.Timeout, MaxPending: cfg.Approvals.MaxPending,
+		Store: store, Settings: approvalSettings(cfg), Commands: cfg.policy,
+		Record: func(r approval.Record) { auditLine(audit, r) }, Redact: cfg.secrets.Redactor().String}
 }
 
 // approvalSettings are the settings of command and http gates, by name

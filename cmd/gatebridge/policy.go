@@ -2,12 +2,14 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 )
@@ -47,30 +49,29 @@ func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
 }
 
 // checkCommandPolicy decides argv before anything starts (run, sandbox
-// exec): nil to go on, else the refusal (exit 126; a command over
-// sandbox.max_command_bytes: 125).
-func checkCommandPolicy(cfg *Config, argv []string) error {
+// exec): a deny is the refusal (exit 126; a command over
+// sandbox.max_command_bytes: 125); an ask is returned, for
+// askCommandPolicy once the terminal is open.
+func checkCommandPolicy(cfg *Config, argv []string) (cmdpolicy.Result, error) {
 	if err := control.CheckCommandSize(argv, cmp.Or(cfg.Sandbox.MaxCommandBytes, control.DefaultMaxCommandBytes)); err != nil {
-		return &usageError{err}
+		return cmdpolicy.Result{}, &usageError{err}
 	}
 	r := cfg.policy.CheckArgv(argv)
-	switch r.Decision {
-	case cmdpolicy.Allow:
-		return nil
-	case cmdpolicy.Ask:
-		return askCommandPolicy(r)
+	if r.Decision == cmdpolicy.Deny {
+		return r, r.Err()
 	}
-	return r.Err()
+	return r, nil
 }
 
-// askCommandPolicy is where a person is asked about a command the policy
-// marks ask. APPROVAL FRONT END GOES HERE: until the terminal prompt of
-// issue 29 (the approval package) replaces this function, ask is a
-// refusal whose hint says an approval front end is needed.
-func askCommandPolicy(r cmdpolicy.Result) error {
-	return withHint(r.Err(), "this command needs approval (policy.commands says ask), and gatebridge run cannot ask yet: "+
-		"an approval front end is needed (gatebridge serve's client, later a terminal prompt); "+
-		"`gatebridge policy check` shows the rule; change it to allow in the config to run the command")
+// askCommandPolicy asks the person at the controlling terminal about
+// argv when the policy said ask (r), with the approval prompt (the
+// command, the rule; y/n): nil to run it, else the refusal (exit 126; no
+// terminal: at once, with a hint).
+func askCommandPolicy(ctx context.Context, d *approval.Decider, argv []string, r cmdpolicy.Result) error {
+	if r.Decision != cmdpolicy.Ask {
+		return nil
+	}
+	return d.DecideCommand(ctx, argv, r, "run", nil)
 }
 
 func newPolicyCmd(a *app) *cobra.Command {

@@ -139,7 +139,8 @@ type jsonResult struct {
 func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	cfg := a.cfg
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if err := checkCommandPolicy(cfg, args); err != nil { // before anything starts
+	policy, err := checkCommandPolicy(cfg, args) // before anything starts
+	if err != nil {
 		return err
 	}
 	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
@@ -196,6 +197,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	if term != nil {
 		defer term.Close()
+	}
+	if err := askCommandPolicy(ctx, decider, args, policy); err != nil {
+		return err
 	}
 	var sessID string // set once the session is open, before any call
 	bcfg := bridge.Config{

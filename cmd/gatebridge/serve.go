@@ -253,11 +253,10 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
-	approval := map[string]bool{}
-	for _, c := range cfg.Gates.Commands {
-		if c.Approval == "ask" {
-			approval[c.Name] = true
-		}
+	store, err := grantsStore(cfg)
+	if err != nil {
+		closeAudit()
+		return rpc.Options{}, nil, err
 	}
 	return rpc.Options{
 		Backends:         a.backends,
@@ -269,8 +268,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
-		ApprovalGates:   approval,
-		ApprovalTimeout: cfg.Approvals.Timeout,
+		Approvals: approvalConfig(cfg, store, audit),
 		Bridge: bridge.Config{
 			Dir:            cfg.Bridge.SessionDir,
 			Limits:         limitsOf(cfg),
@@ -313,6 +311,11 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 		return fspath.Within(abs, workspace)
 	}
 	if err := checkWorkspacePath(workspace); err != nil {
+		return err
+	}
+	if store, err := grantsStore(cfg); err != nil {
+		return err
+	} else if err := store.Inside(workspace); err != nil {
 		return err
 	}
 	if inside(cfg.configFile) {

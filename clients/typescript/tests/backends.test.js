@@ -14,7 +14,7 @@ import {
   UnavailableError,
 } from "../index.js";
 import {
-  REQUIRED, Recorder, WAIT, backendWanted, deferred, newClient, openExtra, pidAlive, pidsWith, rmrf, uniq, withTimeout,
+  REQUIRED, Recorder, WAIT, backendWanted, configHome, deferred, newClient, openExtra, pidAlive, pidsWith, rmrf, uniq, withTimeout,
   workspace,
 } from "./helpers.js";
 
@@ -302,6 +302,31 @@ for (const backend of ["local", "bwrap", "docker"]) {
         assert.match(no.stderrText, /needs a human/);
         assert.equal(ran, 1, "a denied gate ran");
         assert.deepEqual(asked, [[name, ["staging"]], [name, ["production"]]]);
+      } finally {
+        env.approvals.pop();
+      }
+    });
+
+    test("approvals: the handler sees the offers and may return a grant (kept, or for the connection only)", async () => {
+      const asked = [];
+      env.approvals.push(async (req) => {
+        asked.push(req);
+        if (req.args[0] === "keep") return req.offer("always", "exact");
+        if (req.args[0] === "conn") return { decision: "allow", grant: req.offer("always", "exact"), connectionOnly: true };
+        return ["deny", "not that"];
+      });
+      try {
+        const name = await gate("granted", (call) => `ran:${call.args[0]}\n`, { approval: true });
+        const r = await sb.run(`${name} keep; ${name} keep; ${name} conn; ${name} conn; ${name} other; echo rc=$?`);
+        assert.equal(r.stdoutText, "ran:keep\nran:keep\nran:conn\nran:conn\nrc=126\n");
+        assert.deepEqual(asked.map((a) => a.args), [["keep"], ["conn"], ["other"]]);
+        assert.equal(asked[0].offers[0].scope, "any");
+        assert.equal(asked[0].offers[0].lifetime, "session");
+        assert.match(asked[0].offers[0].description, new RegExp(name));
+        const stored = readFileSync(join(configHome, "gatebridge", "grants.yaml"), "utf8");
+        assert.match(stored, new RegExp(name));
+        assert.match(stored, /keep/);
+        assert.doesNotMatch(stored, /conn/);
       } finally {
         env.approvals.pop();
       }

@@ -32,7 +32,8 @@ try {
   throw new Error(`no gatebridge binary at ${BIN}: run \`make build\`, or set GATEBRIDGE_BIN`);
 }
 
-const configHome = mkdtempSync(join(tmpdir(), "gb-jsclient-cfg-"));
+/** The servers' XDG_CONFIG_HOME (their grants file is under it). */
+export const configHome = mkdtempSync(join(tmpdir(), "gb-jsclient-cfg-"));
 process.on("exit", () => rmSync(configHome, { recursive: true, force: true }));
 
 /** The server's environment: no user config file (hermetic tests). */

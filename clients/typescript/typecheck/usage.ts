@@ -4,10 +4,16 @@
 import {
   Client, ConnectionClosedError, GatebridgeError, GateCall, InvalidParamsError, RunResult, UNAUTHORIZED, Chunk,
 } from "../index.js";
+import type { Grant } from "../index.js";
 
 async function use(): Promise<number> {
   const client = await Client.start({
-    onApproval: async (req) => (req.gate === "deploy" ? ["deny", "not now"] : "allow"),
+    onApproval: async (req) => {
+      if (req.gate === "deploy") return ["deny", "not now"];
+      const g: Grant | undefined = req.offer("workspace", "exact");
+      if (g && req.rule === "") return req.offers.length > 1 ? g : { decision: "allow", grant: g, connectionOnly: true };
+      return "allow";
+    },
     stderr: "ignore",
   });
   await client.registerGate("lookup", async (call: GateCall) => {
