@@ -37,19 +37,19 @@ const (
 // exact bytes of every such argument (nil for the others; no ArgsBase64
 // when all are UTF-8): the one rule of docs/json.md.
 type CallRecord struct {
-	ID         string        `json:"id"`
-	Gate       string        `json:"gate"`
-	Args       []string      `json:"args"` // capped: 64 args of 256 bytes each
-	ArgsBase64 [][]byte      `json:"args_base64,omitempty"`
-	ExitCode   int           `json:"exit_code"`
-	Decision   Decision      `json:"decision"`
+	ID         string   `json:"id"`
+	Gate       string   `json:"gate"`
+	Args       []string `json:"args"` // capped: 64 args of 256 bytes each
+	ArgsBase64 [][]byte `json:"args_base64,omitempty"`
+	ExitCode   int      `json:"exit_code"`
+	Decision   Decision `json:"decision"`
 	// DecidedBy says who decided a call of a gate that needs approval,
 	// when the approval hook says ([NoteDecidedBy]; bridge/approval's
 	// By: "person", "runtime", "grant", "config", "policy", "timeout",
 	// "limit", "canceled", "no_one"); "" when no one was asked.
 	DecidedBy string        `json:"decided_by,omitempty"`
-	Start      time.Time     `json:"-"`
-	Duration   time.Duration `json:"-"`
+	Start     time.Time     `json:"-"`
+	Duration  time.Duration `json:"-"`
 	// DurationMS is Duration in milliseconds (for JSON).
 	DurationMS float64 `json:"duration_ms"`
 	BytesIn    int64   `json:"bytes_in"`  // args + stdin

@@ -71,7 +71,10 @@ type Options struct {
 	MaxRetainedBytes int64
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // a runtime gate's answer, without its own
-	ApprovalTimeout  time.Duration
+	// MaxGateCalls caps the gate-call records a process's exit carries
+	// (Exit.GateCalls; the rest counted in Exit.GateCallsDropped).
+	MaxGateCalls    int
+	ApprovalTimeout time.Duration
 	// Logf receives log lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -89,6 +92,7 @@ func New(opts Options) *Host {
 	o := &opts
 	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
+	setDefault(&o.MaxGateCalls, DefaultMaxGateCalls)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
 	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
 	if o.Backends == nil {

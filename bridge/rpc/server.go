@@ -92,6 +92,7 @@ type Options struct {
 	MaxStdinQueued   int64
 	GateTimeout      time.Duration // gate/call deadline without timeoutMs
 	ApprovalTimeout  time.Duration
+	MaxGateCalls     int // gate-call records in one process/exited
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -117,6 +118,7 @@ func NewServer(opts Options) *Server {
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
 	setDefault(&o.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&o.MaxGateCalls, control.DefaultMaxGateCalls)
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -135,7 +137,7 @@ func (o Options) ControlOptions() control.Options {
 		HowLocal: `pass backend "local" (no isolation)`,
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, ApprovalGates: o.ApprovalGates,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, Logf: o.Logf}
+		GateTimeout: o.GateTimeout, ApprovalTimeout: o.ApprovalTimeout, MaxGateCalls: o.MaxGateCalls, Logf: o.Logf}
 }
 
 // msec is a protocol's milliseconds as a duration.
@@ -153,7 +155,7 @@ func (s *Server) limits() ConnLimits {
 		MaxMessageBytes: o.MaxMessageBytes, MaxSandboxes: o.MaxSandboxes, MaxProcesses: o.MaxProcesses,
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
-		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(),
+		ApprovalTimeoutMs: o.ApprovalTimeout.Milliseconds(), MaxGateCalls: o.MaxGateCalls,
 	}
 }
 
@@ -301,11 +303,11 @@ func (c *conn) send(msg *Message, bulk bool) {
 	}
 }
 
-// notify sends a notification; process output and exits keep their order
+// notify sends a notification; process output, gate calls and exits keep their order
 // on the bulk queue.
 func (c *conn) notify(method string, params any) {
 	p, _ := json.Marshal(params)
-	c.send(&Message{Method: method, Params: p}, method == MethodProcessOutput || method == MethodProcessExited)
+	c.send(&Message{Method: method, Params: p}, method == MethodProcessOutput || method == MethodProcessExited || method == MethodProcessGateCall)
 }
 
 func (c *conn) reply(id json.RawMessage, result any, err error) {
