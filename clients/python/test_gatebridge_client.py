@@ -409,6 +409,30 @@ class BackendTests:
         p = self.sb.start("submit 42", stdin=False)
         self.assertEqual(p.wait(timeout=WAIT).answer, "42")
 
+    def test_gate_calls_reported(self) -> None:
+        # process/exited's gateCalls (issue 31): each gate call the command
+        # made, in order, its arguments exact; with on_gate_call, each
+        # also as it is answered, before the exit.
+        name = self.gate_name("reported")
+        self.client.register_gate(name, lambda call: (3, "", "no\n") if call.args[:1] == ["fail"] else "ok\n")
+        seen: List[Any] = []
+        r = self.sb.run("%(g)s \"$(printf 'caf\\351')\" x; %(g)s fail 2>/dev/null; echo rc=$?" % {"g": name},
+                        on_gate_call=seen.append)
+        self.assertEqual(r.stdout, b"ok\nrc=3\n", r)
+        self.assertEqual([(c.gate, c.exit_code, c.decision) for c in r.gate_calls],
+                         [(name, 0, "ran"), (name, 3, "ran")])
+        self.assertEqual(r.gate_calls[0].args, ["caf\udce9", "x"])
+        self.assertEqual(r.gate_calls[0].args_bytes, [b"caf\xe9", b"x"])
+        self.assertEqual(r.gate_calls_dropped, 0)
+        self.assertGreaterEqual(r.gate_calls[1].duration, 0.0)
+        self.assertLess(r.gate_calls[1].duration, 60.0)  # seconds, not milliseconds
+        self.assertEqual([(c.call_id, c.args) for c in seen], [(c.call_id, c.args) for c in r.gate_calls])
+        # None made: an empty list; a started process has them after wait.
+        self.assertEqual(self.sb.run("true").gate_calls, [])
+        p = self.sb.start("%s a" % name, stdin=False)
+        p.wait(timeout=WAIT)
+        self.assertEqual([c.args for c in p.gate_calls], [["a"]])
+
     def test_deprecated_ms_still_work(self) -> None:
         # The old millisecond names work for one release, with a warning.
         with warnings.catch_warnings(record=True) as w:
