@@ -71,7 +71,7 @@ func TestProcessGateCallsReported(t *testing.T) {
 	if secret.Gate != "read_file" || secret.ExitCode == 0 || strings.Join(secret.Args, " ") != "[secret:gh]" || secret.Error == "" || secret.BytesOut == 0 {
 		t.Errorf("failing call %+v", secret)
 	}
-	if len(calls) != 3 || calls[0].ProcessID != "p" || calls[2].Call.Gate != "read_file" || calls[1].Call.CallID != ok.CallID {
+	if len(calls) != 3 || calls[0].ProcessID != "p" || calls[2].Call.Gate != "read_file" || calls[1].Call.CallID != ok.CallID || !strings.HasPrefix(ok.CallID, "p:") {
 		t.Errorf("process/gateCall notifications %+v", calls)
 	}
 }

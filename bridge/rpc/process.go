@@ -129,7 +129,7 @@ func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.P
 		Timeout: time.Duration(p.TimeoutMs) * time.Millisecond,
 		OnExit: func(x control.Exit) {
 			ex := ProcessExitedParams{ProcessID: pr.id, ExitCode: x.Code, Signal: x.Signal, TimedOut: x.TimedOut, Answer: x.Answer,
-				GateCalls: gateCallReports(x.GateCalls), GateCallsDropped: x.GateCallsDropped}
+				GateCalls: gateCallReports(pr.id, x.GateCalls), GateCallsDropped: x.GateCallsDropped}
 			if x.Answer != nil {
 				ex.AnswerBase64 = lossless.Bytes(*x.Answer)
 			}
@@ -141,7 +141,7 @@ func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.P
 	if p.ReportGateCalls {
 		spec.OnGateCall = func(r bridge.CallRecord) {
 			pr.mu.Lock() // in order with process/output and before process/exited
-			c.notify(MethodProcessGateCall, ProcessGateCallParams{ProcessID: pr.id, Call: gateCallReport(r)})
+			c.notify(MethodProcessGateCall, ProcessGateCallParams{ProcessID: pr.id, Call: gateCallReport(pr.id, r)})
 			pr.mu.Unlock()
 		}
 	}
@@ -430,17 +430,19 @@ func sortProcs(ps []ProcessInfo) {
 	sort.Slice(ps, func(i, j int) bool { return ps[i].ProcessID < ps[j].ProcessID })
 }
 
-// gateCallReport is a call record (redacted by the session) on the wire.
-func gateCallReport(r bridge.CallRecord) GateCallReport {
-	return GateCallReport{CallID: r.ID, Gate: r.Gate, Args: r.Args, ArgsBase64: r.ArgsBase64, ExitCode: r.ExitCode,
+// gateCallReport is a call record of process procID (redacted by the
+// session) on the wire; its callId is the one gate/call and
+// approval/request give the call.
+func gateCallReport(procID string, r bridge.CallRecord) GateCallReport {
+	return GateCallReport{CallID: procID + ":" + r.ID, Gate: r.Gate, Args: r.Args, ArgsBase64: r.ArgsBase64, ExitCode: r.ExitCode,
 		Decision: string(r.Decision), DecidedBy: r.DecidedBy, DurationMs: r.DurationMS, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
 		Error: r.Error, Events: r.Events, EventsOmitted: r.EventsOmitted}
 }
 
-func gateCallReports(rs []bridge.CallRecord) []GateCallReport {
+func gateCallReports(procID string, rs []bridge.CallRecord) []GateCallReport {
 	out := make([]GateCallReport, len(rs))
 	for i, r := range rs {
-		out[i] = gateCallReport(r)
+		out[i] = gateCallReport(procID, r)
 	}
 	return out
 }

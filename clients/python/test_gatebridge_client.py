@@ -414,7 +414,13 @@ class BackendTests:
         # made, in order, its arguments exact; with on_gate_call, each
         # also as it is answered, before the exit.
         name = self.gate_name("reported")
-        self.client.register_gate(name, lambda call: (3, "", "no\n") if call.args[:1] == ["fail"] else "ok\n")
+        ids: List[str] = []
+
+        def reported(call: GateCall) -> Any:
+            ids.append(call.call_id)
+            return (3, "", "no\n") if call.args[:1] == ["fail"] else "ok\n"
+
+        self.client.register_gate(name, reported)
         seen: List[Any] = []
         r = self.sb.run("%(g)s \"$(printf 'caf\\351')\" x; %(g)s fail 2>/dev/null; echo rc=$?" % {"g": name},
                         on_gate_call=seen.append)
@@ -427,6 +433,7 @@ class BackendTests:
         self.assertGreaterEqual(r.gate_calls[1].duration, 0.0)
         self.assertLess(r.gate_calls[1].duration, 60.0)  # seconds, not milliseconds
         self.assertEqual([(c.call_id, c.args) for c in seen], [(c.call_id, c.args) for c in r.gate_calls])
+        self.assertEqual([c.call_id for c in r.gate_calls], ids)  # the gate/call's callId
         # None made: an empty list; a started process has them after wait.
         self.assertEqual(self.sb.run("true").gate_calls, [])
         p = self.sb.start("%s a" % name, stdin=False)

@@ -106,7 +106,7 @@ export interface WaitStatus { exitCode: number | null; signal?: string; timedOut
  * process/gateCall), as `run --json` lists it in calls. */
 export declare class GateCallReport {
   constructor(wire: unknown);
-  /** The call's id in the process's session (not a gate/call callId). */
+  /** The call's id: the callId its gate/call (a runtime gate's) and approval/request had. */
   readonly callId: string;
   readonly gate: string;
   /** The arguments, exact bytes (secret values read [secret:NAME]). */

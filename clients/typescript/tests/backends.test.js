@@ -199,7 +199,8 @@ for (const backend of ["local", "bwrap", "docker"]) {
     });
 
     test("gate calls reported: process/exited's gateCalls, onGateCall, exact args", async () => {
-      const name = await gate("reported", (call) => (call.args[0] === "fail" ? [3, "", "no\n"] : "ok\n"));
+      const ids = [];
+      const name = await gate("reported", (call) => { ids.push(call.callId); return call.args[0] === "fail" ? [3, "", "no\n"] : "ok\n"; });
       const seen = [];
       const r = await sb.run(`${name} "$(printf 'caf\\351')" x; ${name} fail 2>/dev/null; echo rc=$?`, { onGateCall: (c) => { seen.push(c); } });
       assert.equal(r.stdoutText, "ok\nrc=3\n");
@@ -209,6 +210,7 @@ for (const backend of ["local", "bwrap", "docker"]) {
       assert.equal(r.gateCallsDropped, 0);
       assert.ok(r.gateCalls[1].duration >= 0 && r.gateCalls[1].duration < 60, "seconds, not milliseconds");
       assert.deepEqual(seen.map((c) => c.callId), r.gateCalls.map((c) => c.callId));
+      assert.deepEqual(r.gateCalls.map((c) => c.callId), ids); // the gate/call's callId
       assert.deepEqual((await sb.run("true")).gateCalls, []);
       const p = await sb.start(`${name} a`, { stdin: false });
       await p.wait({ timeout: WAIT });
