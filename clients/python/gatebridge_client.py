@@ -338,8 +338,12 @@ def _gate_calls(exit: Mapping[str, Any]) -> Tuple[List["GateCallReport"], int]:
     """The gate-call reports of a ``process/exited``, and how many more
     were dropped."""
     calls = exit.get("gateCalls")
-    out = [GateCallReport._from_wire(c) for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    return out, int(exit.get("gateCallsDropped", 0) or 0)
+    out = [r for r in map(GateCallReport._parse, calls) if r is not None] if isinstance(calls, list) else []
+    try:
+        dropped = int(exit.get("gateCallsDropped", 0) or 0)
+    except (ValueError, TypeError):
+        dropped = 0
+    return out, dropped
 
 
 def _raw(s: str) -> bytes:
@@ -475,6 +479,18 @@ class GateCallReport:
     def args_bytes(self) -> List[bytes]:
         """The arguments' exact bytes."""
         return [_raw(a) for a in self.args]
+
+    @classmethod
+    def _parse(cls, c: Any) -> Optional["GateCallReport"]:
+        """The report of a wire object, or None (logged) for one that is
+        malformed: a bad report from the server loses that report only."""
+        if not isinstance(c, dict):
+            return None
+        try:
+            return cls._from_wire(c)
+        except (ValueError, TypeError) as e:
+            log.warning("gatebridge_client: a malformed gate-call report ignored: %s", e)
+            return None
 
     @classmethod
     def _from_wire(cls, c: Mapping[str, Any]) -> "GateCallReport":
@@ -1466,9 +1482,9 @@ class Client:
         if method == "process/output":
             p._on_output(int(params.get("seq", 0)), str(params.get("stream", "")), _unb64(params.get("chunk")))
         elif method == "process/gateCall":
-            c = params.get("call")
-            if isinstance(c, dict):
-                p._on_gate_call(GateCallReport._from_wire(c))
+            report = GateCallReport._parse(params.get("call"))
+            if report is not None:
+                p._on_gate_call(report)
         elif method == "process/exited":
             with self._lock:
                 self._processes.pop(pid, None)

@@ -1072,6 +1072,24 @@ class ErrorClassTests(unittest.TestCase):
         self.assertIsNone(plain.hint)
 
 
+class GateCallReportTests(unittest.TestCase):
+    """process/exited's gateCalls from a hostile (or broken) server: a
+    malformed report is dropped alone; the exit and the others stay."""
+
+    def test_malformed_report_dropped_alone(self) -> None:
+        from gatebridge_client import _gate_calls
+        bad = {"callId": "p:1", "gate": "g", "args": ["a"], "argsBase64": ["YQ==", "Yg=="], "exitCode": 0, "decision": "ran"}
+        good = {"callId": "p:2", "gate": "g", "args": ["caf\ufffd"], "argsBase64": ["Y2Fm6Q=="], "exitCode": 3,
+                "decision": "denied", "decidedBy": "person", "durationMs": 1500, "events": [{"kind": "x"}, 5]}
+        with self.assertLogs("gatebridge_client", "WARNING"):
+            calls, dropped = _gate_calls({"gateCalls": [bad, 7, {"exitCode": "many"}, good], "gateCallsDropped": "x"})
+        self.assertEqual(dropped, 0)
+        self.assertEqual([(c.call_id, c.exit_code, c.decision, c.decided_by, c.duration, c.events) for c in calls],
+                         [("p:2", 3, "denied", "person", 1.5, [{"kind": "x"}])])
+        self.assertEqual(calls[0].args_bytes, [b"caf\xe9"])
+        self.assertEqual(_gate_calls({}), ([], 0))
+
+
 class LineCapTests(unittest.TestCase):
     """A hostile server cannot make the client hold a line without bound."""
 

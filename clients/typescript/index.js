@@ -255,12 +255,29 @@ export class GateCallReport {
   }
 }
 
+/** The report of a wire object, or null (with a warning) for one that is
+ * malformed: a bad report from the server loses that report only.
+ * @param {unknown} c @returns {GateCallReport | null} */
+function gateCallReport(c) {
+  if (c == null || typeof c !== "object") return null;
+  try {
+    return new GateCallReport(c);
+  } catch (e) {
+    console.warn("gatebridge-client: a malformed gate-call report ignored:", e);
+    return null;
+  }
+}
+
 /** The reports of a process/exited, and how many were dropped.
  * @param {any} e @returns {[GateCallReport[], number]} */
 function gateCallsOf(e) {
   const list = Array.isArray(e?.gateCalls) ? e.gateCalls : [];
-  return [list.filter((/** @type {unknown} */ c) => c != null && typeof c === "object").map((/** @type {any} */ c) => new GateCallReport(c)),
-    Number(e?.gateCallsDropped ?? 0) || 0];
+  const out = [];
+  for (const c of list) {
+    const r = gateCallReport(c);
+    if (r) out.push(r);
+  }
+  return [out, Number(e?.gateCallsDropped ?? 0) || 0];
 }
 
 /** How a process ended, and its output (Buffers). */
@@ -431,7 +448,8 @@ const NOTIFICATIONS = {
   "process/output": (c, p) => c._processes.get(p.processId)?._onOutput(Number(p.seq) || 0, String(p.stream ?? ""), unb64(p.chunk)),
   /** @param {Client} c @param {any} p */
   "process/gateCall": (c, p) => {
-    if (p?.call != null && typeof p.call === "object") c._processes.get(p.processId)?._onGateCall(new GateCallReport(p.call));
+    const r = gateCallReport(p?.call);
+    if (r) c._processes.get(p.processId)?._onGateCall(r);
   },
   /** @param {Client} c @param {any} p */
   "process/exited": (c, p) => {
