@@ -37,14 +37,19 @@ const (
 // exact bytes of every such argument (nil for the others; no ArgsBase64
 // when all are UTF-8): the one rule of docs/json.md.
 type CallRecord struct {
-	ID         string        `json:"id"`
-	Gate       string        `json:"gate"`
-	Args       []string      `json:"args"` // capped: 64 args of 256 bytes each
-	ArgsBase64 [][]byte      `json:"args_base64,omitempty"`
-	ExitCode   int           `json:"exit_code"`
-	Decision   Decision      `json:"decision"`
-	Start      time.Time     `json:"-"`
-	Duration   time.Duration `json:"-"`
+	ID         string   `json:"id"`
+	Gate       string   `json:"gate"`
+	Args       []string `json:"args"` // capped: 64 args of 256 bytes each
+	ArgsBase64 [][]byte `json:"args_base64,omitempty"`
+	ExitCode   int      `json:"exit_code"`
+	Decision   Decision `json:"decision"`
+	// DecidedBy says who decided a call of a gate that needs approval,
+	// when the approval hook says ([NoteDecidedBy]; bridge/approval's
+	// By: "person", "runtime", "grant", "config", "policy", "timeout",
+	// "limit", "canceled", "no_one"); "" when no one was asked.
+	DecidedBy string        `json:"decided_by,omitempty"`
+	Start     time.Time     `json:"-"`
+	Duration  time.Duration `json:"-"`
 	// DurationMS is Duration in milliseconds (for JSON).
 	DurationMS float64 `json:"duration_ms"`
 	BytesIn    int64   `json:"bytes_in"`  // args + stdin
@@ -92,6 +97,17 @@ type Response struct {
 // the call's context.
 type ApproveFunc func(ctx context.Context, spec gates.Spec, req *Request) error
 
+type decidedByKey struct{}
+
+// NoteDecidedBy, called by an [ApproveFunc] with the context it was
+// given, before it returns, records who decided the call
+// ([CallRecord.DecidedBy]); elsewhere it does nothing.
+func NoteDecidedBy(ctx context.Context, by string) {
+	if p, ok := ctx.Value(decidedByKey{}).(*string); ok {
+		*p = by
+	}
+}
+
 // errRunEnded cancels the gates of a run that timed out or was cancelled.
 var errRunEnded = fmt.Errorf("cancelled: the command's run ended (timeout or interrupt): %w", context.Canceled)
 
@@ -111,6 +127,7 @@ type Dispatcher struct {
 	records []CallRecord // at most Limits.MaxRecords
 	omitted int
 	results map[string]string
+	observe func(CallRecord)
 	auditMu sync.Mutex
 }
 
@@ -175,7 +192,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		rec.Args = capArgs(args)
 	}
 	if d.cfg.Approve != nil {
-		if err := d.cfg.Approve(ctx, spec, req); err != nil {
+		actx := context.WithValue(ctx, decidedByKey{}, &rec.DecidedBy)
+		if err := d.cfg.Approve(actx, spec, req); err != nil {
 			rec.Decision, rec.ExitCode = DecisionDenied, gates.ExitDenied
 			rec.Error = "not approved: " + err.Error()
 			resp.Stderr = []byte("gatebridge: " + req.Gate + ": " + rec.Error + "\n")
@@ -335,7 +353,11 @@ func (d *Dispatcher) Record(rec CallRecord) {
 	} else {
 		d.omitted++
 	}
+	observe := d.observe
 	d.mu.Unlock()
+	if observe != nil {
+		observe(rec)
+	}
 	if d.cfg.Audit != nil {
 		line, err := json.Marshal(auditRecord{Time: rec.Start.UTC(), Session: d.session, CallRecord: rec})
 		if err == nil {
@@ -428,6 +450,17 @@ func (d *Dispatcher) Records() (kept []CallRecord, omitted int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]CallRecord(nil), d.records...), d.omitted
+}
+
+// Observe has fn called with every record as it is kept or counted
+// (redacted, as [Dispatcher.Records] returns it, also past
+// Limits.MaxRecords), on the transport's goroutine once the call is
+// answered, so before [Session.Run] returns; nil stops it. fn must not
+// block for long: the call.s handler waits for it.
+func (d *Dispatcher) Observe(fn func(CallRecord)) {
+	d.mu.Lock()
+	d.observe = fn
+	d.mu.Unlock()
 }
 
 func (d *Dispatcher) resetRecords() {

@@ -238,6 +238,7 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 	deny := func(by, reason, hint string) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)
+		bridge.NoteDecidedBy(ctx, by)
 		return &DeniedError{By: by, Reason: reason, hint: hint}
 	}
 	if pr.Decision == cmdpolicy.Deny {
@@ -263,6 +264,7 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 	} else if gr != nil {
 		rec.Decision, rec.By, rec.Grant, rec.Scope = "allow", ByGrant, gr.ID, gr.Describe()
 		d.record(rec)
+		bridge.NoteDecidedBy(ctx, ByGrant)
 		return nil
 	}
 	hintAdd := fmt.Sprintf("to allow it without asking: gatebridge grants add %s --exact ARG... (see gatebridge grants --help)", c.Gate)
@@ -310,6 +312,7 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 		return deny(rec.By, cmp.Or(ans.Reason, "denied by the "+rec.By), "")
 	}
 	rec.Decision, rec.Scope = "allow", "this call"
+	bridge.NoteDecidedBy(ctx, rec.By)
 	if ans.Grant != nil {
 		gr, err := d.keep(*ans.Grant, c, ans.ConnectionOnly, now)
 		if err != nil {

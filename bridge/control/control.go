@@ -90,6 +90,9 @@ type Options struct {
 	GateTimeout      time.Duration // a runtime gate's answer, without its own
 	// Pool is the warm pool (zero: none); Close stops its sandboxes.
 	Pool PoolOptions
+	// MaxGateCalls caps the gate-call records a process's exit carries
+	// (Exit.GateCalls; the rest counted in Exit.GateCallsDropped).
+	MaxGateCalls int
 	// Logf receives log lines; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -110,6 +113,7 @@ func New(opts Options) *Host {
 	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.MaxCommandBytes, DefaultMaxCommandBytes)
+	setDefault(&o.MaxGateCalls, DefaultMaxGateCalls)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
 	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
 	o.Approvals.Approver = nil

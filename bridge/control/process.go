@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -45,6 +46,10 @@ type ProcessSpec struct {
 	// to Stdout and Stderr, before the process's session is removed
 	// (Wait returns after OnExit).
 	OnExit func(Exit)
+	// OnGateCall, when set, is called with the record of each gate call
+	// the command makes (redacted), once the call is answered, before
+	// OnExit; it must not block for long (the call's handler waits).
+	OnGateCall func(bridge.CallRecord)
 }
 
 // Exit is how a process ended.
@@ -55,6 +60,11 @@ type Exit struct {
 	Answer   *string // the command's answer (gb_answer), if any
 	// Err is why the command could not run (then Code is 125).
 	Err error
+	// GateCalls are the records of the gate calls the command made, in
+	// order, secrets redacted: the first Options.MaxGateCalls (and at
+	// most bridge.limits.max_records); GateCallsDropped counts the rest.
+	GateCalls        []bridge.CallRecord
+	GateCallsDropped int
 }
 
 // Process is a command running in a sandbox.
@@ -152,6 +162,9 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	ss.owner.Store(p)
 	sess := ss.sess
 	p.session = sess.ID()
+	if spec.OnGateCall != nil {
+		sess.Dispatcher().Observe(spec.OnGateCall)
+	}
 	pspec := o.Process
 	pspec.Command = argv
 	pspec.Env = sandbox.MergeEnv(sb.env, spec.Env)
@@ -210,6 +223,7 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 				ex.Signal = ExitSignal(res.ExitCode)
 			}
 		}
+		ex.GateCalls, ex.GateCallsDropped = gateCalls(sess, res, o.MaxGateCalls)
 		p.finish(ex, spec.OnExit)
 	}
 	return p, nil

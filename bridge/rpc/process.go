@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
@@ -101,7 +102,7 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 			if pr.stdin != nil {
 				pr.stdin.Abort()
 			}
-			pr.finish(ProcessExitedParams{ProcessID: pr.id, ExitCode: 125}, false)
+			pr.finish(ProcessExitedParams{ProcessID: pr.id, ExitCode: 125, GateCalls: []GateCallReport{}}, false)
 			reply(nil, err)
 			return
 		}
@@ -127,7 +128,8 @@ func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.P
 		Stdout: pr.writer("stdout"), Stderr: pr.writer("stderr"),
 		Timeout: time.Duration(p.TimeoutMs) * time.Millisecond,
 		OnExit: func(x control.Exit) {
-			ex := ProcessExitedParams{ProcessID: pr.id, ExitCode: x.Code, Signal: x.Signal, TimedOut: x.TimedOut, Answer: x.Answer}
+			ex := ProcessExitedParams{ProcessID: pr.id, ExitCode: x.Code, Signal: x.Signal, TimedOut: x.TimedOut, Answer: x.Answer,
+				GateCalls: gateCallReports(pr.id, x.GateCalls), GateCallsDropped: x.GateCallsDropped}
 			if x.Answer != nil {
 				ex.AnswerBase64 = lossless.Bytes(*x.Answer)
 			}
@@ -135,6 +137,13 @@ func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.P
 		}}
 	if pr.stdin != nil {
 		spec.Stdin = pr.stdin
+	}
+	if p.ReportGateCalls {
+		spec.OnGateCall = func(r bridge.CallRecord) {
+			pr.mu.Lock() // in order with process/output and before process/exited
+			c.notify(MethodProcessGateCall, ProcessGateCallParams{ProcessID: pr.id, Call: gateCallReport(pr.id, r)})
+			pr.mu.Unlock()
+		}
 	}
 	cp, err := sb.cs.Prepare(c.ctx, spec)
 	if err != nil {
@@ -419,4 +428,21 @@ func (c *conn) processList(params json.RawMessage) (any, error) {
 
 func sortProcs(ps []ProcessInfo) {
 	sort.Slice(ps, func(i, j int) bool { return ps[i].ProcessID < ps[j].ProcessID })
+}
+
+// gateCallReport is a call record of process procID (redacted by the
+// session) on the wire; its callId is the one gate/call and
+// approval/request give the call.
+func gateCallReport(procID string, r bridge.CallRecord) GateCallReport {
+	return GateCallReport{CallID: procID + ":" + r.ID, Gate: r.Gate, Args: r.Args, ArgsBase64: r.ArgsBase64, ExitCode: r.ExitCode,
+		Decision: string(r.Decision), DecidedBy: r.DecidedBy, DurationMs: r.DurationMS, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
+		Error: r.Error, Events: r.Events, EventsOmitted: r.EventsOmitted}
+}
+
+func gateCallReports(procID string, rs []bridge.CallRecord) []GateCallReport {
+	out := make([]GateCallReport, len(rs))
+	for i, r := range rs {
+		out[i] = gateCallReport(procID, r)
+	}
+	return out
 }

@@ -91,7 +91,7 @@ var schemaExamples = []struct {
 }{
 	// Lifecycle.
 	{"InitializeRequest", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientName":"my-agent","protocolVersion":1}}`, ""},
-	{"InitializeResponse", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"serverVersion":"v0.9.0","backends":[{"name":"local","summary":"a host process","isolates":"nothing"}],"limits":{"maxMessageBytes":16777216,"maxSandboxes":16,"maxProcesses":64,"maxPendingGateCalls":64,"maxRetainedBytes":1048576,"maxReplayBytes":4194304,"defaultTimeoutMs":0,"gateTimeoutMs":60000,"approvalTimeoutMs":300000,"maxFsChunkBytes":1048576,"maxFsFileBytes":4194304}}}`, ""},
+	{"InitializeResponse", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"serverVersion":"v0.9.0","backends":[{"name":"local","summary":"a host process","isolates":"nothing"}],"limits":{"maxMessageBytes":16777216,"maxSandboxes":16,"maxProcesses":64,"maxPendingGateCalls":64,"maxRetainedBytes":1048576,"maxReplayBytes":4194304,"defaultTimeoutMs":0,"gateTimeoutMs":60000,"approvalTimeoutMs":300000,"maxFsChunkBytes":1048576,"maxFsFileBytes":4194304,"maxGateCalls":100}}}`, ""},
 	{"InitializedNotification", `{"jsonrpc":"2.0","method":"initialized"}`, ""},
 	{"InitializedNotification", `{"jsonrpc":"2.0","method":"initialized","params":{}}`, ""},
 	{"InitializeRequest", `{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"clientName":"x","protocolVersion":"1"}}`, "protocolVersion"},
@@ -141,8 +141,12 @@ var schemaExamples = []struct {
 	{"ProcessListResponse", `{"jsonrpc":"2.0","id":14,"result":{"processes":[{"processId":"p1","sandboxId":"sb1","argv":["true"],"running":false,"exitCode":0}]}}`, ""},
 	{"ProcessOutputNotification", `{"jsonrpc":"2.0","method":"process/output","params":{"processId":"p1","seq":1,"stream":"stdout","chunk":"aGkK"}}`, ""},
 	{"ProcessOutputNotification", `{"jsonrpc":"2.0","id":1,"method":"process/output","params":{"processId":"p1","seq":1,"stream":"stdout","chunk":"aGkK"}}`, "id"},
-	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":0,"timedOut":false}}`, ""},
-	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":null,"timedOut":false}}`, "exitCode"},
+	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":0,"timedOut":false,"gateCalls":[]}}`, ""},
+	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":null,"timedOut":false,"gateCalls":[]}}`, "exitCode"},
+	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":0,"timedOut":false}}`, "gateCalls"},
+	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":0,"timedOut":false,"gateCalls":[{"callId":"_1","gate":"g","args":["caf\ufffd"],"argsBase64":["Y2Fm6Q=="],"exitCode":126,"decision":"denied","decidedBy":"person","durationMs":1.5,"bytesIn":5,"bytesOut":40,"error":"not approved: no"}],"gateCallsDropped":3}}`, ""},
+	{"ProcessExitedNotification", `{"jsonrpc":"2.0","method":"process/exited","params":{"processId":"p1","exitCode":0,"timedOut":false,"gateCalls":[{"callId":"_1","gate":"g","args":[],"exitCode":0,"decision":"maybe","durationMs":1,"bytesIn":1,"bytesOut":0}]}}`, "decision"},
+	{"ProcessGateCallNotification", `{"jsonrpc":"2.0","method":"process/gateCall","params":{"processId":"p1","call":{"callId":"_1","gate":"g","args":["x"],"exitCode":0,"decision":"ran","durationMs":0.2,"bytesIn":2,"bytesOut":0}}}`, ""},
 	// The runtime answers.
 	{"GateCallRequest", `{"jsonrpc":"2.0","id":"s1","method":"gate/call","params":{"callId":"p1:c1","gate":"ask_user","args":["ok?"],"stdin":null,"cwd":"/home/me/project/src","processId":"p1","sandboxId":"sb1","deadlineMs":1767225600000}}`, ""},
 	{"GateOutputNotification", `{"jsonrpc":"2.0","method":"gate/output","params":{"callId":"p1:c1","stream":"stderr","chunk":"dGhpbmtpbmcuLi4K"}}`, ""},
@@ -406,6 +410,10 @@ func svFill(t reflect.Type, key string, full bool) reflect.Value {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if full {
 			v.SetInt(1)
+		}
+	case reflect.Float32, reflect.Float64:
+		if full {
+			v.SetFloat(1.5)
 		}
 	case reflect.String:
 		switch {

@@ -110,6 +110,7 @@ type Options struct {
 	// MaxFileBytes bounds a file fs/write leaves (gates.max_file_bytes);
 	// 0 means gates.DefaultMaxFileBytes.
 	MaxFileBytes int64
+	MaxGateCalls int // gate-call records in one process/exited
 	// Version is serverVersion in initialize's result.
 	Version string
 	// Logf receives the server's log lines; nil discards them.
@@ -135,6 +136,7 @@ func NewServer(opts Options) *Server {
 	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
 	setDefault(&o.GateTimeout, DefaultGateTimeout)
 	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
+	setDefault(&o.MaxGateCalls, control.DefaultMaxGateCalls)
 	if o.Backends == nil {
 		o.Backends = sandbox.NewRegistry()
 	}
@@ -154,7 +156,7 @@ func (o Options) ControlOptions() control.Options {
 		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, Approvals: o.Approvals,
 		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
 		GateTimeout: o.GateTimeout, Pool: o.Pool, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf,
-		MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands}
+		MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands, MaxGateCalls: o.MaxGateCalls}
 	if c.Approvals.Commands == nil {
 		c.Approvals.Commands = o.Policy
 	}
@@ -183,8 +185,8 @@ func (s *Server) limits() ConnLimits {
 		MaxMessageBytes: o.MaxMessageBytes, MaxSandboxes: o.MaxSandboxes, MaxProcesses: o.MaxProcesses,
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
-		ApprovalTimeoutMs: o.Approvals.Timeout.Milliseconds(),
-		MaxCommandBytes:   s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
+		ApprovalTimeoutMs: o.Approvals.Timeout.Milliseconds(), MaxGateCalls: o.MaxGateCalls,
+		MaxCommandBytes: s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
 		MaxFsChunkBytes: fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.MaxFileBytes, gates.DefaultMaxFileBytes),
 	}
 }
@@ -333,11 +335,11 @@ func (c *conn) send(msg *Message, bulk bool) {
 	}
 }
 
-// notify sends a notification; process output and exits keep their order
+// notify sends a notification; process output, gate calls and exits keep their order
 // on the bulk queue.
 func (c *conn) notify(method string, params any) {
 	p, _ := json.Marshal(params)
-	c.send(&Message{Method: method, Params: p}, method == MethodProcessOutput || method == MethodProcessExited)
+	c.send(&Message{Method: method, Params: p}, method == MethodProcessOutput || method == MethodProcessExited || method == MethodProcessGateCall)
 }
 
 func (c *conn) reply(id json.RawMessage, result any, err error) {

@@ -40,8 +40,9 @@ const (
 	MethodFsRename          = "fs/rename"
 
 	// Server → client notifications.
-	MethodProcessOutput = "process/output"
-	MethodProcessExited = "process/exited"
+	MethodProcessOutput   = "process/output"
+	MethodProcessExited   = "process/exited"
+	MethodProcessGateCall = "process/gateCall" // with process/start's reportGateCalls
 	// Server → client requests, and the client's notifications about them.
 	MethodGateCall        = "gate/call"
 	MethodGateOutput      = "gate/output" // client → server notification
@@ -145,6 +146,7 @@ type ConnLimits struct {
 	MaxCommands       int   `json:"maxCommands,omitempty"`     // processes one sandbox starts (sandbox.max_commands; 0: no limit)
 	MaxFsChunkBytes   int64 `json:"maxFsChunkBytes"`           // one fs/read's data, one fs/write's data
 	MaxFsFileBytes    int64 `json:"maxFsFileBytes"`            // a file's size after fs/write
+	MaxGateCalls      int   `json:"maxGateCalls"`              // gate-call records in one process/exited
 }
 
 // SandboxOpenParams are the params of sandbox/open.
@@ -214,6 +216,9 @@ type ProcessStartParams struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Stdin     bool              `json:"stdin,omitempty"` // false: stdin is /dev/null
 	TimeoutMs int64             `json:"timeoutMs,omitempty"`
+	// ReportGateCalls asks for a process/gateCall notification per gate
+	// call the command makes (process/exited lists them either way).
+	ReportGateCalls bool `json:"reportGateCalls,omitempty"`
 }
 
 // ProcessIDParams name one process.
@@ -321,6 +326,41 @@ type ProcessExitedParams struct {
 	// (docs/json.md).
 	Answer       *string `json:"answer,omitempty"`
 	AnswerBase64 []byte  `json:"answerBase64,omitempty"`
+	// GateCalls are the gate calls the command made, in order (the first
+	// limits.maxGateCalls); GateCallsDropped counts the others.
+	GateCalls        []GateCallReport `json:"gateCalls"`
+	GateCallsDropped int              `json:"gateCallsDropped,omitempty"`
+}
+
+// GateCallReport is one gate call a process's command made, as `run
+// --json` lists it in calls (camelCase): the gate, its arguments (secret
+// values redacted; argsBase64 for those not UTF-8), the exit code, the
+// decision and who decided, and what the gate did on the host (events).
+type GateCallReport struct {
+	CallID        string            `json:"callId"`
+	Gate          string            `json:"gate"`
+	Args          []string          `json:"args"`
+	ArgsBase64    [][]byte          `json:"argsBase64,omitempty"`
+	ExitCode      int               `json:"exitCode"`
+	Decision      string            `json:"decision"`
+	DecidedBy     string            `json:"decidedBy,omitempty"`
+	DurationMs    float64           `json:"durationMs"`
+	BytesIn       int64             `json:"bytesIn"`
+	BytesOut      int64             `json:"bytesOut"`
+	Error         string            `json:"error,omitempty"`
+	Events        []json.RawMessage `json:"events,omitempty"`
+	EventsOmitted int               `json:"eventsOmitted,omitempty"`
+}
+
+// ExactArgs are the arguments with their exact bytes.
+func (r *GateCallReport) ExactArgs() ([]string, error) { return lossless.Strings(r.Args, r.ArgsBase64) }
+
+// ProcessGateCallParams are the params of the process/gateCall
+// notification: one gate call of a process started with reportGateCalls,
+// sent once the call is answered (before process/exited).
+type ProcessGateCallParams struct {
+	ProcessID string         `json:"processId"`
+	Call      GateCallReport `json:"call"`
 }
 
 // ExactAnswer is the answer with its exact bytes (nil: none).

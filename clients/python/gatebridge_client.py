@@ -88,7 +88,7 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     IO,
     Any,
@@ -113,6 +113,7 @@ __all__ = [
     "FileInfo",
     "Process",
     "RunResult",
+    "GateCallReport",
     "ReadResult",
     "Chunk",
     "Snapshot",
@@ -340,6 +341,18 @@ def _exact_list(ss: Any, b64s: Any) -> List[str]:
     return [_exact(s, b) for s, b in zip(ss, b64s)]
 
 
+def _gate_calls(exit: Mapping[str, Any]) -> Tuple[List["GateCallReport"], int]:
+    """The gate-call reports of a ``process/exited``, and how many more
+    were dropped."""
+    calls = exit.get("gateCalls")
+    out = [r for r in map(GateCallReport._parse, calls) if r is not None] if isinstance(calls, list) else []
+    try:
+        dropped = int(exit.get("gateCallsDropped", 0) or 0)
+    except (ValueError, TypeError):
+        dropped = 0
+    return out, dropped
+
+
 def _raw(s: str) -> bytes:
     """The bytes of a string from :func:`_exact`."""
     return s.encode("utf-8", "surrogateescape")
@@ -445,6 +458,63 @@ def default_binary() -> str:
 
 
 @dataclass
+class GateCallReport:
+    """One gate call a process's command made, as ``process/exited``'s
+    ``gateCalls`` (and ``process/gateCall``) report it, like ``run
+    --json``'s ``calls``: the gate, its arguments (exact, as
+    :attr:`GateCall.args`; secret values read ``[secret:NAME]``), the
+    exit code, the ``decision`` (``ran``, ``denied``, ``rejected``,
+    ``timed_out``, ``unknown``, ``canceled``), who decided a gate that
+    needed approval (``decided_by``: ``person``, ``runtime``, ``grant``,
+    ... or ``None``), its ``duration`` in seconds, and what the gate did
+    on the host (``events``, such as an http gate's requests)."""
+
+    call_id: str
+    gate: str
+    args: List[str]
+    exit_code: int
+    decision: str
+    decided_by: Optional[str] = None
+    duration: float = 0.0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    error: Optional[str] = None
+    events: List[Dict[str, Any]] = field(default_factory=list)
+    events_omitted: int = 0
+
+    @property
+    def args_bytes(self) -> List[bytes]:
+        """The arguments' exact bytes."""
+        return [_raw(a) for a in self.args]
+
+    @classmethod
+    def _parse(cls, c: Any) -> Optional["GateCallReport"]:
+        """The report of a wire object, or None (logged) for one that is
+        malformed: a bad report from the server loses that report only."""
+        if not isinstance(c, dict):
+            return None
+        try:
+            return cls._from_wire(c)
+        except (ValueError, TypeError) as e:
+            log.warning("gatebridge_client: a malformed gate-call report ignored: %s", e)
+            return None
+
+    @classmethod
+    def _from_wire(cls, c: Mapping[str, Any]) -> "GateCallReport":
+        ev = c.get("events")
+        return cls(str(c.get("callId", "")), str(c.get("gate", "")), _exact_list(c.get("args"), c.get("argsBase64")),
+                   int(c.get("exitCode", 0)), str(c.get("decision", "")), c.get("decidedBy") or None,
+                   float(c.get("durationMs", 0)) / 1000.0, int(c.get("bytesIn", 0)), int(c.get("bytesOut", 0)),
+                   c.get("error") or None, [e for e in ev if isinstance(e, dict)] if isinstance(ev, list) else [],
+                   int(c.get("eventsOmitted", 0)))
+
+
+#: Called with each :class:`GateCallReport` of a process as its call is
+#: answered (``Sandbox.start(..., on_gate_call=...)``).
+GateCallCallback = Callable[[GateCallReport], None]
+
+
+@dataclass
 class RunResult:
     """How a process ended, and its output.
 
@@ -456,6 +526,9 @@ class RunResult:
     the server's ``bridge.submit_lines`` is off), or ``None``: exact, as
     :attr:`GateCall.args` are (bytes that are not UTF-8 decoded with
     ``surrogateescape``; :attr:`answer_bytes` gives the bytes).
+    ``gate_calls`` are the gate calls the command made, in order
+    (:class:`GateCallReport`; the server lists the first
+    ``limits["maxGateCalls"]``), ``gate_calls_dropped`` how many more.
     """
 
     exit_code: int
@@ -464,6 +537,8 @@ class RunResult:
     signal: Optional[str] = None
     timed_out: bool = False
     answer: Optional[str] = None
+    gate_calls: List[GateCallReport] = field(default_factory=list)
+    gate_calls_dropped: int = 0
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.exit_code, self.stdout, self.stderr))
@@ -1516,11 +1591,15 @@ class Client:
         with self._lock:
             p = self._processes.get(pid) if isinstance(pid, str) else None
         if p is None:
-            if method not in ("process/output", "process/exited"):
+            if method not in ("process/output", "process/exited", "process/gateCall"):
                 log.debug("gatebridge_client: notification %s ignored", method)
             return
         if method == "process/output":
             p._on_output(int(params.get("seq", 0)), str(params.get("stream", "")), _unb64(params.get("chunk")))
+        elif method == "process/gateCall":
+            report = GateCallReport._parse(params.get("call"))
+            if report is not None:
+                p._on_gate_call(report)
         elif method == "process/exited":
             with self._lock:
                 self._processes.pop(pid, None)
@@ -1538,7 +1617,7 @@ class Client:
                 call = self._calls.get(_key(rid))
             if call is not None:
                 call.cancelled.set()
-        elif method in ("process/output", "process/exited") and self._inline(msg):
+        elif method in ("process/output", "process/exited", "process/gateCall") and self._inline(msg):
             # No user code to run for this process: deliver it here, one
             # thread hand-off fewer before wait() returns. Its events keep
             # their order (they all take this path), and no other
@@ -1868,10 +1947,13 @@ class Client:
 
     def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout: Optional[float], cwd: Optional[str],
                env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
-               keep_output: bool, wait_response: bool = True) -> "Process":
+               keep_output: bool, wait_response: bool = True,
+               on_gate_call: Optional[GateCallCallback] = None) -> "Process":
         pid = process_id or "p%d" % next(self._process_ids)
-        proc = Process(self, sb, pid, argv, on_output, keep_output, stdin)
+        proc = Process(self, sb, pid, argv, on_output, keep_output, stdin, on_gate_call)
         p: Dict[str, Any] = {"processId": pid, "sandboxId": sb.id, "argv": argv}
+        if on_gate_call is not None:
+            p["reportGateCalls"] = True
         if cwd:
             p["cwd"] = cwd
         e = _env(env)
@@ -1997,6 +2079,7 @@ class Sandbox:
         env: Optional[Mapping[str, str]] = None,
         on_output: Optional[OutputCallback] = None,
         timeout_ms: Optional[int] = None,
+        on_gate_call: Optional[GateCallCallback] = None,
     ) -> RunResult:
         """Runs a command to its end and returns its :class:`RunResult`.
 
@@ -2005,7 +2088,9 @@ class Sandbox:
         EOF (default: no input, /dev/null). ``timeout``: seconds; stop it
         after that long (TERM, then KILL; ``timed_out`` is set; default:
         the server's, ``limits["defaultTimeoutMs"]``). ``on_output``:
-        called with ``(stream, bytes)`` as output arrives.
+        called with ``(stream, bytes)`` as output arrives. ``on_gate_call``:
+        called with each :class:`GateCallReport` as the call is answered
+        (the result's ``gate_calls`` lists them either way).
 
         Deprecated, for one release: ``timeout_ms=`` (milliseconds), and
         ``timeout_ms, cwd, env`` by position after ``stdin`` (both warn
@@ -2022,9 +2107,10 @@ class Sandbox:
             # wake-up of this thread instead of two, the response and the
             # exit).
             p = self.client._start(self, _argv(command), False, timeout, cwd, env, on_output, None, True,
-                                   wait_response=False)
+                                   wait_response=False, on_gate_call=on_gate_call)
         else:
-            p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output)
+            p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output,
+                           on_gate_call=on_gate_call)
         try:
             if stdin is not None:
                 try:
@@ -2056,6 +2142,7 @@ class Sandbox:
         process_id: Optional[str] = None,
         keep_output: bool = True,
         timeout_ms: Optional[int] = None,
+        on_gate_call: Optional[GateCallCallback] = None,
     ) -> "Process":
         """Starts a command in the background and returns its
         :class:`Process`.
@@ -2067,12 +2154,15 @@ class Sandbox:
         ``keep_output=False`` does not keep the output in memory
         (:meth:`Process.wait` then returns empty stdout/stderr).
         ``timeout``: seconds, as in :meth:`run` (``timeout_ms`` is its
-        deprecated name in milliseconds)."""
+        deprecated name in milliseconds). ``on_gate_call(report)`` is
+        called for each gate call, as in :meth:`run`, on the events
+        thread, in order with ``on_output``."""
         timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         data: Optional[bytes] = None
         if not isinstance(stdin, bool):
             data, stdin = _to_bytes(stdin), True
-        p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output)
+        p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output,
+                               on_gate_call=on_gate_call)
         if data is not None:
             try:
                 p.write(data)
@@ -2259,7 +2349,8 @@ class Process:
     """A command started with :meth:`Sandbox.start`."""
 
     def __init__(self, client: Client, sandbox: Sandbox, process_id: str, argv: List[str],
-                 on_output: Optional[OutputCallback], keep_output: bool, has_stdin: bool) -> None:
+                 on_output: Optional[OutputCallback], keep_output: bool, has_stdin: bool,
+                 on_gate_call: Optional[GateCallCallback] = None) -> None:
         self.client = client
         self.sandbox = sandbox
         self.id = process_id
@@ -2268,13 +2359,15 @@ class Process:
         # Without a callback its notifications need no events thread (the
         # reader thread delivers them); fixed at start, so that they all
         # take the same path and keep their order.
-        self._inline = on_output is None
+        self.on_gate_call = on_gate_call
+        self._inline = on_output is None and on_gate_call is None
         self._keep = keep_output
         self._has_stdin = has_stdin
         self._cond = threading.Condition()
         self._stdout: List[bytes] = []
         self._stderr: List[bytes] = []
         self._last_seq = 0
+        self._reported: List[GateCallReport] = []
         self._exited = threading.Event()
         self._exit: Optional[Dict[str, Any]] = None
         self._lost: Optional[GatebridgeError] = None  # the connection, or process/start, failed
@@ -2319,6 +2412,17 @@ class Process:
     def stderr(self) -> bytes:
         with self._cond:
             return b"".join(self._stderr)
+
+    @property
+    def gate_calls(self) -> List[GateCallReport]:
+        """The gate calls the command made: once it has exited, those
+        ``process/exited`` lists; before, none (or, with
+        ``on_gate_call``, those reported so far)."""
+        e = self._exit
+        if e is not None:
+            return _gate_calls(e)[0]
+        with self._cond:
+            return list(self._reported)
 
     # -- control
 
@@ -2385,8 +2489,9 @@ class Process:
         answer = None
         if e.get("answer") is not None or e.get("answerBase64") is not None:
             answer = _exact(e.get("answer"), e.get("answerBase64"))
+        calls, dropped = _gate_calls(e)
         return RunResult(int(e.get("exitCode", 0)), self.stdout, self.stderr, e.get("signal") or None,
-                         bool(e.get("timedOut", False)), answer)
+                         bool(e.get("timedOut", False)), answer, calls, dropped)
 
     def read(self, after_seq: int = 0, max_bytes: Optional[int] = None, *_deprecated: Any,
              wait: Optional[float] = None, wait_ms: Optional[int] = None) -> ReadResult:
@@ -2451,6 +2556,16 @@ class Process:
                 cb(stream, data)
             except Exception:  # noqa: BLE001 - never kill the events thread
                 log.exception("gatebridge_client: on_output callback of process %s", self.id)
+
+    def _on_gate_call(self, report: GateCallReport) -> None:
+        with self._cond:
+            self._reported.append(report)
+        cb = self.on_gate_call
+        if cb is not None:
+            try:
+                cb(report)
+            except Exception:  # noqa: BLE001 - never kill the events thread
+                log.exception("gatebridge_client: on_gate_call callback of process %s", self.id)
 
     def _on_exit(self, params: Mapping[str, Any]) -> None:
         self._exit = dict(params)

@@ -411,6 +411,37 @@ class BackendTests:
         p = self.sb.start("submit 42", stdin=False)
         self.assertEqual(p.wait(timeout=WAIT).answer, "42")
 
+    def test_gate_calls_reported(self) -> None:
+        # process/exited's gateCalls (issue 31): each gate call the command
+        # made, in order, its arguments exact; with on_gate_call, each
+        # also as it is answered, before the exit.
+        name = self.gate_name("reported")
+        ids: List[str] = []
+
+        def reported(call: GateCall) -> Any:
+            ids.append(call.call_id)
+            return (3, "", "no\n") if call.args[:1] == ["fail"] else "ok\n"
+
+        self.client.register_gate(name, reported)
+        seen: List[Any] = []
+        r = self.sb.run("%(g)s \"$(printf 'caf\\351')\" x; %(g)s fail 2>/dev/null; echo rc=$?" % {"g": name},
+                        on_gate_call=seen.append)
+        self.assertEqual(r.stdout, b"ok\nrc=3\n", r)
+        self.assertEqual([(c.gate, c.exit_code, c.decision) for c in r.gate_calls],
+                         [(name, 0, "ran"), (name, 3, "ran")])
+        self.assertEqual(r.gate_calls[0].args, ["caf\udce9", "x"])
+        self.assertEqual(r.gate_calls[0].args_bytes, [b"caf\xe9", b"x"])
+        self.assertEqual(r.gate_calls_dropped, 0)
+        self.assertGreaterEqual(r.gate_calls[1].duration, 0.0)
+        self.assertLess(r.gate_calls[1].duration, 60.0)  # seconds, not milliseconds
+        self.assertEqual([(c.call_id, c.args) for c in seen], [(c.call_id, c.args) for c in r.gate_calls])
+        self.assertEqual([c.call_id for c in r.gate_calls], ids)  # the gate/call's callId
+        # None made: an empty list; a started process has them after wait.
+        self.assertEqual(self.sb.run("true").gate_calls, [])
+        p = self.sb.start("%s a" % name, stdin=False)
+        p.wait(timeout=WAIT)
+        self.assertEqual([c.args for c in p.gate_calls], [["a"]])
+
     def test_deprecated_ms_still_work(self) -> None:
         # The old millisecond names work for one release, with a warning.
         with warnings.catch_warnings(record=True) as w:
@@ -1132,6 +1163,24 @@ class ErrorClassTests(unittest.TestCase):
         plain = error_for(-1, "odd")
         self.assertIs(type(plain), GatebridgeError)
         self.assertIsNone(plain.hint)
+
+
+class GateCallReportTests(unittest.TestCase):
+    """process/exited's gateCalls from a hostile (or broken) server: a
+    malformed report is dropped alone; the exit and the others stay."""
+
+    def test_malformed_report_dropped_alone(self) -> None:
+        from gatebridge_client import _gate_calls
+        bad = {"callId": "p:1", "gate": "g", "args": ["a"], "argsBase64": ["YQ==", "Yg=="], "exitCode": 0, "decision": "ran"}
+        good = {"callId": "p:2", "gate": "g", "args": ["caf\ufffd"], "argsBase64": ["Y2Fm6Q=="], "exitCode": 3,
+                "decision": "denied", "decidedBy": "person", "durationMs": 1500, "events": [{"kind": "x"}, 5]}
+        with self.assertLogs("gatebridge_client", "WARNING"):
+            calls, dropped = _gate_calls({"gateCalls": [bad, 7, {"exitCode": "many"}, good], "gateCallsDropped": "x"})
+        self.assertEqual(dropped, 0)
+        self.assertEqual([(c.call_id, c.exit_code, c.decision, c.decided_by, c.duration, c.events) for c in calls],
+                         [("p:2", 3, "denied", "person", 1.5, [{"kind": "x"}])])
+        self.assertEqual(calls[0].args_bytes, [b"caf\xe9"])
+        self.assertEqual(_gate_calls({}), ([], 0))
 
 
 class LineCapTests(unittest.TestCase):

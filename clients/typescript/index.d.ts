@@ -107,9 +107,39 @@ export interface WaitStatus { exitCode: number | null; signal?: string; timedOut
 // ---------------------------------------------------------------- results
 
 /** How a process ended, and its output. Destructures: `const [code, out, err] = r`. */
+/** One gate call a process's command made (process/exited's gateCalls,
+ * process/gateCall), as `run --json` lists it in calls. */
+export declare class GateCallReport {
+  constructor(wire: unknown);
+  /** The call's id: the callId its gate/call (a runtime gate's) and approval/request had. */
+  readonly callId: string;
+  readonly gate: string;
+  /** The arguments, exact bytes (secret values read [secret:NAME]). */
+  readonly argsBytes: Uint8Array[];
+  /** The arguments as text (U+FFFD for bytes that are not UTF-8). */
+  readonly args: string[];
+  readonly exitCode: number;
+  readonly decision: "ran" | "denied" | "rejected" | "timed_out" | "unknown" | "canceled" | (string & {});
+  /** Who decided a gate that needed approval ("person", "runtime", "grant", "config", "policy", "timeout", …), else null. */
+  readonly decidedBy: string | null;
+  /** Seconds. */
+  readonly duration: number;
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+  readonly error: string | null;
+  /** What the gate did on the host (an http gate's requests), at most 32. */
+  readonly events: Record<string, unknown>[];
+  readonly eventsOmitted: number;
+}
+export type GateCallCallback = (report: GateCallReport) => unknown;
+
 export declare class RunResult implements Iterable<number | Uint8Array> {
   constructor(exitCode: number, stdout: Uint8Array, stderr: Uint8Array, signal?: string | null, timedOut?: boolean,
-    answer?: Uint8Array | null);
+    answer?: Uint8Array | null, gateCalls?: GateCallReport[], gateCallsDropped?: number);
+  /** The gate calls the command made, in order (the first limits.maxGateCalls). */
+  readonly gateCalls: GateCallReport[];
+  /** How many more it made. */
+  readonly gateCallsDropped: number;
   readonly exitCode: number;
   readonly stdout: Uint8Array;
   readonly stderr: Uint8Array;
@@ -290,6 +320,8 @@ export interface RunOptions {
   cwd?: string;
   env?: Record<string, string>;
   onOutput?: OutputCallback;
+  /** Called with each gate call as it is answered (asks for process/gateCall); gateCalls lists them either way. */
+  onGateCall?: GateCallCallback;
   processId?: string;
   keepOutput?: boolean;
 }
@@ -413,6 +445,9 @@ export declare class Process implements AsyncIterable<Chunk> {
   readonly id: string;
   readonly argv: string[];
   onOutput: OutputCallback | undefined;
+  onGateCall: GateCallCallback | undefined;
+  /** Once exited, the gate calls process/exited lists; before, those reported so far (onGateCall). */
+  readonly gateCalls: GateCallReport[];
   readonly running: boolean;
   readonly exitCode: number | null;
   /** The output received so far (with keepOutput). */

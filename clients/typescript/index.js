@@ -230,14 +230,69 @@ export function defaultBinary() {
 
 // ---------------------------------------------------------------- results
 
+/** One gate call a process's command made, as process/exited's gateCalls
+ * (and process/gateCall) report it, like `run --json`'s calls: arguments
+ * exact (argsBytes; secret values read [secret:NAME]), the decision
+ * ("ran", "denied", "rejected", "timed_out", "unknown", "canceled"), who
+ * decided a gate that needed approval (decidedBy, or null), the duration
+ * in seconds, and what the gate did on the host (events). */
+export class GateCallReport {
+  /** @param {any} c the wire object */
+  constructor(c) {
+    /** @type {string} */ this.callId = String(c?.callId ?? "");
+    /** @type {string} */ this.gate = String(c?.gate ?? "");
+    /** The arguments, exact bytes. */
+    this.argsBytes = exactList(c?.args, c?.argsBase64);
+    /** The arguments as text (U+FFFD for bytes that are not UTF-8). */
+    this.args = this.argsBytes.map((b) => b.toString("utf8"));
+    /** @type {number} */ this.exitCode = Number(c?.exitCode ?? 0);
+    /** @type {string} */ this.decision = String(c?.decision ?? "");
+    /** @type {string | null} */ this.decidedBy = typeof c?.decidedBy === "string" && c.decidedBy ? c.decidedBy : null;
+    /** Seconds. */
+    this.duration = (Number(c?.durationMs) || 0) / 1000;
+    /** @type {number} */ this.bytesIn = Number(c?.bytesIn ?? 0);
+    /** @type {number} */ this.bytesOut = Number(c?.bytesOut ?? 0);
+    /** @type {string | null} */ this.error = typeof c?.error === "string" && c.error ? c.error : null;
+    /** @type {Record<string, unknown>[]} */
+    this.events = Array.isArray(c?.events) ? c.events.filter((/** @type {unknown} */ e) => e != null && typeof e === "object") : [];
+    /** @type {number} */ this.eventsOmitted = Number(c?.eventsOmitted ?? 0);
+  }
+}
+
+/** The report of a wire object, or null (with a warning) for one that is
+ * malformed: a bad report from the server loses that report only.
+ * @param {unknown} c @returns {GateCallReport | null} */
+function gateCallReport(c) {
+  if (c == null || typeof c !== "object") return null;
+  try {
+    return new GateCallReport(c);
+  } catch (e) {
+    console.warn("gatebridge-client: a malformed gate-call report ignored:", e);
+    return null;
+  }
+}
+
+/** The reports of a process/exited, and how many were dropped.
+ * @param {any} e @returns {[GateCallReport[], number]} */
+function gateCallsOf(e) {
+  const list = Array.isArray(e?.gateCalls) ? e.gateCalls : [];
+  const out = [];
+  for (const c of list) {
+    const r = gateCallReport(c);
+    if (r) out.push(r);
+  }
+  return [out, Number(e?.gateCallsDropped ?? 0) || 0];
+}
+
 /** How a process ended, and its output (Buffers). */
 export class RunResult {
   /**
    * @param {number} exitCode @param {Buffer} stdout @param {Buffer} stderr
    * @param {string | null} signal @param {boolean} timedOut
    * @param {Buffer | null} answer
+   * @param {GateCallReport[]} gateCalls @param {number} gateCallsDropped
    */
-  constructor(exitCode, stdout, stderr, signal = null, timedOut = false, answer = null) {
+  constructor(exitCode, stdout, stderr, signal = null, timedOut = false, answer = null, gateCalls = [], gateCallsDropped = 0) {
     this.exitCode = exitCode;
     this.stdout = stdout;
     this.stderr = stderr;
@@ -247,6 +302,10 @@ export class RunResult {
     this.timedOut = timedOut;
     /** What the command passed to `submit` (exact bytes), else null. */
     this.answerBytes = answer;
+    /** The gate calls the command made, in order (the server lists the first limits.maxGateCalls). */
+    this.gateCalls = gateCalls;
+    /** How many more it made. */
+    this.gateCallsDropped = gateCallsDropped;
   }
   get ok() { return this.exitCode === 0; }
   get stdoutText() { return this.stdout.toString("utf8"); }
@@ -410,6 +469,11 @@ export class LineSplitter {
 const NOTIFICATIONS = {
   /** @param {Client} c @param {any} p */
   "process/output": (c, p) => c._processes.get(p.processId)?._onOutput(Number(p.seq) || 0, String(p.stream ?? ""), unb64(p.chunk)),
+  /** @param {Client} c @param {any} p */
+  "process/gateCall": (c, p) => {
+    const r = gateCallReport(p?.call);
+    if (r) c._processes.get(p.processId)?._onGateCall(r);
+  },
   /** @param {Client} c @param {any} p */
   "process/exited": (c, p) => {
     const proc = c._processes.get(p.processId);
@@ -998,9 +1062,10 @@ export class Sandbox {
     const hasStdin = data != null || stdinOpt === true;
     const id = opts.processId ?? `p${++c._processSeq}`;
     if (c._processes.has(id)) throw new ConflictError(`process id ${JSON.stringify(id)} is in use`);
-    const proc = new Process(c, this, id, argv, opts.onOutput, opts.keepOutput ?? true, hasStdin);
+    const proc = new Process(c, this, id, argv, opts.onOutput, opts.keepOutput ?? true, hasStdin, opts.onGateCall);
     /** @type {any} */
     const p = { processId: id, sandboxId: this.id, argv };
+    if (opts.onGateCall) p.reportGateCalls = true;
     if (opts.cwd) p.cwd = opts.cwd;
     const env = checkEnv(opts.env);
     if (env) p.env = env;
@@ -1206,13 +1271,17 @@ export class Process {
    * @param {Client} client @param {Sandbox} sandbox @param {string} id @param {string[]} argv
    * @param {((stream: string, data: Buffer) => unknown) | undefined} onOutput
    * @param {boolean} keepOutput @param {boolean} hasStdin
+   * @param {((report: GateCallReport) => unknown) | undefined} [onGateCall]
    */
-  constructor(client, sandbox, id, argv, onOutput, keepOutput, hasStdin) {
+  constructor(client, sandbox, id, argv, onOutput, keepOutput, hasStdin, onGateCall) {
     this.client = client;
     this.sandbox = sandbox;
     this.id = id;
     this.argv = argv;
     this.onOutput = onOutput;
+    this.onGateCall = onGateCall;
+    /** @type {GateCallReport[]} */
+    this._reported = [];
     this._keep = keepOutput;
     this._hasStdin = hasStdin;
     /** @type {{seq: number, stream: string, data: Buffer}[]} */
@@ -1240,6 +1309,9 @@ export class Process {
   /** The stdout received so far. */
   get stdout() { return this._joined("stdout"); }
   get stderr() { return this._joined("stderr"); }
+  /** The gate calls the command made: once it has exited, those
+   * process/exited lists; before, those reported so far (onGateCall). */
+  get gateCalls() { return this._exit == null ? [...this._reported] : gateCallsOf(this._exit)[0]; }
 
   /** Writes to the process's stdin; waits while the server's queue for it is full.
    * @param {Data} data */
@@ -1296,7 +1368,8 @@ export class Process {
     if (this._lostError) throw fresh(this._lostError);
     const e = this._exit ?? {};
     const answer = e.answer == null && e.answerBase64 == null ? null : exactBytes(e.answer, e.answerBase64);
-    return new RunResult(Number(e.exitCode ?? 0), this.stdout, this.stderr, e.signal || null, !!e.timedOut, answer);
+    const [calls, dropped] = gateCallsOf(e);
+    return new RunResult(Number(e.exitCode ?? 0), this.stdout, this.stderr, e.signal || null, !!e.timedOut, answer, calls, dropped);
   }
 
   /** The output chunks as they come: {seq, stream, data}; ends at the exit
@@ -1381,6 +1454,20 @@ export class Process {
       } catch (e) {
         console.warn(`gatebridge-client: onOutput of process ${this.id}:`, e);
       }
+    }
+  }
+
+  /** @param {GateCallReport} report */
+  _onGateCall(report) {
+    this._reported.push(report);
+    if (!this.onGateCall) return;
+    try {
+      const r = this.onGateCall(report);
+      if (r && typeof (/** @type {any} */ (r).catch) === "function") {
+        /** @type {Promise<unknown>} */ (r).catch((e) => console.warn(`gatebridge-client: onGateCall of process ${this.id}:`, e));
+      }
+    } catch (e) {
+      console.warn(`gatebridge-client: onGateCall of process ${this.id}:`, e);
     }
   }
 

@@ -243,6 +243,25 @@ for (const backend of ["local", "bwrap", "docker"]) {
       assert.ok(gates.some((g) => g.name === name && g.kind === "runtime" && g.summary === "a test gate"));
     });
 
+    test("gate calls reported: process/exited's gateCalls, onGateCall, exact args", async () => {
+      const ids = [];
+      const name = await gate("reported", (call) => { ids.push(call.callId); return call.args[0] === "fail" ? [3, "", "no\n"] : "ok\n"; });
+      const seen = [];
+      const r = await sb.run(`${name} "$(printf 'caf\\351')" x; ${name} fail 2>/dev/null; echo rc=$?`, { onGateCall: (c) => { seen.push(c); } });
+      assert.equal(r.stdoutText, "ok\nrc=3\n");
+      assert.deepEqual(r.gateCalls.map((c) => [c.gate, c.exitCode, c.decision]), [[name, 0, "ran"], [name, 3, "ran"]]);
+      assert.ok(Buffer.from(r.gateCalls[0].argsBytes[0]).equals(Buffer.from([0x63, 0x61, 0x66, 0xe9])));
+      assert.equal(r.gateCalls[0].args[1], "x");
+      assert.equal(r.gateCallsDropped, 0);
+      assert.ok(r.gateCalls[1].duration >= 0 && r.gateCalls[1].duration < 60, "seconds, not milliseconds");
+      assert.deepEqual(seen.map((c) => c.callId), r.gateCalls.map((c) => c.callId));
+      assert.deepEqual(r.gateCalls.map((c) => c.callId), ids); // the gate/call's callId
+      assert.deepEqual((await sb.run("true")).gateCalls, []);
+      const p = await sb.start(`${name} a`, { stdin: false });
+      await p.wait({ timeout: WAIT });
+      assert.deepEqual(p.gateCalls.map((c) => c.args), [["a"]]);
+    });
+
     test("a gate's return forms, and streaming before it returns", async () => {
       const wrote = deferred();
       const name = await gate("forms", async (call) => {

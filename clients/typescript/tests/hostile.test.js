@@ -210,3 +210,36 @@ test("a malformed gate/call is answered with an error and frees its worker", asy
     srv.close();
   }
 });
+
+test("a malformed gate-call report loses that report only, not the exit", async () => {
+  const srv = await fakeServer((msg, send) => {
+    if (msg.method === "sandbox/open") {
+      send({ id: msg.id, result: { sandboxId: msg.params.sandboxId, backend: "local", workspaceInside: "/w", reason: "" } });
+    } else if (msg.method === "process/start") {
+      const pid = msg.params.processId;
+      send({ id: msg.id, result: { processId: pid } });
+      const bad = { callId: `${pid}:1`, gate: "g", args: ["a"], argsBase64: ["YQ==", "Yg=="], exitCode: 0, decision: "ran" };
+      const good = { callId: `${pid}:2`, gate: "g", args: ["caf\ufffd"], argsBase64: ["Y2Fm6Q=="], exitCode: 3, decision: "ran", durationMs: 1500 };
+      send({ method: "process/gateCall", params: { processId: pid, call: bad } });
+      send({ method: "process/gateCall", params: { processId: pid, call: "nonsense" } });
+      send({ method: "process/exited", params: { processId: pid, exitCode: 0, timedOut: false, gateCalls: [bad, 7, good], gateCallsDropped: 2 } });
+    }
+  });
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    const c = await Client.connectTcp("127.0.0.1", srv.port, { token: "t" });
+    const sb = await c.openSandbox({ backend: "local", workspace: "/tmp" });
+    const seen = [];
+    const r = await withTimeout(sb.run("x", { onGateCall: (g) => { seen.push(g); } }), "the exit");
+    assert.equal(r.exitCode, 0);
+    assert.deepEqual(seen, []);
+    assert.deepEqual(r.gateCalls.map((g) => [g.callId, g.exitCode, g.duration]), [["p1:2", 3, 1.5]]);
+    assert.ok(Buffer.from(r.gateCalls[0].argsBytes[0]).equals(Buffer.from("caf\xe9", "latin1")));
+    assert.equal(r.gateCallsDropped, 2);
+    await c.close();
+  } finally {
+    console.warn = warn;
+    srv.close();
+  }
+});

@@ -3,6 +3,7 @@
 // that breaks such code fails `make test-clients`.
 import {
   Client, ConnectionClosedError, GatebridgeError, GateCall, InvalidParamsError, RunResult, UNAUTHORIZED, Chunk,
+  GateCallReport,
 } from "../index.js";
 import type { Grant } from "../index.js";
 
@@ -24,6 +25,9 @@ async function use(): Promise<number> {
   const sb = await client.openSandbox({ backend: "auto", workspace: "/tmp", writableWorkspace: true });
   const r: RunResult = await sb.run("lookup x", { timeout: 30, onOutput: (stream, data) => void [stream, data.length] });
   const [code, out] = r;
+  const calls: GateCallReport[] = r.gateCalls;
+  void [calls[0]?.argsBytes[0]?.length, calls[0]?.decidedBy ?? "none", calls[0]?.duration, r.gateCallsDropped];
+  await sb.run("lookup y", { onGateCall: (c) => void [c.gate, c.decision === "denied", c.events.length] });
   const p = await sb.start(["cat"], { stdin: true });
   await p.write("hello\n");
   await p.closeStdin();
