@@ -1118,7 +1118,7 @@ class QueuedCallsTests(unittest.TestCase):
         t.start()
         t.join(WAIT)
         self.assertFalse(t.is_alive(), "the flood was held, not refused: %d answers" % len(got))
-        self.assertTrue(started.is_set())
+        self.assertTrue(started.wait(WAIT), "the first approval never reached the handler")
         self.assertEqual(sorted(m["id"] for m in got), ["s%d" % i for i in range(3, n)])
         for m in got:
             self.assertEqual(m["error"]["code"], -32003, m)
