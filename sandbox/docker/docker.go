@@ -202,8 +202,8 @@ type Backend struct {
 	ownsClient bool
 	policy     *imagePolicy // Config.Images; nil allows any image
 
-	factsOnce sync.Once
-	engine    *engineFacts
+	factsMu sync.Mutex
+	engine  *engineFacts // nil or with err: ask again (facts)
 
 	crossMu  sync.Mutex
 	crossSet bool
@@ -475,7 +475,14 @@ func bind(src, dst string, ro bool) mount.Mount {
 	return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: ro}
 }
 
-func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) *container.HostConfig {
+// hostConfig is a container's host side. It needs to know which engine
+// it talks to (Podman gets podmanUlimits): when the engine does not say,
+// it is an error, not a container configured for the wrong engine.
+func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) (*container.HostConfig, error) {
+	f := b.facts(ctx)
+	if f.err != nil {
+		return nil, engineError("ask the engine what it is", f.err)
+	}
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(b.cfg.Network),
 		ReadonlyRootfs: !b.cfg.WritableRootfs,
@@ -504,7 +511,7 @@ func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) *contain
 		p := b.cfg.PidsLimit
 		hc.PidsLimit = &p
 	}
-	if f := b.facts(ctx); f.podman {
+	if f.podman {
 		hc.Ulimits = podmanUlimits()
 		if f.rootless && os.Geteuid() != 0 {
 			// Our uid is the same uid inside, so the session (ours,
@@ -512,7 +519,7 @@ func (b *Backend) hostConfig(ctx context.Context, mounts []mount.Mount) *contain
 			hc.UsernsMode = "keep-id"
 		}
 	}
-	return hc
+	return hc, nil
 }
 
 // podmanUlimits are the rlimits a container gets under Podman. Without
@@ -639,11 +646,15 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if testHookBeforeCreate != nil {
 		testHookBeforeCreate(spec.Workspace)
 	}
+	hc, err := b.hostConfig(ctx, mounts)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
 	cctx, cancel := cleanupCtx(ctx)
-	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.scalePids(ctx, withLimits(b.hostConfig(ctx, mounts), spec.Limits))})
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.scalePids(ctx, withLimits(hc, spec.Limits))})
 	cancel()
 	if err != nil {
 		return nil, b.createError(err)

@@ -310,13 +310,17 @@ func (b *Backend) Start(ctx context.Context, opts StartOptions) (*Sandbox, error
 		WorkingDir: workdir,
 		Labels:     labels,
 	}
+	hc, err := b.hostConfig(ctx, mounts)
+	if err != nil {
+		return nil, err
+	}
 	if testHookBeforeCreate != nil {
 		testHookBeforeCreate(ws)
 	}
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.scalePids(ctx, b.hostConfig(ctx, mounts))})
+		Name: ContainerPrefix + opts.Name, Config: cfg, HostConfig: b.scalePids(ctx, hc)})
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			return nil, &sandbox.Error{Backend: "docker", Op: "start " + opts.Name,

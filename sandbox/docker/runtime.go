@@ -136,50 +136,74 @@ type engineFacts struct {
 	cgroupsV1 bool
 }
 
-// facts asks the engine (GET /info, GET /version) once per Backend.
+// factsTimeout bounds each request facts makes. Podman's /info is slow
+// when many requests arrive at once (seconds, not milliseconds); each
+// request has a budget of its own, so a slow /info cannot starve /version.
+const factsTimeout = 30 * time.Second
+
+// facts asks the engine (GET /version, GET /info) once per Backend; an
+// answer with err set is not kept, so the next call asks again. Which
+// engine it is must be known, not guessed: a Podman taken for dockerd
+// gets no rlimits of ours (podmanUlimits) and asks for its own maximums,
+// and every container then fails to start (Podman answers the attach
+// with a bare 409, "error setting rlimit … operation not permitted").
 func (b *Backend) facts(ctx context.Context) *engineFacts {
-	b.factsOnce.Do(func() {
-		f := &engineFacts{}
-		b.engine = f
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		res, err := b.cli.Info(ictx, client.InfoOptions{})
-		if err != nil {
-			f.err = err
-			return
-		}
-		info := res.Info
-		f.os, f.id, f.version = info.OperatingSystem, info.ID, info.ServerVersion
-		f.defaultRT, f.cgroupsV1 = info.DefaultRuntime, info.CgroupVersion == "1"
-		f.runtimes = map[string]system.RuntimeWithStatus{}
-		for k, v := range info.Runtimes {
-			f.runtimes[k] = v
-		}
-		for _, o := range info.SecurityOptions {
-			if strings.Contains(o, "name=rootless") {
-				f.rootless = true
-			}
-		}
-		if v, err := b.cli.ServerVersion(ictx, client.ServerVersionOptions{}); err == nil {
-			for _, c := range v.Components {
-				if strings.Contains(strings.ToLower(c.Name), "podman") {
-					f.podman = true
-				}
-			}
-		}
-		// Podman 4.3 says nothing of rootless in /info: its rootless
-		// service listens on a socket its (non-root) user owns.
-		if f.podman && !f.rootless {
-			if sock, ok := strings.CutPrefix(b.cli.DaemonHost(), "unix://"); ok {
-				if fi, err := os.Stat(sock); err == nil {
-					if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
-						f.rootless = true
-					}
-				}
-			}
-		}
-	})
+	b.factsMu.Lock()
+	defer b.factsMu.Unlock()
+	if b.engine != nil && b.engine.err == nil {
+		return b.engine
+	}
+	b.engine = b.askFacts(ctx)
 	return b.engine
+}
+
+func (b *Backend) askFacts(ctx context.Context) *engineFacts {
+	f := &engineFacts{}
+	// Not the caller's cancellation: other callers share the answer.
+	bg := context.WithoutCancel(ctx)
+	vctx, cancel := context.WithTimeout(bg, factsTimeout)
+	v, err := b.cli.ServerVersion(vctx, client.ServerVersionOptions{})
+	cancel()
+	if err != nil {
+		f.err = fmt.Errorf("GET /version: %w", err)
+		return f
+	}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			f.podman = true
+		}
+	}
+	ictx, cancel := context.WithTimeout(bg, factsTimeout)
+	res, err := b.cli.Info(ictx, client.InfoOptions{})
+	cancel()
+	if err != nil {
+		f.err = fmt.Errorf("GET /info: %w", err)
+		return f
+	}
+	info := res.Info
+	f.os, f.id, f.version = info.OperatingSystem, info.ID, info.ServerVersion
+	f.defaultRT, f.cgroupsV1 = info.DefaultRuntime, info.CgroupVersion == "1"
+	f.runtimes = map[string]system.RuntimeWithStatus{}
+	for k, v := range info.Runtimes {
+		f.runtimes[k] = v
+	}
+	for _, o := range info.SecurityOptions {
+		if strings.Contains(o, "name=rootless") {
+			f.rootless = true
+		}
+	}
+	// Podman 4.3 says nothing of rootless in /info: its rootless
+	// service listens on a socket its (non-root) user owns.
+	if f.podman && !f.rootless {
+		if sock, ok := strings.CutPrefix(b.cli.DaemonHost(), "unix://"); ok {
+			if fi, err := os.Stat(sock); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+					f.rootless = true
+				}
+			}
+		}
+	}
+	return f
 }
 
 // runtimeNames are the engine's runtimes, sorted.
@@ -484,8 +508,11 @@ func (b *Backend) ProbeRuntime(ctx context.Context, name string) (RuntimeReport,
 		}
 	}()
 
-	hc := b.hostConfig(ctx, []mount.Mount{bind(p, probePath, false), bind(a.Root, probeACLPath, true),
+	hc, err := b.hostConfig(ctx, []mount.Mount{bind(p, probePath, false), bind(a.Root, probeACLPath, true),
 		bind(a.Calls, probeACLPath+"/calls", false)})
+	if err != nil {
+		return r, err
+	}
 	hc.Runtime = name
 	cfg := &container.Config{
 		Image: b.cfg.Image, User: user, Env: []string{"PATH=" + DefaultPath}, WorkingDir: "/",
