@@ -327,9 +327,6 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 		return nil, bashOutput{}, errors.New("timeout_ms must not be negative")
 	}
 	argv := []string{"bash", "-c", in.Command}
-	if err := h.checkPolicy(ctx, argv); err != nil {
-		return nil, bashOutput{}, err
-	}
 	c := &call{stdout: sandbox.NewCapture(h.opts.MaxOutput), stderr: sandbox.NewCapture(h.opts.MaxOutput),
 		exited: make(chan control.Exit, 1)}
 	if token := req.Params.GetProgressToken(); token != nil {
@@ -370,6 +367,10 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 			delete(h.procs, c.id)
 		}
 		h.mu.Unlock()
+		if control.KindOf(err) == control.KindPolicy {
+			// The command policy refused the line before any of it ran.
+			return nil, bashOutput{}, toolError(err)
+		}
 		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
 	}
 	h.mu.Lock()
