@@ -30,6 +30,9 @@ type host struct {
 	server *mcp.Server
 
 	description string
+	// elicit asks the session's person about gate calls that need
+	// approval, when its client declared elicitation.
+	elicit *elicitor
 
 	// mu guards the calls and all their state.
 	mu      sync.Mutex
@@ -264,9 +267,12 @@ type writeStdinInput struct {
 // initialized, when set, runs when the client has initialized a session.
 func (s *Server) newHost(ctx context.Context, initialized func(context.Context, *mcp.InitializedRequest)) (*host, error) {
 	o := s.opts
-	h := &host{srv: s, opts: o, procs: map[string]*call{}, evicted: map[string]string{}}
+	h := &host{srv: s, opts: o, procs: map[string]*call{}, evicted: map[string]string{}, elicit: &elicitor{}}
+	// The client's capabilities are known once it has initialized, after
+	// the sandbox opens: the Approver is there from the start, and
+	// present only while the client declared elicitation.
 	sb, err := s.ctl.Open(ctx, control.SandboxSpec{ID: sandboxID, Backend: o.Backend, Workspace: o.Workspace,
-		Writable: o.Writable})
+		Writable: o.Writable, Approver: mcpApprover{control.FromApproval(h.elicit), h.elicit}})
 	if err != nil {
 		return nil, openError(err)
 	}
@@ -304,6 +310,7 @@ func onHost[In, Out any](resolve resolver,
 			return nil, none, err
 		}
 		defer done()
+		h.elicit.setSession(req.Session)
 		return f(h, ctx, req, in)
 	}
 }

@@ -92,9 +92,10 @@ func New(opts Options) *Server {
 	if c.Approvals.Commands == nil {
 		c.Approvals.Commands = o.Policy
 	}
-	// The MCP server asks no one (elicitation is not wired): a gate that
-	// needs approval runs only with a grant (docs/approvals.md).
-	c.Approvals.NoOne = cmp.Or(c.Approvals.NoOne, "no one to ask over MCP (this server does not use elicitation)")
+	// The MCP server asks the client's person with elicitation when the
+	// client declared it; otherwise a gate that needs approval runs only
+	// with a grant, and its refusal says so (docs/approvals.md).
+	c.Approvals.NoOne = cmp.Or(c.Approvals.NoOne, noOneOverMCP)
 	return &Server{opts: opts, ctl: control.New(c)}
 }
 

@@ -68,15 +68,17 @@ func TestMCPCommandPolicyAsk(t *testing.T) {
 
 // A gate that needs approval was asked of nobody: the MCP server's
 // in-process protocol client never answered, and the call hung for the
-// approval timeout (5 minutes). Now it is refused at once, and the
-// command's stderr names `gatebridge grants`.
+// approval timeout (5 minutes). Now, the client not having declared
+// elicitation, it is refused at once, and the command's stderr says so
+// and names `gatebridge grants add`.
 func TestMCPGateApprovalRefused(t *testing.T) {
 	c := testControl()
 	c.Approvals.Settings = map[string]approval.Setting{"read_file": approval.Ask}
 	cs, ws := mcpSession(t, Options{Control: c}, nil)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("secret\n"), 0o644)
 	res, out := bash(t, cs, map[string]any{"command": "read_file f"})
-	if !res.IsError || out.ExitCode != 126 || strings.Contains(out.Stdout, "secret") || !strings.Contains(out.Stderr, "gatebridge grants") {
+	if !res.IsError || out.ExitCode != 126 || strings.Contains(out.Stdout, "secret") || !strings.Contains(out.Stderr, "gatebridge grants add read_file") ||
+		!strings.Contains(out.Stderr, "did not declare elicitation") {
 		t.Fatalf("a gate that needs approval: %q %+v", text(res), out)
 	}
 }
