@@ -19,7 +19,7 @@ import (
 // elicitation/create), on a server where read_file asks and grants are
 // kept in a fresh grants file. It returns the client session, the
 // workspace (holding f, "secret") and the questions asked.
-func elicitSession(t *testing.T, timeout time.Duration, version string, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, string, func() []*mcp.ElicitParams) {
+func elicitSession(t *testing.T, timeout time.Duration, version string, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, string, func() []*mcp.ElicitParams, *approval.Store) {
 	t.Helper()
 	c := testControl()
 	c.Approvals.Settings = map[string]approval.Setting{"read_file": approval.Ask}
@@ -69,7 +69,7 @@ func elicitSession(t *testing.T, timeout time.Duration, version string, answer f
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]*mcp.ElicitParams{}, asked...)
-	}
+	}, st
 }
 
 // choicesOf are the choices an elicitation offered.
@@ -96,7 +96,7 @@ func choicesOf(t *testing.T, p *mcp.ElicitParams) []string {
 // arguments" allows the call and keeps a grant in the grants file, and
 // the next same call runs without asking.
 func TestMCPElicitApprovalGrant(t *testing.T) {
-	cs, _, asked := elicitSession(t, time.Minute, "2025-11-25", func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	cs, _, asked, st := elicitSession(t, time.Minute, "2025-11-25", func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		for _, c := range choicesOf(t, req.Params) {
 			if strings.Contains(c, `with exactly the arguments "f"`) && strings.HasSuffix(c, "in every workspace") {
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"choice": c}}, nil
@@ -114,6 +114,10 @@ func TestMCPElicitApprovalGrant(t *testing.T) {
 	}
 	if c := choicesOf(t, q[0]); c[0] != choiceOnce || c[1] != choiceDeny {
 		t.Fatalf("choices %q", c)
+	}
+	list, err := st.List(time.Now())
+	if err != nil || len(list) != 1 || list[0].Gate != "read_file" || list[0].Lifetime != approval.LifeAlways || len(list[0].Exact) != 1 {
+		t.Fatalf("the grants file holds %+v (%v)", list, err)
 	}
 	res, out = bash(t, cs, map[string]any{"command": "read_file f"})
 	if res.IsError || out.Stdout != "secret\n" || len(asked()) != 1 {
@@ -137,7 +141,7 @@ func TestMCPElicitHostileAnswers(t *testing.T) {
 		"decline":    nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			cs, _, asked := elicitSession(t, time.Minute, "2025-11-25", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			cs, _, asked, _ := elicitSession(t, time.Minute, "2025-11-25", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				if content == nil {
 					return &mcp.ElicitResult{Action: "decline"}, nil
 				}
@@ -157,7 +161,7 @@ func TestMCPElicitHostileAnswers(t *testing.T) {
 // A client that declares elicitation and never answers holds the call
 // for approvals.timeout, no longer: then it is denied (126), saying so.
 func TestMCPElicitNoAnswer(t *testing.T) {
-	cs, _, asked := elicitSession(t, 200*time.Millisecond, "2025-11-25", func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	cs, _, asked, _ := elicitSession(t, 200*time.Millisecond, "2025-11-25", func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
@@ -172,7 +176,7 @@ func TestMCPElicitNoAnswer(t *testing.T) {
 // made yet), is not asked: the call is denied at once, the message
 // naming `gatebridge grants add`.
 func TestMCPElicitNotOnNewProtocol(t *testing.T) {
-	cs, _, asked := elicitSession(t, time.Minute, "2026-07-28", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	cs, _, asked, _ := elicitSession(t, time.Minute, "2026-07-28", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"choice": choiceOnce}}, nil
 	})
 	res, out := bash(t, cs, map[string]any{"command": "read_file f"})
