@@ -241,7 +241,12 @@ type bashOutput struct {
 	Truncated bool    `json:"truncated" jsonschema:"output was cut in the middle; the text says how many bytes"`
 	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
 	ProcessID string  `json:"process_id,omitempty" jsonschema:"a background process: its id"`
-	Running   bool    `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
+	// The gate calls the command made, once it has exited (records as
+	// run --json's calls; secrets redacted), and how many more were made
+	// than are listed.
+	Calls        []gateCall `json:"calls,omitempty" jsonschema:"once it has exited: the gate calls the command made, in order (at most the server's limit)"`
+	CallsDropped int        `json:"calls_dropped,omitempty" jsonschema:"gate calls made but not listed in calls"`
+	Running      bool       `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
 
 	// The exact bytes of stdout, stderr and the answer when they are not
 	// UTF-8 (docs/json.md): set by withBytes.
@@ -403,7 +408,8 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 	}
 	h.mu.Lock()
 	out := bashOutput{ExitCode: ex.Code, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
-		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}.withBytes()
+		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer,
+		Calls: gateCalls(ex.GateCalls), CallsDropped: ex.GateCallsDropped}.withBytes()
 	h.mu.Unlock()
 	return toolResult(out, &ex), out, nil
 }
@@ -437,6 +443,7 @@ func toolResult(out bashOutput, ex *control.Exit) *mcp.CallToolResult {
 	if text.Len() > 0 && !strings.HasSuffix(text.String(), "\n") {
 		text.WriteString("\n")
 	}
+	text.WriteString(gateCallLines(out.Calls, out.CallsDropped))
 	switch {
 	case ex == nil:
 		fmt.Fprintf(&text, "[still running: process_id %s]", out.ProcessID)
@@ -500,6 +507,7 @@ func (h *host) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bashOu
 			ex := c.exit
 			if ex != nil {
 				out.ExitCode, out.TimedOut, out.Answer = ex.Code, ex.TimedOut, ex.Answer
+				out.Calls, out.CallsDropped = gateCalls(ex.GateCalls), ex.GateCallsDropped
 				delete(h.procs, in.ProcessID)
 			}
 			h.mu.Unlock()

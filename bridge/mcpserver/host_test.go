@@ -181,7 +181,7 @@ func TestMCPBash(t *testing.T) {
 	if !res.IsError || out.ExitCode != 3 || out.Stdout != "line two\n" || out.Stderr != "oops\n" {
 		t.Fatalf("result %+v, structured %+v", res, out)
 	}
-	if got := text(res); got != "line two\n[stderr]\noops\n[exit code 3]" {
+	if got := text(res); got != "line two\n[stderr]\noops\n[gate call: read_file \"notes.txt\" → exit 0]\n[exit code 3]" {
 		t.Fatalf("text %q", got)
 	}
 	// Files persist between calls; shell state does not.
