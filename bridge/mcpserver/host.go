@@ -283,7 +283,7 @@ func (s *Server) newHost(ctx context.Context, initialized func(context.Context, 
 	}
 	h.sb = sb
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.description = CapabilityText(sb.Backend(), sb.WorkspaceInside(), o.Writable, o.Timeout, o.MaxOutput, true, sb.Gates().Specs())
+	h.description = h.describe()
 	h.server = s.newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*host, func(), error) { return h, func() {}, nil })
 	return h, nil
 }
