@@ -39,7 +39,7 @@ func capabilityText(backend, workspace string, writable bool, shell, limits stri
 	}
 	fmt.Fprintf(&b, "Run a command line with bash in a sandbox (%s backend). It starts in the workspace %s (%s). ", backend, workspace, ws)
 	b.WriteString(shell)
-	b.WriteString("Shell state (variables, cd, background jobs) does not persist: each call is a new bash. ")
+	b.WriteString("The shell state (variables, cd, background jobs) does not persist: each call is a new bash. ")
 	b.WriteString(limits)
 	if timeout > 0 {
 		fmt.Fprintf(&b, "A call is stopped after %v (timeout_ms to change it; exit code 124). ", timeout)

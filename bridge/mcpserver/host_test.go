@@ -161,7 +161,7 @@ func TestMCPToolDescription(t *testing.T) {
 	if strings.Join(names, " ") != "bash bash_output write_stdin" {
 		t.Fatalf("tools: %v", names)
 	}
-	for _, want := range []string{"read-only", "runs commands unconfined on the host: do not write it", "Network: the host's network", "Shell state", "1m0s", "read_file [--offset N] [--limit N] PATH", "submit", "Exit 126"} {
+	for _, want := range []string{"read-only", "runs commands unconfined on the host: do not write it", "Network: the host's network", "shell state", "1m0s", "read_file [--offset N] [--limit N] PATH", "submit", "Exit 126"} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q:\n%s", want, tool.Description)
 		}
