@@ -352,6 +352,16 @@ type ApprovalRequest struct {
 	Process *Process // nil when unknown (a command not yet started)
 }
 
+// PresentApprover is an Approver that may have no one behind it for a
+// while (an MCP client whose capabilities are known once it has
+// initialized, and that may not have declared elicitation): while Present
+// is false the sandbox has no Approver, and the decider denies at once
+// (approvals' NoOne says why).
+type PresentApprover interface {
+	Approver
+	Present() bool
+}
+
 // FromApproval is a as an Approver (it does not need the sandbox).
 func FromApproval(a approval.Approver) Approver { return plainApprover{a} }
 
@@ -375,6 +385,9 @@ func (a sandboxApprover) Ask(ctx context.Context, req *approval.Request) (approv
 // sb has no Approver: the decider then denies, no one being there).
 func (sb *Sandbox) asker(p *Process) approval.Approver {
 	if sb.approver == nil {
+		return nil
+	}
+	if a, ok := sb.approver.(PresentApprover); ok && !a.Present() {
 		return nil
 	}
 	return sandboxApprover{sb, p}

@@ -30,6 +30,9 @@ type host struct {
 	server *mcp.Server
 
 	description string
+	// elicit asks the session's person about gate calls that need
+	// approval, when its client declared elicitation.
+	elicit *elicitor
 
 	// mu guards the calls and all their state.
 	mu      sync.Mutex
@@ -238,7 +241,12 @@ type bashOutput struct {
 	Truncated bool    `json:"truncated" jsonschema:"output was cut in the middle; the text says how many bytes"`
 	Answer    *string `json:"answer" jsonschema:"what the command passed to submit, if it called it"`
 	ProcessID string  `json:"process_id,omitempty" jsonschema:"a background process: its id"`
-	Running   bool    `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
+	// The gate calls the command made, once it has exited (records as
+	// run --json's calls; secrets redacted), and how many more were made
+	// than are listed.
+	Calls        []gateCall `json:"calls,omitempty" jsonschema:"once it has exited: the gate calls the command made, in order (at most the server's limit)"`
+	CallsDropped int        `json:"calls_dropped,omitempty" jsonschema:"gate calls made but not listed in calls"`
+	Running      bool       `json:"running,omitempty" jsonschema:"a background process: still running (exit_code means nothing yet)"`
 
 	// The exact bytes of stdout, stderr and the answer when they are not
 	// UTF-8 (docs/json.md): set by withBytes.
@@ -264,15 +272,18 @@ type writeStdinInput struct {
 // initialized, when set, runs when the client has initialized a session.
 func (s *Server) newHost(ctx context.Context, initialized func(context.Context, *mcp.InitializedRequest)) (*host, error) {
 	o := s.opts
-	h := &host{srv: s, opts: o, procs: map[string]*call{}, evicted: map[string]string{}}
+	h := &host{srv: s, opts: o, procs: map[string]*call{}, evicted: map[string]string{}, elicit: &elicitor{}}
+	// The client's capabilities are known once it has initialized, after
+	// the sandbox opens: the Approver is there from the start, and
+	// present only while the client declared elicitation.
 	sb, err := s.ctl.Open(ctx, control.SandboxSpec{ID: sandboxID, Backend: o.Backend, Workspace: o.Workspace,
-		Writable: o.Writable})
+		Writable: o.Writable, Approver: mcpApprover{control.FromApproval(h.elicit), h.elicit}})
 	if err != nil {
 		return nil, openError(err)
 	}
 	h.sb = sb
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.description = CapabilityText(sb.Backend(), sb.WorkspaceInside(), o.Writable, o.Timeout, o.MaxOutput, true, sb.Gates().Specs())
+	h.description = h.describe()
 	h.server = s.newMCPServer(h.description, initialized, func(context.Context, *mcp.ServerSession) (*host, func(), error) { return h, func() {}, nil })
 	return h, nil
 }
@@ -304,6 +315,7 @@ func onHost[In, Out any](resolve resolver,
 			return nil, none, err
 		}
 		defer done()
+		h.elicit.setSession(req.Session)
 		return f(h, ctx, req, in)
 	}
 }
@@ -327,9 +339,6 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 		return nil, bashOutput{}, errors.New("timeout_ms must not be negative")
 	}
 	argv := []string{"bash", "-c", in.Command}
-	if err := h.checkPolicy(ctx, argv); err != nil {
-		return nil, bashOutput{}, err
-	}
 	c := &call{stdout: sandbox.NewCapture(h.opts.MaxOutput), stderr: sandbox.NewCapture(h.opts.MaxOutput),
 		exited: make(chan control.Exit, 1)}
 	if token := req.Params.GetProgressToken(); token != nil {
@@ -370,6 +379,10 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 			delete(h.procs, c.id)
 		}
 		h.mu.Unlock()
+		if control.KindOf(err) == control.KindPolicy {
+			// The command policy refused the line before any of it ran.
+			return nil, bashOutput{}, toolError(err)
+		}
 		return nil, bashOutput{}, fmt.Errorf("the command could not run: %v", err)
 	}
 	h.mu.Lock()
@@ -395,7 +408,8 @@ func (h *host) bash(ctx context.Context, req *mcp.CallToolRequest, in bashInput)
 	}
 	h.mu.Lock()
 	out := bashOutput{ExitCode: ex.Code, Stdout: string(c.stdout.Bytes()), Stderr: string(c.stderr.Bytes()),
-		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer}.withBytes()
+		TimedOut: ex.TimedOut, Truncated: c.stdout.Dropped()+c.stderr.Dropped() > 0, Answer: ex.Answer,
+		Calls: gateCalls(ex.GateCalls), CallsDropped: ex.GateCallsDropped}.withBytes()
 	h.mu.Unlock()
 	return toolResult(out, &ex), out, nil
 }
@@ -429,6 +443,7 @@ func toolResult(out bashOutput, ex *control.Exit) *mcp.CallToolResult {
 	if text.Len() > 0 && !strings.HasSuffix(text.String(), "\n") {
 		text.WriteString("\n")
 	}
+	text.WriteString(gateCallLines(out.Calls, out.CallsDropped))
 	switch {
 	case ex == nil:
 		fmt.Fprintf(&text, "[still running: process_id %s]", out.ProcessID)
@@ -492,6 +507,7 @@ func (h *host) bashOutput(ctx context.Context, _ *mcp.CallToolRequest, in bashOu
 			ex := c.exit
 			if ex != nil {
 				out.ExitCode, out.TimedOut, out.Answer = ex.Code, ex.TimedOut, ex.Answer
+				out.Calls, out.CallsDropped = gateCalls(ex.GateCalls), ex.GateCallsDropped
 				delete(h.procs, in.ProcessID)
 			}
 			h.mu.Unlock()

@@ -161,7 +161,7 @@ func TestMCPToolDescription(t *testing.T) {
 	if strings.Join(names, " ") != "bash bash_output write_stdin" {
 		t.Fatalf("tools: %v", names)
 	}
-	for _, want := range []string{"read-only", "persist between calls", "shell state", "1m0s", "read_file [--offset N] [--limit N] PATH", "submit", "Exit 126"} {
+	for _, want := range []string{"read-only", "runs commands unconfined on the host: do not write it", "Network: the host's network", "shell state", "1m0s", "read_file [--offset N] [--limit N] PATH", "submit", "Exit 126"} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q:\n%s", want, tool.Description)
 		}
@@ -181,7 +181,7 @@ func TestMCPBash(t *testing.T) {
 	if !res.IsError || out.ExitCode != 3 || out.Stdout != "line two\n" || out.Stderr != "oops\n" {
 		t.Fatalf("result %+v, structured %+v", res, out)
 	}
-	if got := text(res); got != "line two\n[stderr]\noops\n[exit code 3]" {
+	if got := text(res); got != "line two\n[stderr]\noops\n[gate call: read_file \"notes.txt\" → exit 0]\n[exit code 3]" {
 		t.Fatalf("text %q", got)
 	}
 	// Files persist between calls; shell state does not.

@@ -5,8 +5,9 @@
 // calls directly: a [Server] opens one control.Sandbox per MCP session
 // (stdio: one for the server's life; streamable HTTP: one per session,
 // bounded and closed when idle) and starts a control.Process per call,
-// with its own writers for the output. The command policy
-// (bridge/cmdpolicy) decides each command line before anything starts.
+// with its own writers for the output. The control plane's command
+// policy (bridge/cmdpolicy) decides each command line before anything
+// starts.
 package mcpserver
 
 import (
@@ -63,8 +64,9 @@ type Options struct {
 	// defaults).
 	MaxBackground      int
 	MaxBackgroundBytes int64
-	// Policy decides every command line before it starts (nil: all are
-	// allowed).
+	// Policy decides every command line before it starts, and each gate
+	// call again (nil: all are allowed): Control.Approvals.Commands when
+	// that is nil. The control plane checks it (Sandbox.Prepare).
 	Policy *cmdpolicy.Policy
 	// Version is the server's version in the MCP handshake.
 	Version string
@@ -87,9 +89,13 @@ func New(opts Options) *Server {
 	o.Backend = cmp.Or(o.Backend, control.Auto)
 	c := o.Control
 	c.MaxRetainedBytes = retainedBytes
-	// The MCP server asks no one (elicitation is not wired): a gate that
-	// needs approval runs only with a grant (docs/approvals.md).
-	c.Approvals.NoOne = cmp.Or(c.Approvals.NoOne, "no one to ask over MCP (this server does not use elicitation)")
+	if c.Approvals.Commands == nil {
+		c.Approvals.Commands = o.Policy
+	}
+	// The MCP server asks the client's person with elicitation when the
+	// client declared it; otherwise a gate that needs approval runs only
+	// with a grant, and its refusal says so (docs/approvals.md).
+	c.Approvals.NoOne = cmp.Or(c.Approvals.NoOne, noOneOverMCP)
 	return &Server{opts: opts, ctl: control.New(c)}
 }
 

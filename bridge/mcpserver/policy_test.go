@@ -9,7 +9,6 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
-	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 func testPolicy(t *testing.T, rules ...cmdpolicy.Rule) *cmdpolicy.Policy {
@@ -49,41 +48,37 @@ func TestMCPCommandPolicyDenies(t *testing.T) {
 	}
 }
 
-// A command the policy marks ask is refused until approvals are wired,
-// with a hint that names `gatebridge grants`: nobody is asked, and
-// nothing runs.
+// A command the policy marks ask is refused (the control plane decides
+// commands before they start, where no one is asked), with the rule and a
+// hint that says how to run it: nothing of the line runs.
 func TestMCPCommandPolicyAsk(t *testing.T) {
 	cs, ws := mcpSession(t, Options{Writable: true, Policy: testPolicy(t, cmdpolicy.Rule{Command: "git", Args: []string{"push"}, Decision: "ask"})}, nil)
-	res, _ := bash(t, cs, map[string]any{"command": "touch ran && git push origin main"})
-	got := text(res)
-	if !res.IsError || !strings.Contains(got, "policy: command git push origin main needs approval by rule 0") ||
-		!strings.Contains(got, "`gatebridge grants add`") {
-		t.Fatalf("an ask command: %q", got)
-	}
-	if _, err := os.Stat(filepath.Join(ws, "ran")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the line ran (%v)", err)
-	}
-}
-
-// ask's refusal carries its hint for a front end that prints hints.
-func TestAskHint(t *testing.T) {
-	err := ask(t.Context(), errors.New("policy: x needs approval"), "this command needs a person's approval", "allow it")
-	if h := hint.Of(err); !strings.Contains(h, "gatebridge grants") {
-		t.Fatalf("hint %q", h)
+	for _, background := range []bool{false, true} {
+		res, out := bash(t, cs, map[string]any{"command": "touch ran && git push origin main", "background": background})
+		got := text(res)
+		if !res.IsError || !strings.Contains(got, "policy: command git push origin main needs approval by rule 0") ||
+			!strings.Contains(got, "\nhint: ") || !strings.Contains(got, "policy.commands") || out.ProcessID != "" {
+			t.Fatalf("background %v: an ask command: %q", background, got)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("background %v: the line ran (%v)", background, err)
+		}
 	}
 }
 
 // A gate that needs approval was asked of nobody: the MCP server's
 // in-process protocol client never answered, and the call hung for the
-// approval timeout (5 minutes). Now it is refused at once, and the
-// command's stderr names `gatebridge grants`.
+// approval timeout (5 minutes). Now, the client not having declared
+// elicitation, it is refused at once, and the command's stderr says so
+// and names `gatebridge grants add`.
 func TestMCPGateApprovalRefused(t *testing.T) {
 	c := testControl()
 	c.Approvals.Settings = map[string]approval.Setting{"read_file": approval.Ask}
 	cs, ws := mcpSession(t, Options{Control: c}, nil)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("secret\n"), 0o644)
 	res, out := bash(t, cs, map[string]any{"command": "read_file f"})
-	if !res.IsError || out.ExitCode != 126 || strings.Contains(out.Stdout, "secret") || !strings.Contains(out.Stderr, "gatebridge grants") {
+	if !res.IsError || out.ExitCode != 126 || strings.Contains(out.Stdout, "secret") || !strings.Contains(out.Stderr, "gatebridge grants add read_file") ||
+		!strings.Contains(out.Stderr, "did not declare elicitation") {
 		t.Fatalf("a gate that needs approval: %q %+v", text(res), out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/approval"
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
 
 	"github.com/gatebridge/gatebridge/gates/secrets"
@@ -90,5 +91,48 @@ func TestProcessGateCallsCap(t *testing.T) {
 	c.Call(MethodInitialize, InitializeParams{ProtocolVersion: 1}, &res)
 	if res.Limits.MaxGateCalls != 2 {
 		t.Errorf("limits.maxGateCalls %d", res.Limits.MaxGateCalls)
+	}
+}
+
+// Under serve, process/exited's gateCalls say who decided a call of a
+// gate that needs approval: the runtime, which answered approval/request
+// (allow, with a grant; deny), then the grant it gave, at the next call.
+func TestProcessGateCallsDecidedBy(t *testing.T) {
+	opts := testOptions(t)
+	opts.Approvals = approval.Config{Store: grantsStore(t)}
+	c := connect(t, NewServer(opts))
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
+	c.openSandbox("sb", "local", false)
+
+	m, p := c.ask("sb", "a", "deploy prod; deploy staging; echo rc=$?")
+	c.Respond(m, ApprovalResult{Decision: DecisionAllow, Grant: offer(t, p, func(o ApprovalGrant) bool { return o.Lifetime == "always" && o.Scope == ScopeExact })}, nil)
+	c.gateCallsOnly(1, "")
+	m, _ = c.nextRequest(MethodApprovalRequest)
+	c.Respond(m, ApprovalResult{Decision: DecisionDeny}, nil)
+	ex := c.Collect("a", 30*time.Second, nil).Exited
+	if len(ex.GateCalls) != 2 {
+		t.Fatalf("gateCalls %+v", ex.GateCalls)
+	}
+	if g := ex.GateCalls[0]; g.Decision != "ran" || g.DecidedBy != approval.ByRuntime {
+		t.Errorf("allowed by the runtime: %+v", g)
+	}
+	if g := ex.GateCalls[1]; g.Decision != "denied" || g.ExitCode != 126 || g.DecidedBy != approval.ByRuntime {
+		t.Errorf("denied by the runtime: %+v", g)
+	}
+
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "b", SandboxID: "sb", Argv: []string{"sh", "-c", "deploy prod"}}, nil)
+	c.gateCallsOnly(1, "the grant was not used")
+	ex = c.Collect("b", 30*time.Second, nil).Exited
+	if len(ex.GateCalls) != 1 || ex.GateCalls[0].Decision != "ran" || ex.GateCalls[0].DecidedBy != approval.ByGrant {
+		t.Fatalf("allowed by the grant: %+v", ex.GateCalls)
+	}
+
+	// A gate that needs no approval: no one decided.
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "lookup"}, nil)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "c", SandboxID: "sb", Argv: []string{"sh", "-c", "lookup x"}}, nil)
+	c.gateCallsOnly(1, "lookup needs no approval")
+	ex = c.Collect("c", 30*time.Second, nil).Exited
+	if len(ex.GateCalls) != 1 || ex.GateCalls[0].DecidedBy != "" {
+		t.Fatalf("no approval: %+v", ex.GateCalls)
 	}
 }
