@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,7 +36,7 @@ const attachWait = 60 * time.Second
 // refuses to start unless sandbox.attach.read_only_paths declares every
 // protected path mounted read-only there for some workspace, and a
 // sandbox opens only on such a workspace.
-func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared AttachConfig) (func(), error) {
+func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared config.AttachConfig) (func(), error) {
 	bad := func(err error, hint string) (func(), error) {
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
 	}

@@ -19,16 +19,6 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// autoBackend is the sandbox.backend that picks a registered backend.
-const autoBackend = "auto"
-
-// backendChoices is the sandbox.backend values, for help texts and hints:
-// "auto, local, bwrap or docker".
-func backendChoices(reg *sandbox.Registry) string {
-	names := append([]string{autoBackend}, reg.Names()...)
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
-
 // chosenBackend is the backend a run uses, why, and what to release.
 type chosenBackend struct {
 	backend      sandbox.Backend

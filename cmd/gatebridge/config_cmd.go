@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"strings"
@@ -33,11 +34,11 @@ func newConfigCmd(a *app) *cobra.Command {
 		Short: "Print the effective config, each value with where it came from (secrets redacted)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return configview.Write(cmd.OutOrStdout(), configview.Flatten(a.cfg, configSource(a.cfg, cmd.Flags())))
+			return configview.Write(cmd.OutOrStdout(), configview.Flatten(&a.cfg.Config, configSource(a.cfg, cmd.Flags())))
 		},
 	})
 	newRunCmd(a).Flags().VisitAll(func(f *pflag.Flag) { // run's flags that set a key
-		if _, ok := flagKeys[f.Name]; ok {
+		if _, ok := config.FlagKeys[f.Name]; ok {
 			show.Flags().AddFlag(f)
 		}
 	})
@@ -76,18 +77,18 @@ func configSource(cfg *Config, flags *pflag.FlagSet) func(string) string {
 	if cfg.configFile != "" {
 		file = viper.New()
 		file.SetConfigType("yaml")
-		if data, _, err := readTrustedConfig(cfg.configFile); err != nil || file.ReadConfig(bytes.NewReader(data)) != nil {
+		if data, _, err := config.ReadTrusted(cfg.configFile); err != nil || file.ReadConfig(bytes.NewReader(data)) != nil {
 			file = nil
 		}
 	}
 	return func(key string) string {
-		for flag, k := range flagKeys {
+		for flag, k := range config.FlagKeys {
 			if k == key && flags.Changed(flag) {
 				return "flag --" + flag
 			}
 		}
 		env := "GATEBRIDGE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-		if _, bound := defaults[key]; bound && os.Getenv(env) != "" {
+		if _, bound := config.Defaults[key]; bound && os.Getenv(env) != "" {
 			return "env " + env
 		}
 		if file != nil && file.InConfig(key) {

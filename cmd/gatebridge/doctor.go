@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ backend (sandbox.backend) cannot run here, else 0.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON list of {check, status, detail, hint}")
-	cmd.Flags().String("sandbox", "", "backend to judge the exit code by: "+backendChoices(a.backends)+" (default: config sandbox.backend)")
+	cmd.Flags().String("sandbox", "", "backend to judge the exit code by: "+config.BackendChoices(a.backends)+" (default: config sandbox.backend)")
 	cmd.Flags().String("image", "", "docker image to look for (default: config sandbox.docker.image)")
 	cmd.Flags().String("runtime", "", "OCI runtime to judge the docker backend by (default: config sandbox.docker.runtime)")
 	return needsConfig(cmd)
@@ -313,7 +314,7 @@ func configCheck(cfg *Config) checkResult {
 			Detail: d + ": owned by you or root, writable by no one else, outside the workspace and sessions"}
 	}
 	looked := "$GATEBRIDGE_CONFIG unset"
-	if c := configCandidates(); len(c) > 0 {
+	if c := config.Candidates(); len(c) > 0 {
 		looked += ", no " + c[0]
 	}
 	return checkResult{Check: "config", Status: statusOK, Detail: "none (" + looked + "): the defaults"}
@@ -334,7 +335,7 @@ func ignoredCwdConfig(cfg *Config) (checkResult, bool) {
 		return checkResult{}, false
 	}
 	dest := "$XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"
-	if c := configCandidates(); len(c) > 0 {
+	if c := config.Candidates(); len(c) > 0 {
 		dest = c[0]
 	}
 	return checkResult{Check: "config in the current directory", Status: statusWarn,
@@ -399,13 +400,13 @@ func gatesCheck(ctx context.Context, cfg *Config, kinds *gates.KindRegistry) che
 func gateRunChecks(ctx context.Context, cfg *Config) []checkResult {
 	type prog struct {
 		check, key string
-		iso        IsolateConfig
+		iso        config.IsolateConfig
 	}
 	var progs []prog
 	for i, c := range cfg.Gates.Commands {
 		progs = append(progs, prog{"gate " + c.Name, fmt.Sprintf("gates.commands[%d]", i), c.Isolate})
 	}
-	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+	for _, name := range config.SortedKeys(cfg.MCP.Servers) {
 		if c := cfg.MCP.Servers[name]; len(c.Command) > 0 {
 			progs = append(progs, prog{"mcp server " + name, "mcp.servers." + name, c.Isolate})
 		}
@@ -418,7 +419,7 @@ func gateRunChecks(ctx context.Context, cfg *Config) []checkResult {
 	}
 	var out []checkResult
 	for _, p := range progs {
-		spec := p.iso.spec()
+		spec := p.iso.Spec()
 		c := checkResult{Check: p.check, Status: statusOK, Detail: "runs " + spec.String()}
 		switch {
 		case spec.Host:

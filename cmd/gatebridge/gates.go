@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os/exec"
 	"strings"
@@ -121,13 +122,13 @@ func gateSources(cfg *Config) []gateSource {
 	}
 	for i, h := range cfg.Gates.HTTP {
 		srcs = append(srcs, gateSource{httpgate.KindHTTP, fmt.Sprintf("gates.http[%d]", i),
-			"see docs/broker.md and the gates.http example in configs/gatebridge.yaml", httpConfig(h)})
+			"see docs/broker.md and the gates.http example in configs/gatebridge.yaml", h.Gate()})
 	}
-	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+	for _, name := range config.SortedKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]
 		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, EnvPassthrough: c.EnvPassthrough, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
-			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.spec()}})
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.Spec()}})
 	}
 	return srcs
 }
@@ -245,12 +246,12 @@ func builtinOptions(cfg *Config) gates.Options {
 
 // commandSpec is one command gate's settings; the command kind adds the
 // directories the sandbox can write to Untrusted.
-func commandSpec(c CommandConfig) gates.CommandSpec {
+func commandSpec(c config.CommandConfig) gates.CommandSpec {
 	spec := gates.CommandSpec{
 		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
 		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
 		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-		Env: c.Env, Stdin: c.Stdin, Isolate: c.Isolate.spec(),
+		Env: c.Env, Stdin: c.Stdin, Isolate: c.Isolate.Spec(),
 	}
 	for _, a := range c.Args {
 		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
@@ -304,7 +305,7 @@ for the configured sandbox and workspace.`,
 			return err
 		},
 	}
-	cmd.Flags().String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	cmd.Flags().String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	cmd.Flags().Bool("writable-workspace", false, "the sandbox may write the workspace")
 	return needsConfig(cmd)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"net"
 	"os/signal"
@@ -41,7 +42,7 @@ Clients send Authorization: Bearer TOKEN.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.mcp(cmd) },
 	}
 	f := cmd.Flags()
-	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	f.String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	f.String("workspace", "", "directory the commands start in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")

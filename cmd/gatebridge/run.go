@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"os/signal"
@@ -45,7 +46,7 @@ refused the command before it started (gatebridge policy check says why).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	f.String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
 	f.String("workspace", "", "directory the command starts in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
