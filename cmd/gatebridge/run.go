@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
@@ -184,7 +185,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		if err := checkAuditPlace(cfg, workspace, chosen); err != nil {
 			return err
 		}
-		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
 			return &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
 		}

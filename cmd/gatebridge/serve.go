@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"io"
 	"net"
 	"os/signal"
@@ -247,7 +248,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	var audit io.Writer
 	closeAudit := func() {}
 	if cfg.Audit.Path != "" {
-		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
 		if err != nil {
 			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
 		}
