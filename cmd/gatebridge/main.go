@@ -44,17 +44,8 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// hintError is an error with a hint for the user ([hint.Carrier]).
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() }
-func (e *hintError) Unwrap() error { return e.err }
-func (e *hintError) Hint() string  { return e.hint }
-
-func withHint(err error, hint string) error { return &hintError{err, hint} }
+// withHint is err with a hint for the user (hint.With).
+func withHint(err error, h string) error { return hint.With(err, h) }
 
 // usageError is a bad flag or missing argument (run --json kind config).
 type usageError struct{ err error }

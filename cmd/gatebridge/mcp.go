@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gatebridge/gatebridge/internal/config"
+	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
 	"os/signal"
@@ -95,8 +96,8 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	if addr != "" {
 		// A sandbox that could read the token could connect as a client:
 		// neither its workspace nor a directory its gates read may hold it.
-		places := append(reachableOf(cfg), reachable{"sandbox.workspace", workspace})
-		if err := guardSecrets(&opts, places, []secretFile{{"--token-file", tokenFile}}); err != nil {
+		places := append(trust.ReachableOf(&cfg.Config), trust.Reachable{What: "sandbox.workspace", Path: workspace})
+		if err := trust.Guard(&opts, places, []trust.SecretFile{{Flag: "--token-file", Path: tokenFile}}); err != nil {
 			return err
 		}
 	}
@@ -120,12 +121,12 @@ func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, ho mcpserver.HTTPO
 	if err := checkMCPFlags(ho.Addr, tokenFile); err != nil {
 		return err
 	}
-	token, err := loadToken("mcp", tokenFile)
+	token, err := trust.LoadToken("mcp", tokenFile)
 	if err != nil {
 		return err
 	}
 	ho.Token = token
-	if host, _, _ := net.SplitHostPort(ho.Addr); !isLoopbackHost(host) {
+	if host, _, _ := net.SplitHostPort(ho.Addr); !trust.IsLoopbackHost(host) {
 		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", ho.Addr)
 	}
 	return srv.ServeHTTP(ctx, ho, stderr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gatebridge/gatebridge/internal/auditlog"
+	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
 	"os/signal"
@@ -147,11 +148,11 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		// A sandbox that could read the token (or the TLS key) could
 		// connect as a client: no workspace, gate root or shared
 		// directory may hold them.
-		places := reachableOf(a.cfg)
+		places := trust.ReachableOf(&a.cfg.Config)
 		if f.attach != "" {
-			places = append(places, reachable{"--attach", f.attach})
+			places = append(places, trust.Reachable{What: "--attach", Path: f.attach})
 		}
-		err := guardSecrets(&opts, places, []secretFile{{"--token-file", f.tokenFile}, {"--tls-key", f.tlsKey}})
+		err := trust.Guard(&opts, places, []trust.SecretFile{{Flag: "--token-file", Path: f.tokenFile}, {Flag: "--tls-key", Path: f.tlsKey}})
 		if err != nil {
 			return err
 		}
@@ -205,13 +206,13 @@ func endOnDone(ctx context.Context, r io.Reader) io.Reader {
 // before anything starts) and returns the function that listens on
 // f.listen and serves each connection with conn.
 func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn rpc.ServeFunc) error, error) {
-	token, err := loadToken("serve", f.tokenFile)
+	token, err := trust.LoadToken("serve", f.tokenFile)
 	if err != nil {
 		return nil, err
 	}
 	var tlsConfig *tls.Config
 	if f.tlsCert != "" {
-		cert, err := loadKeyPair("serve", f.tlsCert, f.tlsKey)
+		cert, err := trust.LoadKeyPair("serve", f.tlsCert, f.tlsKey)
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +229,7 @@ func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn r
 			ln, how = tls.NewListener(ln, tlsConfig), "TLS"
 		}
 		logf("gatebridge: serve: listening on %s (%s)", ln.Addr(), how)
-		if host, _, _ := net.SplitHostPort(f.listen); tlsConfig == nil && !isLoopbackHost(host) {
+		if host, _, _ := net.SplitHostPort(f.listen); tlsConfig == nil && !trust.IsLoopbackHost(host) {
 			logf("gatebridge: warning: serve: %s is not a loopback address and there is no TLS: the token and everything else travel in clear text (fine inside a pod's own network namespace; else pass --tls-cert and --tls-key)", f.listen)
 		}
 		err = rpc.ServeListener(ctx, ln, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)

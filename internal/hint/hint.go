@@ -45,3 +45,15 @@ func Of(err error) string {
 	}
 	return ""
 }
+
+// With returns err with the hint h ([Carrier]); it unwraps to err.
+func With(err error, h string) error { return &withHint{err, h} }
+
+type withHint struct {
+	err  error
+	hint string
+}
+
+func (e *withHint) Error() string { return e.err.Error() }
+func (e *withHint) Unwrap() error { return e.err }
+func (e *withHint) Hint() string  { return e.hint }
