@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"path/filepath"
@@ -112,7 +113,7 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 // it.
 func backendSettings(cfg *Config) sandbox.Settings {
 	return sandbox.Settings{
-		Limits:  sandboxLimits(cfg),
+		Limits:  cfg.SandboxLimits(),
 		Runtime: cfg.Sandbox.Docker.Runtime,
 		Extra: map[string]any{
 			bwrap.Name:  bwrap.Backend{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
@@ -224,7 +225,7 @@ func (c *chosenBackend) workspaceFor(cfg *Config, workspace string) (string, err
 	case fspath.Within(ws, sw):
 		return workspace, nil
 	case cfg.Sandbox.Workspace == "":
-		return sw, checkWorkspacePath(sw)
+		return sw, config.CheckWorkspacePath(sw)
 	}
 	return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not under the persistent sandbox's workspace %s", workspace, sw),
 		Help: "pass --workspace " + sw + " (or a directory under it), or leave --workspace out to work there"}

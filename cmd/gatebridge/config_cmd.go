@@ -51,7 +51,7 @@ func newConfigCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			ws, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
 			}

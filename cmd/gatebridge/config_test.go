@@ -45,7 +45,7 @@ func TestDefaultsEqualLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := limitsOf(cfg); got != bridge.DefaultLimits() {
+	if got := cfg.BridgeLimits(); got != bridge.DefaultLimits() {
 		t.Errorf("bridge limits:\n cli %+v\n lib %+v", got, bridge.DefaultLimits())
 	}
 	if d := dockerConfig(cfg); d.Pull != docker.PullMissing || d.PullTimeout != docker.DefaultPullTimeout || len(d.Images) != 0 {

@@ -78,7 +78,7 @@ func doctorOptions(cfg *Config, backends *sandbox.Registry, kinds *gates.KindReg
 	for _, src := range gateSources(cfg) {
 		sourceKinds = append(sourceKinds, src.kind)
 	}
-	ws, wsErr := resolveWorkspace(cfg.Sandbox.Workspace)
+	ws, wsErr := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 	s := backendSettings(cfg)
 	return doctor.Options{
 		Config: &cfg.Config, ConfigFile: cfg.configFile, ConfigGiven: cfg.configGiven,
@@ -92,7 +92,7 @@ func doctorOptions(cfg *Config, backends *sandbox.Registry, kinds *gates.KindReg
 			}
 			return buildRegistry(ctx, kinds, cfg, ws, ws, warn)
 		},
-		Secrets: cfg.secrets, Untrusted: untrustedDirs(cfg, ws),
+		Secrets: cfg.secrets, Untrusted: cfg.UntrustedDirs(ws),
 		Isolator:       func() gates.Isolator { return gateIsolator(cfg) },
 		DefaultGateUID: bwrap.GateUID,
 	}

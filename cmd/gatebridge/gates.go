@@ -89,7 +89,7 @@ func newGatesCmd(a *app) *cobra.Command {
 // as the host sees it (gates, prompt), warnings on cmd's stderr; the caller
 // closes the registry.
 func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]string, string, error) {
-	ws, err := resolveWorkspace(a.cfg.Sandbox.Workspace)
+	ws, err := config.ResolveWorkspace(a.cfg.Sandbox.Workspace)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -114,11 +114,11 @@ type gateSource struct {
 func gateSources(cfg *Config) []gateSource {
 	var srcs []gateSource
 	if cfg.Gates.Builtins {
-		srcs = append(srcs, gateSource{gates.KindBuiltin, "gates", "check gates.root and gates.writable_root", builtinOptions(cfg)})
+		srcs = append(srcs, gateSource{gates.KindBuiltin, "gates", "check gates.root and gates.writable_root", cfg.BuiltinOptions()})
 	}
 	for i, c := range cfg.Gates.Commands {
 		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", commandSpec(c)})
+			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", c.Spec()})
 	}
 	for i, h := range cfg.Gates.HTTP {
 		srcs = append(srcs, gateSource{httpgate.KindHTTP, fmt.Sprintf("gates.http[%d]", i),
@@ -145,7 +145,7 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	if sessions == "" {
 		sessions = bridge.DefaultDir()
 	}
-	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: untrustedDirs(cfg, workspace), Secrets: cfg.secrets,
+	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: cfg.UntrustedDirs(workspace), Secrets: cfg.secrets,
 		Isolator: gateIsolator(cfg), Protected: cfg.Sandbox.ProtectedPaths,
 		Sessions: []string{sessions, cfg.Sandbox.Docker.SessionsRoot}}
 	reg := gates.NewRegistry()
@@ -180,24 +180,13 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	return reg, kindOf, nil
 }
 
-// untrustedDirs are where the sandbox can write (the workspace, the
-// writable root, the session directories): no gate's program, secret
-// file or CA file may come from there.
-func untrustedDirs(cfg *Config, workspace string) []string {
-	sessions := cfg.Bridge.SessionDir
-	if sessions == "" {
-		sessions = bridge.DefaultDir()
-	}
-	return []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
-}
-
 // gateIsolator is the sandbox gates' programs run in (bwrap's Isolator):
 // sandbox.bwrap's path and read_only, as sandbox.gate_uid:gate_gid when
 // gatebridge is root (0 means bwrap.GateUID: never root, and not the
 // sandboxed commands' uid), under sandbox.limits.
 func gateIsolator(cfg *Config) gates.Isolator {
 	return bwrapGates{&bwrap.Isolator{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly,
-		UID: cfg.Sandbox.GateUID, GID: cfg.Sandbox.GateGID, Limits: sandboxLimits(cfg)}}
+		UID: cfg.Sandbox.GateUID, GID: cfg.Sandbox.GateGID, Limits: cfg.SandboxLimits()}}
 }
 
 // bwrapGates adapts a bwrap.Isolator to gates.Isolator (package sandbox
@@ -228,38 +217,6 @@ func sourceError(src gateSource, err error) *configError {
 		}
 	}
 	return &configError{Key: key, Msg: err.Error(), Help: help}
-}
-
-// builtinOptions are the built-in gates' settings; with no gates.root,
-// the builtin kind gives them the workspace.
-func builtinOptions(cfg *Config) gates.Options {
-	return gates.Options{
-		Root:               cfg.Gates.Root,
-		WritableRoot:       cfg.Gates.WritableRoot,
-		MaxFileBytes:       cfg.Gates.MaxFileBytes,
-		MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
-		MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
-		MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
-		ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
-	}
-}
-
-// commandSpec is one command gate's settings; the command kind adds the
-// directories the sandbox can write to Untrusted.
-func commandSpec(c config.CommandConfig) gates.CommandSpec {
-	spec := gates.CommandSpec{
-		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
-		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
-		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-		Env: c.Env, Stdin: c.Stdin, Isolate: c.Isolate.Spec(),
-	}
-	for _, a := range c.Args {
-		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
-	}
-	for _, o := range c.Options {
-		spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
-	}
-	return spec
 }
 
 // writeToolSchemas prints every gate as a tool definition in the shape an

@@ -84,7 +84,7 @@ func (a *app) mcp(cmd *cobra.Command) error {
 		return err
 	}
 	cfg := a.cfg
-	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	workspace, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
 		return err
 	}

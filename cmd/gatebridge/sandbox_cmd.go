@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"path/filepath"
@@ -202,11 +203,11 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 		Args: oneName("start"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := a.cfg
-			workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			workspace, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
 			}
-			if err := checkWorkspacePath(workspace); err != nil {
+			if err := config.CheckWorkspacePath(workspace); err != nil {
 				return err
 			}
 			root := cfg.Sandbox.Docker.SessionsRoot
@@ -233,7 +234,7 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 				}
 				return err
 			}
-			uid, gid := runAs(cfg, workspace)
+			uid, gid := cfg.RunAs(workspace)
 			sb, err := d.Start(ctx, docker.StartOptions{
 				Name: args[0], SessionsRoot: root, Workspace: workspace,
 				WorkspaceWritable: cfg.Sandbox.WritableWorkspace,

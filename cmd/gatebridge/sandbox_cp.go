@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ read-only workspace takes no copy in.`,
 			}
 			// As root: refuse a workspace path another user could
 			// point elsewhere since the sandbox started (as start does).
-			if err := checkWorkspacePath(ds.Workspace()); err != nil {
+			if err := config.CheckWorkspacePath(ds.Workspace()); err != nil {
 				return err
 			}
 			f, err := control.NewFS(control.FSOptions{Workspace: ds.Workspace(), Inside: d.Config().WorkspacePath,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gatebridge/gatebridge/internal/auditlog"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
@@ -275,7 +276,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		ApprovalTimeout: cfg.Approvals.Timeout,
 		Bridge: bridge.Config{
 			Dir:            cfg.Bridge.SessionDir,
-			Limits:         limitsOf(cfg),
+			Limits:         cfg.BridgeLimits(),
 			Watch:          bridge.WatchMode(cfg.Bridge.Watch),
 			PollInterval:   cfg.Bridge.PollInterval,
 			RescanInterval: cfg.Bridge.RescanInterval,
@@ -283,10 +284,10 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			Redact:         cfg.secrets.Redactor(),
 			Logf:           logf,
 			SubmitLines:    cfg.Bridge.SubmitLines,
-			LimitKey:       limitKey,
+			LimitKey:       config.LimitKey,
 		},
-		Process:         sandboxSpecTemplate(cfg),
-		RunAs:           func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		Process:         cfg.SpecTemplate(),
+		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
 		Policy:          cfg.policy,
 		MaxFileBytes:    cfg.Gates.MaxFileBytes,
 		MaxCommandBytes: cfg.Sandbox.MaxCommandBytes, MaxCommands: cfg.Sandbox.MaxCommands,
@@ -314,7 +315,7 @@ func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
 		}
 		return fspath.Within(abs, workspace)
 	}
-	if err := checkWorkspacePath(workspace); err != nil {
+	if err := config.CheckWorkspacePath(workspace); err != nil {
 		return err
 	}
 	if inside(cfg.configFile) {
