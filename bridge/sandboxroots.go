@@ -1,10 +1,13 @@
 package bridge
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
@@ -100,3 +103,80 @@ func hasSession(dir string) bool {
 		}
 	}
 }
+
+// SandboxSessionsRoot is where persistent sandbox name keeps its sessions
+// when sandbox.docker.sessions_root is empty: its own directory,
+// sandbox-<name> in [DefaultParent] (private to this user).
+// Each sandbox mounts only its own root, so a command in one sandbox can
+// neither see nor write another sandbox's sessions.
+func SandboxSessionsRoot(name string) (string, error) {
+	parent := DefaultParent()
+	if err := EnsurePrivateParent(parent); err != nil {
+		return "", err
+	}
+	return filepath.Join(parent, "sandbox-"+name), nil
+}
+
+// PrepareSessionsRoot creates root (and missing parents) so that the
+// container user can traverse it: the root itself is 0711, owned by us. An
+// existing root must be a directory we own (a shared temp dir could hold
+// one planted by another user); its times are set to now, so that `prune`
+// leaves it alone while the sandbox is being started. created says
+// whether root was made here (also on error: then remove it). A root it
+// refuses or cannot make is a *SessionsRootError.
+func PrepareSessionsRoot(root string) (_ string, created bool, _ error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", false, err
+	}
+	fail := func(err error, hint string) (string, bool, error) {
+		return abs, created, &SessionsRootError{err, hint}
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	switch err := os.Mkdir(abs, 0o755); {
+	case err == nil:
+		created = true
+	case !errors.Is(err, os.ErrExist):
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return fail(err, "pass a directory you can create with --sessions-root")
+	}
+	if !st.IsDir() {
+		return fail(fmt.Errorf("%s is not a directory", abs), "remove it or pass another --sessions-root")
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
+		return fail(fmt.Errorf("%s is owned by uid %d, not by you", abs, sys.Uid),
+			"pass a directory you own with --sessions-root")
+	}
+	// Sessions are created inside by bridge.Open (0700, then opened up for
+	// the container user); the root only needs to be traversable.
+	// 0711: the container user may traverse to the session it was given
+	// (names are unguessable) but nobody else may list or create here.
+	if st.Mode().Perm() != 0o711 {
+		if err := os.Chmod(abs, 0o711); err != nil {
+			return fail(err, "chmod 711 the sessions root")
+		}
+	}
+	now := time.Now()
+	if err := os.Chtimes(abs, now, now); err != nil {
+		return fail(err, "pass a directory you own with --sessions-root")
+	}
+	return abs, created, nil
+}
+
+// A SessionsRootError is a sessions root PrepareSessionsRoot refuses or
+// cannot make, and how to fix it.
+type SessionsRootError struct {
+	Err  error
+	Help string
+}
+
+func (e *SessionsRootError) Error() string { return e.Err.Error() }
+func (e *SessionsRootError) Unwrap() error { return e.Err }
+
+// Hint says how to fix the root.
+func (e *SessionsRootError) Hint() string { return e.Help }

@@ -85,7 +85,7 @@ path it could not remove with the reason on stderr: then the exit code is
 				if d == nil {
 					err = cmp.Or(engineErr, errors.New("no docker engine here"))
 				} else {
-					inUse, err = usedSessionsRoots(ctx, d)
+					inUse, err = d.SessionsRoots(ctx)
 				}
 				if err != nil {
 					// Without the engine's list, a root may belong to a
@@ -170,20 +170,4 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// usedSessionsRoots lists the sessions roots of the engine's persistent
-// sandboxes, running or not.
-func usedSessionsRoots(ctx context.Context, d *docker.Backend) ([]string, error) {
-	list, err := d.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var roots []string
-	for _, i := range list {
-		if i.SessionsRoot != "" {
-			roots = append(roots, i.SessionsRoot)
-		}
-	}
-	return roots, nil
 }
