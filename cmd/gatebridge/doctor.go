@@ -76,7 +76,7 @@ func printChecks(w io.Writer, checks []checkResult, asJSON bool) error {
 func doctorOptions(cfg *Config, backends *sandbox.Registry, kinds *gates.KindRegistry) doctor.Options {
 	var sourceKinds []string
 	for _, src := range gateSources(cfg) {
-		sourceKinds = append(sourceKinds, src.kind)
+		sourceKinds = append(sourceKinds, src.Kind)
 	}
 	ws, wsErr := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 	s := backendSettings(cfg)

@@ -97,36 +97,26 @@ func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]st
 	return reg, kinds, ws, err
 }
 
-// A gateSource is one source of gates the config declares: a kind, its
-// settings, the config key that names it in messages, and the hint for an
-// error that names none of its settings.
-type gateSource struct {
-	kind     string
-	key      string
-	hint     string
-	settings any
-}
-
 // gateSources are the sources of gates the config declares, in the order
 // they are built (a name an earlier gate took is a clash for a later one):
 // the built-in gates (gates.builtins), the command gates (gates.commands),
 // the tools of each MCP server (mcp.servers, by name).
-func gateSources(cfg *Config) []gateSource {
-	var srcs []gateSource
+func gateSources(cfg *Config) []gates.Source {
+	var srcs []gates.Source
 	if cfg.Gates.Builtins {
-		srcs = append(srcs, gateSource{gates.KindBuiltin, "gates", "check gates.root and gates.writable_root", cfg.BuiltinOptions()})
+		srcs = append(srcs, gates.Source{Kind: gates.KindBuiltin, Key: "gates", Hint: "check gates.root and gates.writable_root", Settings: cfg.BuiltinOptions()})
 	}
 	for i, c := range cfg.Gates.Commands {
-		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", c.Spec()})
+		srcs = append(srcs, gates.Source{Kind: gates.KindCommand, Key: fmt.Sprintf("gates.commands[%d]", i),
+			Hint: "see docs/command-gates.md and the gates.commands example in `gatebridge config example`", Settings: c.Spec()})
 	}
 	for i, h := range cfg.Gates.HTTP {
-		srcs = append(srcs, gateSource{httpgate.KindHTTP, fmt.Sprintf("gates.http[%d]", i),
-			"see docs/broker.md and the gates.http example in configs/gatebridge.yaml", h.Gate()})
+		srcs = append(srcs, gates.Source{Kind: httpgate.KindHTTP, Key: fmt.Sprintf("gates.http[%d]", i),
+			Hint: "see docs/broker.md and the gates.http example in configs/gatebridge.yaml", Settings: h.Gate()})
 	}
 	for _, name := range config.SortedKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]
-		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
+		srcs = append(srcs, gates.Source{Kind: mcptools.KindMCP, Key: "mcp.servers." + name, Settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, EnvPassthrough: c.EnvPassthrough, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
 			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.Spec()}})
 	}
@@ -148,29 +138,13 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: cfg.UntrustedDirs(workspace), Secrets: cfg.secrets,
 		Isolator: gateIsolator(cfg), Protected: cfg.Sandbox.ProtectedPaths,
 		Sessions: []string{sessions, cfg.Sandbox.Docker.SessionsRoot}}
-	reg := gates.NewRegistry()
-	kindOf := map[string]string{}
-	for _, src := range gateSources(cfg) {
-		k, err := kinds.Lookup(src.kind)
-		if err != nil {
-			reg.Close()
-			return nil, nil, err
-		}
-		env.Warn = func(w string) {
-			if warn != nil {
-				warn(src.key + ": " + w)
-			}
-		}
-		names, err := k.Add(ctx, reg, src.settings, env)
-		if err != nil {
-			reg.Close()
-			ce := sourceError(src, err)
-			ce.Msg = cfg.secrets.Redactor().String(ce.Msg) // a server's error may quote what it was sent
-			return nil, nil, ce
-		}
-		for _, n := range names {
-			kindOf[n] = src.kind
-		}
+	reg, kindOf, err := kinds.Build(ctx, gateSources(cfg), env, warn)
+	if se := (*gates.SourceError)(nil); errors.As(err, &se) {
+		// a server's error may quote what it was sent
+		return nil, nil, &configError{Key: se.Key, Msg: cfg.secrets.Redactor().String(se.Err.Error()), Help: se.Help}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	// approval: deny refuses on every front end, asking or not
 	if err := approval.Refuse(reg, approvalSettings(cfg)); err != nil {
@@ -200,23 +174,6 @@ var (
 
 func (b bwrapGates) Isolate(ctx context.Context, cmd *exec.Cmd, s gates.IsolateSpec) (func(), error) {
 	return b.Isolator.Isolate(ctx, cmd, bwrap.Confinement{Read: s.Read, Write: s.Write, Network: s.Network})
-}
-
-// sourceError is a kind's error about src as a config error: its key
-// names the setting at fault (a gates.SettingError's field), with the
-// kind's hint, or src's.
-func sourceError(src gateSource, err error) *configError {
-	key, help := src.key, src.hint
-	var se *gates.SettingError
-	if errors.As(err, &se) {
-		if se.Field != "" {
-			key += "." + se.Field
-		}
-		if se.Help != nil {
-			help = se.Help(src.key)
-		}
-	}
-	return &configError{Key: key, Msg: err.Error(), Help: help}
 }
 
 // writeToolSchemas prints every gate as a tool definition in the shape an
