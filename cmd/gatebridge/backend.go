@@ -230,3 +230,13 @@ func (c *chosenBackend) workspaceFor(cfg *Config, workspace string) (string, err
 	return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not under the persistent sandbox's workspace %s", workspace, sw),
 		Help: "pass --workspace " + sw + " (or a directory under it), or leave --workspace out to work there"}
 }
+
+// reused is what the config's place checks need of a persistent sandbox
+// (none: the zero value).
+func (c *chosenBackend) reused(cfg *Config) config.Reused {
+	r := config.Reused{Name: cfg.Sandbox.Docker.Reuse, Workspace: c.reuseWorkspace, SessionsRoot: c.sessionsRoot}
+	if sb, ok := c.backend.(*docker.Sandbox); ok {
+		r.Mapper = sb
+	}
+	return r
+}

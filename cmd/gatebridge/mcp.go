@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
@@ -126,7 +127,7 @@ func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, ho mcpserver.HTTPO
 		return err
 	}
 	ho.Token = token
-	if host, _, _ := net.SplitHostPort(ho.Addr); !trust.IsLoopbackHost(host) {
+	if host, _, _ := net.SplitHostPort(ho.Addr); !rpc.IsLoopbackHost(host) {
 		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", ho.Addr)
 	}
 	return srv.ServeHTTP(ctx, ho, stderr)

@@ -170,7 +170,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if workspace, err = chosen.workspaceFor(cfg, workspace); err != nil {
 		return err
 	}
-	if err := checkConfigPlaceSandbox(cfg, chosen); err != nil {
+	if err := cfg.CheckPlaceInSandbox(cfg.configFile, cfg.configGiven, chosen.reused(cfg)); err != nil {
 		return err
 	}
 
@@ -181,7 +181,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	defer reg.Close() // stops the MCP servers
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
-		if err := checkAuditPlace(cfg, workspace, chosen); err != nil {
+		if err := cfg.CheckAuditPlace(workspace, chosen.reused(cfg)); err != nil {
 			return err
 		}
 		f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -21,8 +20,6 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
-	"github.com/gatebridge/gatebridge/internal/fspath"
-	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -167,7 +164,7 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	} else if f.listen != "" && !opts.AllowUnsandboxed {
 		// Over the network a leaked token would be a shell on this host:
 		// no unsandboxed backend unless the config allows it.
-		opts.Backends = withoutUnsandboxed(opts.Backends)
+		opts.Backends = opts.Backends.Isolating()
 	}
 	// Caught, these signals end every connection (and everything it
 	// started); and the commands it starts get them with their default
@@ -184,23 +181,7 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	if listen != nil {
 		return listen(ctx, conn)
 	}
-	return conn(ctx, endOnDone(ctx, cmd.InOrStdin()), cmd.OutOrStdout())
-}
-
-// endOnDone returns a reader of r that reads end of file once ctx is done,
-// even while a Read of r blocks: a Read of stdin cannot be interrupted,
-// and the connection ends only when its reader does, so without this a
-// caught SIGTERM would wait for the client to close stdin. The goroutine
-// copying r ends when r does, or at its first read after ctx is done (in
-// serve, the process exits first).
-func endOnDone(ctx context.Context, r io.Reader) io.Reader {
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.CloseWithError(err) // nil: end of file
-	}()
-	context.AfterFunc(ctx, func() { pw.CloseWithError(io.EOF) })
-	return pr
+	return conn(ctx, rpc.EndOnDone(ctx, cmd.InOrStdin()), cmd.OutOrStdout())
 }
 
 // listener reads the token and the TLS key pair (so that a bad file fails
@@ -221,24 +202,7 @@ func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn r
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	return func(ctx context.Context, conn rpc.ServeFunc) error {
-		ln, err := net.Listen("tcp", f.listen)
-		if err != nil {
-			return fmt.Errorf("serve: listen on %s: %w", f.listen, err)
-		}
-		how := "plain TCP"
-		if tlsConfig != nil {
-			ln, how = tls.NewListener(ln, tlsConfig), "TLS"
-		}
-		logf("gatebridge: serve: listening on %s (%s)", ln.Addr(), how)
-		if host, _, _ := net.SplitHostPort(f.listen); tlsConfig == nil && !trust.IsLoopbackHost(host) {
-			logf("gatebridge: warning: serve: %s is not a loopback address and there is no TLS: the token and everything else travel in clear text (fine inside a pod's own network namespace; else pass --tls-cert and --tls-key)", f.listen)
-		}
-		err = rpc.ServeListener(ctx, ln, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-		logf("gatebridge: serve: stopped listening on %s", ln.Addr())
-		return nil
+		return rpc.ListenAndServe(ctx, "serve", f.listen, tlsConfig, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)
 	}, nil
 }
 
@@ -267,7 +231,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Settings:         backendSettings(cfg),
 		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed,
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
-			if err := serveCheckWorkspace(cfg, workspace, writable); err != nil {
+			if err := cfg.CheckServeWorkspace(workspace, writable, cfg.configFile); err != nil {
 				return nil, nil, err
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
@@ -294,49 +258,4 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Version: versionString(),
 		Logf:    logf,
 	}, closeAudit, nil
-}
-
-// serveCheckWorkspace refuses a sandbox whose workspace holds the config
-// file, or, writable, the audit log: the sandboxed command could change
-// what the next gatebridge reads or erase the record of what it did. As
-// root it refuses a workspace whose path another user controls too
-// (checkWorkspacePath).
-func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
-	inside := func(p string) bool {
-		if p == "" {
-			return false
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return false
-		}
-		if r, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = r
-		}
-		return fspath.Within(abs, workspace)
-	}
-	if err := config.CheckWorkspacePath(workspace); err != nil {
-		return err
-	}
-	if inside(cfg.configFile) {
-		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),
-			Help: "keep the config outside every workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"}
-	}
-	if writable && inside(filepath.Dir(cfg.Audit.Path)) && cfg.Audit.Path != "" {
-		return &configError{Key: "audit.path", Msg: fmt.Sprintf("refusing writable workspace %s: it holds the audit log %s, which the sandboxed command could rewrite", workspace, cfg.Audit.Path),
-			Help: "put the audit log outside every workspace"}
-	}
-	return nil
-}
-
-// withoutUnsandboxed is reg without its backends that isolate nothing
-// (Strength 0: local).
-func withoutUnsandboxed(reg *sandbox.Registry) *sandbox.Registry {
-	out := &sandbox.Registry{}
-	for _, e := range reg.Entries() {
-		if e.Strength > 0 {
-			_ = out.Register(e)
-		}
-	}
-	return out
 }

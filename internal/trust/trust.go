@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"io/fs"
-	"net"
+	//DELETEME
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,17 +144,6 @@ func ReadSecretFile(path string, forbid os.FileMode, max int64) ([]byte, error) 
 		return nil, &fs.PathError{Op: te.Op, Path: path, Err: te.Err}
 	}
 	return nil, err
-}
-
-// IsLoopbackHost reports whether host (of host:port) can be reached only
-// from this machine: localhost or a loopback address. "" (every
-// interface) is not.
-func IsLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // A SecretFile is a file a network server read a secret from: its token
