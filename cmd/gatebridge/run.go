@@ -167,7 +167,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if strings.HasPrefix(chosen.reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
 		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.entry.Name, chosen.reason)
 	}
-	if workspace, err = chosen.workspaceFor(cfg, workspace); err != nil {
+	if workspace, err = cfg.WorkspaceInReused(workspace, chosen.reused(cfg)); err != nil {
 		return err
 	}
 	if err := cfg.CheckPlaceInSandbox(cfg.configFile, cfg.configGiven, chosen.reused(cfg)); err != nil {

@@ -129,3 +129,26 @@ func (cfg *Config) CheckServeWorkspace(workspace string, writable bool, configFi
 	}
 	return nil
 }
+
+// WorkspaceInReused is the workspace a command works in: workspace, but
+// in a reused persistent sandbox (r) run from outside its workspace with none given
+// (sandbox exec NAME from elsewhere) the sandbox's own; a workspace given
+// outside it is refused with a hint naming it.
+func (cfg *Config) WorkspaceInReused(workspace string, r Reused) (string, error) {
+	sw := r.Workspace
+	if sw == "" {
+		return workspace, nil
+	}
+	ws := workspace
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	switch {
+	case fspath.Within(ws, sw):
+		return workspace, nil
+	case cfg.Sandbox.Workspace == "":
+		return sw, CheckWorkspacePath(sw)
+	}
+	return "", &Error{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not under the persistent sandbox's workspace %s", workspace, sw),
+		Help: "pass --workspace " + sw + " (or a directory under it), or leave --workspace out to work there"}
+}
