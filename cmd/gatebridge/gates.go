@@ -25,17 +25,6 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// gateDoc is one gate as `gates --format json` prints it: ready to hand to
-// a model as a tool description.
-type gateDoc struct {
-	Name    string        `json:"name"`
-	Summary string        `json:"summary"`
-	Usage   string        `json:"usage"`
-	Params  []gates.Param `json:"params"`
-	Stdin   string        `json:"stdin"`
-	Kind    string        `json:"kind"` // builtin, command, http, mcp (newKinds)
-}
-
 func newGatesCmd(a *app) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
@@ -52,14 +41,7 @@ func newGatesCmd(a *app) *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch format {
 			case "json":
-				docs := make([]gateDoc, len(specs))
-				for i, s := range specs {
-					p := s.Params
-					if p == nil {
-						p = []gates.Param{}
-					}
-					docs[i] = gateDoc{s.Name, s.Summary, s.Usage, p, s.Stdin.String(), kinds[s.Name]}
-				}
+				docs := gates.Docs(reg, kinds)
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(docs)

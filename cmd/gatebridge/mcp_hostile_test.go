@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/gatebridge/gatebridge/gates"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,7 +160,7 @@ func TestMCPToolSettings(t *testing.T) {
 	if code := run([]string{"--config", cfg, "gates", "--format", "json"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var docs []gateDoc
+	var docs []gates.Doc
 	if err := json.Unmarshal(out.Bytes(), &docs); err != nil {
 		t.Fatal(err)
 	}
