@@ -180,3 +180,66 @@ func (e *SessionsRootError) Unwrap() error { return e.Err }
 
 // Hint says how to fix the root.
 func (e *SessionsRootError) Hint() string { return e.Help }
+
+// A LeftoversReport is what [PruneLeftovers] removed, and what it could
+// not.
+type LeftoversReport struct {
+	Sessions       []string // session dirs removed
+	SessionsFailed []*PruneError
+	// Roots counts the default sessions roots found; RootsErr is why
+	// none was checked (the roots in use are not known: all are left).
+	Roots        int
+	RootsErr     error
+	RootsRemoved []string
+	RootsFailed  []*PruneError
+}
+
+// PruneLeftovers removes what gatebridge processes that died left in the
+// session parents: session dirs whose process is gone (their lock is
+// free) in the default parent, the extra parents and the default
+// sessions roots of persistent sandboxes; then, when there are such
+// roots, those no sandbox uses (inUse lists the roots the engine's
+// sandboxes use; its error leaves them all), older than
+// SandboxRootGrace and holding no session.
+func PruneLeftovers(extra []string, inUse func() ([]string, error)) LeftoversReport {
+	var rep LeftoversReport
+	parents := append([]string{DefaultParent()}, extra...)
+	// The default sessions roots, with their age before their sessions
+	// are pruned (which touches them).
+	roots := SandboxRoots(DefaultParent())
+	for _, r := range roots {
+		parents = append(parents, r.Path)
+	}
+	for _, p := range parents {
+		removed, err := PruneSessions(p)
+		rep.Sessions = append(rep.Sessions, removed...)
+		for _, e := range unjoin(err) {
+			pe, ok := e.(*PruneError)
+			if !ok {
+				pe = &PruneError{Path: p, Err: e}
+			}
+			rep.SessionsFailed = append(rep.SessionsFailed, pe)
+		}
+	}
+	if rep.Roots = len(roots); rep.Roots == 0 {
+		return rep
+	}
+	used, err := inUse()
+	if err != nil {
+		rep.RootsErr = err
+		return rep
+	}
+	rep.RootsRemoved, rep.RootsFailed = PruneSandboxRoots(roots, used, SandboxRootGrace)
+	return rep
+}
+
+// unjoin lists the errors err joins (err itself if it joins none).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

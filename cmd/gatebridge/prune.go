@@ -49,60 +49,38 @@ path it could not remove with the reason on stderr: then the exit code is
 				defer d.Close()
 			}
 
-			parents := []string{bridge.DefaultParent()}
-			if cfg.Bridge.SessionDir != "" {
-				parents = append(parents, cfg.Bridge.SessionDir)
-			}
-			if cfg.Sandbox.Docker.SessionsRoot != "" {
-				parents = append(parents, cfg.Sandbox.Docker.SessionsRoot)
-			}
-			// The default sessions roots, with their age before their
-			// sessions are pruned (which touches them).
-			roots := bridge.SandboxRoots(bridge.DefaultParent())
-			for _, r := range roots {
-				parents = append(parents, r.Path)
-			}
-			n := 0
-			for _, p := range parents {
-				removed, err := bridge.PruneSessions(p)
-				for _, r := range removed {
-					fmt.Fprintln(out, r)
-				}
-				n += len(removed)
-				for _, e := range unjoin(err) {
-					if pe, ok := e.(*bridge.PruneError); ok {
-						fail(pe.Path, pe.Err)
-					} else {
-						fail(p, e)
-					}
+			var extra []string
+			for _, p := range []string{cfg.Bridge.SessionDir, cfg.Sandbox.Docker.SessionsRoot} {
+				if p != "" {
+					extra = append(extra, p)
 				}
 			}
-			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", n)
-
-			if len(roots) > 0 {
-				var inUse []string
-				var err error
+			rep := bridge.PruneLeftovers(extra, func() ([]string, error) {
 				if d == nil {
-					err = cmp.Or(engineErr, errors.New("no docker engine here"))
-				} else {
-					inUse, err = d.SessionsRoots(ctx)
+					return nil, cmp.Or(engineErr, errors.New("no docker engine here"))
 				}
-				if err != nil {
-					// Without the engine's list, a root may belong to a
-					// sandbox: leave them all.
-					fmt.Fprintf(errw, "gatebridge: %d sandbox sessions root(s) not checked: %v\n", len(roots), err)
-				} else {
-					removed, errs := bridge.PruneSandboxRoots(roots, inUse, bridge.SandboxRootGrace)
-					for _, r := range removed {
-						fmt.Fprintln(out, r)
-					}
-					for _, e := range errs {
-						fail(e.Path, e.Err)
-					}
-					if len(removed) > 0 {
-						fmt.Fprintf(errw, "gatebridge: removed %d unused sandbox sessions root(s)\n", len(removed))
-					}
-				}
+				return d.SessionsRoots(ctx)
+			})
+			for _, r := range rep.Sessions {
+				fmt.Fprintln(out, r)
+			}
+			for _, e := range rep.SessionsFailed {
+				fail(e.Path, e.Err)
+			}
+			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", len(rep.Sessions))
+			if rep.RootsErr != nil {
+				// Without the engine's list, a root may belong to a
+				// sandbox: all are left.
+				fmt.Fprintf(errw, "gatebridge: %d sandbox sessions root(s) not checked: %v\n", rep.Roots, rep.RootsErr)
+			}
+			for _, r := range rep.RootsRemoved {
+				fmt.Fprintln(out, r)
+			}
+			for _, e := range rep.RootsFailed {
+				fail(e.Path, e.Err)
+			}
+			if len(rep.RootsRemoved) > 0 {
+				fmt.Fprintf(errw, "gatebridge: removed %d unused sandbox sessions root(s)\n", len(rep.RootsRemoved))
 			}
 
 			// Staging mounts of protected paths (docker, as root) of a
@@ -159,15 +137,4 @@ func pruneEngine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// unjoin lists the errors err joins (err itself if it joins none).
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
