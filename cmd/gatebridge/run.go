@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 	"os"
@@ -184,9 +183,9 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		if err := cfg.CheckAuditPlace(workspace, chosen.reused(cfg)); err != nil {
 			return err
 		}
-		f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := cfg.OpenAudit()
 		if err != nil {
-			return &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
+			return err
 		}
 		defer f.Close()
 		audit = f
@@ -199,22 +198,11 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		defer term.Close()
 	}
 	var sessID string // set once the session is open, before any call
-	bcfg := bridge.Config{
-		Gates:          reg,
-		Dir:            cfg.Bridge.SessionDir,
-		Limits:         cfg.BridgeLimits(),
-		Watch:          bridge.WatchMode(cfg.Bridge.Watch),
-		PollInterval:   cfg.Bridge.PollInterval,
-		RescanInterval: cfg.Bridge.RescanInterval,
-		Keep:           cfg.Bridge.KeepSession,
-		Audit:          audit,
-		Sandbox:        cfg.Sandbox.Docker.Reuse,
-		Redact:         cfg.secrets.Redactor(),
-		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
-		Approve:        decider.ApproveFunc(reg, workspace, func() string { return sessID }),
-		SubmitLines:    cfg.Bridge.SubmitLines,
-		LimitKey:       config.LimitKey,
-	}
+	bcfg := cfg.SessionConfig()
+	bcfg.Gates, bcfg.Keep, bcfg.Audit, bcfg.Sandbox = reg, cfg.Bridge.KeepSession, audit, cfg.Sandbox.Docker.Reuse
+	bcfg.Redact = cfg.secrets.Redactor()
+	bcfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	bcfg.Approve = decider.ApproveFunc(reg, workspace, func() string { return sessID })
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
 	}

@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/auditlog"
-	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
@@ -214,12 +211,14 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	var audit io.Writer
 	closeAudit := func() {}
 	if cfg.Audit.Path != "" {
-		f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := cfg.OpenAudit()
 		if err != nil {
-			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
+			return rpc.Options{}, nil, err
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
+	bcfg := cfg.SessionConfig()
+	bcfg.Audit, bcfg.Redact, bcfg.Logf = audit, cfg.secrets.Redactor(), logf
 	approval := map[string]bool{}
 	for _, c := range cfg.Gates.Commands {
 		if c.Approval == "ask" {
@@ -238,18 +237,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		},
 		ApprovalGates:   approval,
 		ApprovalTimeout: cfg.Approvals.Timeout,
-		Bridge: bridge.Config{
-			Dir:            cfg.Bridge.SessionDir,
-			Limits:         cfg.BridgeLimits(),
-			Watch:          bridge.WatchMode(cfg.Bridge.Watch),
-			PollInterval:   cfg.Bridge.PollInterval,
-			RescanInterval: cfg.Bridge.RescanInterval,
-			Audit:          audit,
-			Redact:         cfg.secrets.Redactor(),
-			Logf:           logf,
-			SubmitLines:    cfg.Bridge.SubmitLines,
-			LimitKey:       config.LimitKey,
-		},
+		Bridge:          bcfg,
 		Process:         cfg.SpecTemplate(),
 		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
 		Policy:          cfg.policy,

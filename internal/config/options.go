@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -131,4 +132,29 @@ func ResolveWorkspace(ws string) (string, error) {
 			Help: "pass an existing directory to --workspace"}
 	}
 	return abs, nil
+}
+
+// SessionConfig is a session's config from the bridge section; the
+// caller adds the gates, the audit log, the redactor, the log and the
+// approval hook (and Keep, for run).
+func (cfg *Config) SessionConfig() bridge.Config {
+	return bridge.Config{
+		Dir:            cfg.Bridge.SessionDir,
+		Limits:         cfg.BridgeLimits(),
+		Watch:          bridge.WatchMode(cfg.Bridge.Watch),
+		PollInterval:   cfg.Bridge.PollInterval,
+		RescanInterval: cfg.Bridge.RescanInterval,
+		SubmitLines:    cfg.Bridge.SubmitLines,
+		LimitKey:       LimitKey,
+	}
+}
+
+// OpenAudit opens the audit log (audit.path, which must be set); an
+// error names the key.
+func (cfg *Config) OpenAudit() (*auditlog.Log, error) {
+	f, err := auditlog.Open(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+	if err != nil {
+		return nil, &Error{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
+	}
+	return f, nil
 }
