@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"io"
 	"os"
 	"path/filepath"
@@ -129,8 +130,8 @@ func PrepareSessionsRoot(root string) (_ string, created bool, _ error) {
 	if err != nil {
 		return "", false, err
 	}
-	fail := func(err error, hint string) (string, bool, error) {
-		return abs, created, &SessionsRootError{err, hint}
+	fail := func(err error, help string) (string, bool, error) {
+		return abs, created, &SessionsRootError{hint.Hinted{Err: err, Help: help}}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fail(err, "pass a directory you can create with --sessions-root")
@@ -169,17 +170,8 @@ func PrepareSessionsRoot(root string) (_ string, created bool, _ error) {
 }
 
 // A SessionsRootError is a sessions root PrepareSessionsRoot refuses or
-// cannot make, and how to fix it.
-type SessionsRootError struct {
-	Err  error
-	Help string
-}
-
-func (e *SessionsRootError) Error() string { return e.Err.Error() }
-func (e *SessionsRootError) Unwrap() error { return e.Err }
-
-// Hint says how to fix the root.
-func (e *SessionsRootError) Hint() string { return e.Help }
+// cannot make (Err), and how to fix it (Help).
+type SessionsRootError struct{ hint.Hinted }
 
 // A LeftoversReport is what [PruneLeftovers] removed, and what it could
 // not.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,18 +32,9 @@ type Attachment struct {
 	conn     *Conn
 }
 
-// A DirError is a shared directory [Attach] refuses: what is wrong and
-// how to fix it.
-type DirError struct {
-	Err  error
-	Help string
-}
-
-func (e *DirError) Error() string { return e.Err.Error() }
-func (e *DirError) Unwrap() error { return e.Err }
-
-// Hint says how to fix the directory.
-func (e *DirError) Hint() string { return e.Help }
+// A DirError is a shared directory [Attach] refuses: what is wrong (Err)
+// and how to fix it (Help).
+type DirError struct{ hint.Hinted }
 
 // Attach prepares dir, shared with the sandbox's container, for an
 // attached sandbox: dir must be an absolute directory, made sticky when
@@ -51,7 +43,9 @@ func (e *DirError) Hint() string { return e.Help }
 // workspaceReadOnly and readOnlyPaths are what the pod declares
 // ([Attached]). A refused directory is a *DirError.
 func Attach(dir string, workspaceReadOnly bool, readOnlyPaths []string, wait time.Duration) (*Attachment, error) {
-	bad := func(err error, hint string) (*Attachment, error) { return nil, &DirError{err, hint} }
+	bad := func(err error, help string) (*Attachment, error) {
+		return nil, &DirError{hint.Hinted{Err: err, Help: help}}
+	}
 	if !filepath.IsAbs(dir) {
 		return bad(errors.New("must be an absolute path"), "the shared directory as both containers mount it, e.g. --attach /gatebridge")
 	}
