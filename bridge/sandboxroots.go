@@ -3,7 +3,6 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/hint"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/mailbox"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 

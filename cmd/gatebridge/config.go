@@ -2,16 +2,16 @@ package main
 
 import (
 	"fmt"
-	"github.com/gatebridge/gatebridge/gates/mcptools"
-	"github.com/gatebridge/gatebridge/sandbox/bwrap"
-	"github.com/gatebridge/gatebridge/sandbox/docker"
 	"path/filepath"
 	"strings"
 
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/gates/mcptools"
 	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/bwrap"
+	"github.com/gatebridge/gatebridge/sandbox/docker"
 
 	"github.com/spf13/pflag"
 )

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/config"
 	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/gatebridge/gatebridge/configs"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/configview"
 )
 

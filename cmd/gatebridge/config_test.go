@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/gatebridge/gatebridge/internal/config"
-	"gopkg.in/yaml.v3"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,7 +12,10 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestConfigPrecedence(t *testing.T) {

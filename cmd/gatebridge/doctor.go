@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/config"
-	"github.com/gatebridge/gatebridge/internal/doctor"
 	"io"
 	"strings"
 	"time"
@@ -13,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/config"
+	"github.com/gatebridge/gatebridge/internal/doctor"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 )

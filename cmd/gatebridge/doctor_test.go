@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/gatebridge/gatebridge/sandbox"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 func TestPrintChecks(t *testing.T) {

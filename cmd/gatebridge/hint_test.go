@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/trust"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/trust"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 

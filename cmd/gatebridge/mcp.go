@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/bridge/rpc"
-	"github.com/gatebridge/gatebridge/internal/config"
-	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
 	"os/signal"
@@ -16,6 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/mcpserver"
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/config"
+	"github.com/gatebridge/gatebridge/internal/trust"
 )
 
 func newMCPCmd(a *app) *cobra.Command {

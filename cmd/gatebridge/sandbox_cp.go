@@ -3,12 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/config"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 

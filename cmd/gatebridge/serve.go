@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/trust"
 	"io"
 	"net"
 	"os/signal"
@@ -17,6 +16,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/trust"
 )
 
 func newServeCmd(a *app) *cobra.Command {

@@ -2,13 +2,13 @@ package config
 
 import (
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"os"
 	"path/filepath"
 	"syscall"
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/auditlog"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 

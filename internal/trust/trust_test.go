@@ -3,13 +3,13 @@ package trust
 import (
 	"errors"
 	"fmt"
-	"github.com/gatebridge/gatebridge/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/config"
 )
 
 // A sandbox opened on a workspace that holds the server's token file or
