@@ -161,7 +161,7 @@ func newBackends() *sandbox.Registry {
 // newKinds is the gate kinds gatebridge offers: package gates' own
 // (builtin, command), then http and mcp, registered here and nowhere
 // else. A new kind needs its Register call here and its config section
-// (its keys in config.go, its sources in gateSources).
+// (its keys in internal/config, its sources in gateSources).
 func newKinds() *gates.KindRegistry {
 	kinds := gates.NewKindRegistry()
 	for _, register := range []func(*gates.KindRegistry) error{httpgate.Register, mcptools.Register} {

@@ -157,7 +157,7 @@ type GatesConfig struct {
 	MaxSearchFileBytes int64           `mapstructure:"max_search_file_bytes"`
 	Commands           []CommandConfig `mapstructure:"commands"`
 
-	// HTTP are the http gates (broker.go).
+	// HTTP are the http gates (secrets.go: HTTPGateConfig).
 	HTTP []HTTPGateConfig `mapstructure:"http"`
 }
 
