@@ -168,3 +168,29 @@ func ToolDefs(reg *Registry, format string) ([]any, error) {
 	}
 	return out, nil
 }
+
+// Doc is one gate as `gatebridge gates --format json` prints it: ready to
+// hand to a model as a tool description.
+type Doc struct {
+	Name    string  `json:"name"`
+	Summary string  `json:"summary"`
+	Usage   string  `json:"usage"`
+	Params  []Param `json:"params"`
+	Stdin   string  `json:"stdin"`
+	Kind    string  `json:"kind"` // builtin, command, http, mcp: the kind that made it
+}
+
+// Docs describes every gate of reg, in its order; kindOf is each gate's
+// kind (by name), as KindRegistry.Build says.
+func Docs(reg *Registry, kindOf map[string]string) []Doc {
+	specs := reg.Specs()
+	docs := make([]Doc, len(specs))
+	for i, s := range specs {
+		p := s.Params
+		if p == nil {
+			p = []Param{}
+		}
+		docs[i] = Doc{s.Name, s.Summary, s.Usage, p, s.Stdin.String(), kindOf[s.Name]}
+	}
+	return docs
+}

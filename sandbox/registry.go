@@ -270,3 +270,15 @@ func reason(name string, err error) string {
 	}
 	return strings.TrimPrefix(err.Error(), name+": ")
 }
+
+// Isolating is r without its backends that isolate nothing
+// (Strength 0: local).
+func (r *Registry) Isolating() *Registry {
+	out := &Registry{}
+	for _, e := range r.Entries() {
+		if e.Strength > 0 {
+			_ = out.Register(e)
+		}
+	}
+	return out
+}

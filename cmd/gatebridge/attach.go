@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
-	"github.com/gatebridge/gatebridge/internal/hostilefs"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
@@ -35,7 +30,7 @@ const attachWait = 60 * time.Second
 // refuses to start unless sandbox.attach.read_only_paths declares every
 // protected path mounted read-only there for some workspace, and a
 // sandbox opens only on such a workspace.
-func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared AttachConfig) (func(), error) {
+func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared config.AttachConfig) (func(), error) {
 	bad := func(err error, hint string) (func(), error) {
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
 	}
@@ -76,103 +71,24 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared Atta
 			return gatesFor(workspace, inside, writable)
 		}
 	}
-	if !filepath.IsAbs(dir) {
-		return bad(errors.New("must be an absolute path"), "the shared directory as both containers mount it, e.g. --attach /gatebridge")
+	att, err := agent.Attach(dir, readOnlyWorkspace, declared.ReadOnlyPaths, attachWait)
+	var de *agent.DirError
+	if errors.As(err, &de) {
+		return bad(de.Err, de.Help)
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		if err == nil {
-			err = errors.New("not a directory")
-		}
-		return bad(err, "mount the volume shared with the sandbox container there")
-	}
-	dir = filepath.Clean(dir)
-	if err := guardShared(dir); err != nil {
-		return bad(err, "mount it owned by gatebridge's user, or with the sticky bit (chmod +t), so that the sandbox cannot rename what gatebridge keeps there")
-	}
-	agentDir := filepath.Join(dir, agent.AttachedAgentDir)
-	if err := hostilefs.EnsureOwnedDir(agentDir, 0o755); err != nil {
-		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
-	}
-	if err := agent.Prepare(agentDir, -1, -1); err != nil {
-		return nil, withHint(fmt.Errorf("serve: --attach: prepare %s: %w", agentDir, err), "gatebridge must be able to write the shared directory")
+	if err != nil {
+		return nil, withHint(fmt.Errorf("serve: --attach: %w", err), "gatebridge must be able to write the shared directory")
 	}
 	// Traversable, not listable (0711): a session is granted to the
 	// agent's user alone. The check of the default session parent: a
 	// directory of ours, no link, no one else may write it.
-	sessions := filepath.Join(dir, agent.AttachedSessionsDir)
-	if err := bridge.EnsurePrivateParent(sessions); err != nil {
+	if err := bridge.EnsurePrivateParent(att.SessionsDir); err != nil {
 		return bad(err, "remove it (the sandbox may have made it); gatebridge makes it")
 	}
-
-	var mu sync.Mutex
-	var conn *agent.Conn
-	dial := func() (*agent.Conn, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if conn == nil {
-			c, err := agent.Dial(context.Background(), agentDir, agent.DialOptions{Wait: attachWait})
-			if err != nil {
-				return nil, &sandbox.Error{Backend: agent.Name, Op: "attach", Err: err,
-					Help: "start the sandbox container with `gatebridge agent --dir " + agentDir + "` (the same path inside)"}
-			}
-			conn = c
-		}
-		return conn, nil
-	}
-	reg := &sandbox.Registry{}
-	if err := reg.Register(sandbox.BackendEntry{
-		Name:      agent.Name,
-		Summary:   "a sandbox started by someone else (a pod's container) running gatebridge agent on " + agentDir,
-		Isolates:  "what the sandbox's own runtime gives (its pod's security context); gatebridge only carries commands",
-		Platforms: []string{"linux"},
-		Strength:  1,
-		New: func(sandbox.Settings) (sandbox.Backend, error) {
-			c, err := dial()
-			if err != nil {
-				return nil, err
-			}
-			return &agent.Attached{Conn: c, Root: dir, WorkspaceReadOnly: readOnlyWorkspace, ReadOnlyPaths: declared.ReadOnlyPaths}, nil
-		},
-	}); err != nil {
-		return nil, err
-	}
-	opts.Backends = reg
+	opts.Backends = att.Backends
 	opts.AllowUnsandboxed = false
-	opts.Bridge.Dir = sessions
+	opts.Bridge.Dir = att.SessionsDir
 	// Sessions are handed to the agent's user (the owner of its hello).
-	opts.RunAs = func(string) (int, int) {
-		c, err := dial()
-		if err != nil {
-			return os.Geteuid(), os.Getegid()
-		}
-		return c.User()
-	}
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if conn != nil {
-			conn.Close()
-		}
-	}, nil
-}
-
-// guardShared makes the shared directory safe to keep gatebridge's
-// entries in. The sandbox writes it (a pod's emptyDir is 0777), and in a
-// directory others may write, any of them can rename or replace an entry
-// unless the directory is sticky: then only the entry's owner can. So a
-// directory of ours that others may write is made sticky, and one that
-// only its owner, not gatebridge, could make sticky is refused.
-func guardShared(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	mode := fi.Mode()
-	if mode.Perm()&0o022 == 0 || mode&os.ModeSticky != 0 {
-		return nil
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("others may write it (mode %v) and it is not sticky; it belongs to another user, so gatebridge cannot make it sticky", mode.Perm())
-	}
-	return os.Chmod(dir, mode.Perm()|os.ModeSticky)
+	opts.RunAs = func(string) (int, int) { return att.User() }
+	return att.Close, nil
 }

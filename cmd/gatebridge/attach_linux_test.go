@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
@@ -53,7 +54,7 @@ func asSandbox(argv ...string) error {
 // a directory the sandbox controls).
 func TestAttachSandboxCannotSwapEntries(t *testing.T) {
 	dir := sharedDir(t)
-	closeFn, err := attach(&rpc.Options{}, dir, false, AttachConfig{})
+	closeFn, err := attach(&rpc.Options{}, dir, false, config.AttachConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			if _, err := attach(&rpc.Options{}, dir, false, config.AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 				t.Errorf("attach with %s a link: %v", name, err)
 			}
 			if ents, _ := os.ReadDir(target); len(ents) > 0 {
@@ -91,7 +92,7 @@ func TestAttachRefusesPlantedEntries(t *testing.T) {
 			if err := asSandbox("mkdir", filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
+			if _, err := attach(&rpc.Options{}, dir, false, config.AttachConfig{}); err == nil || !strings.Contains(err.Error(), "owned by uid 65532") {
 				t.Errorf("attach with %s the sandbox's: %v", name, err)
 			}
 		})
@@ -105,7 +106,7 @@ func TestAttachRefusesForeignWritableDir(t *testing.T) {
 	if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attach(&rpc.Options{}, dir, false, AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not sticky") {
+	if _, err := attach(&rpc.Options{}, dir, false, config.AttachConfig{}); err == nil || !strings.Contains(err.Error(), "not sticky") {
 		t.Errorf("attach to a 0777 directory of uid %d: %v", sandboxUID, err)
 	}
 }
@@ -125,7 +126,7 @@ func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
 			return nil, nil, nil
 		},
 	}
-	closeFn, err := attach(&opts, dir, false, AttachConfig{ReadOnlyPaths: []string{"/w/.git"}})
+	closeFn, err := attach(&opts, dir, false, config.AttachConfig{ReadOnlyPaths: []string{"/w/.git"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.Gates = func(string, string, bool) (*gates.Registry, map[string]string, error) { return nil, nil, nil }
-	closeLinked, err := attach(&opts, t.TempDir(), false, AttachConfig{ReadOnlyPaths: []string{ws + "/.git"}})
+	closeLinked, err := attach(&opts, t.TempDir(), false, config.AttachConfig{ReadOnlyPaths: []string{ws + "/.git"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,33 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/gatebridge/gatebridge/bridge/control"
-	"github.com/gatebridge/gatebridge/internal/fspath"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
-
-// autoBackend is the sandbox.backend that picks a registered backend.
-const autoBackend = "auto"
-
-// backendChoices is the sandbox.backend values, for help texts and hints:
-// "auto, local, bwrap or docker".
-func backendChoices(reg *sandbox.Registry) string {
-	names := append([]string{autoBackend}, reg.Names()...)
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-}
 
 // chosenBackend is the backend a run uses, why, and what to release.
 type chosenBackend struct {
@@ -78,41 +66,9 @@ func dockerConfig(cfg *Config) docker.Config {
 	if c, err := os.UserCacheDir(); err == nil {
 		dc.ProbeCache = filepath.Join(c, "gatebridge", "oci-runtimes.json")
 	}
-	dc.Agent = agentBinary()
-	if dc.Agent == "" {
-		dc.Agent = docker.AgentSh
-	}
+	dc.Agent = cmp.Or(docker.SelfAgent(), docker.AgentSh)
 	return dc
 }
-
-// agentBinary is this executable when it can run in any Linux image (a
-// static ELF for this architecture, as `make build` makes it): persistent
-// docker sandboxes then run it as their agent. "" otherwise: they run the
-// sh agent in the image's /bin/sh (a few process starts more per command;
-// the same isolation).
-var agentBinary = sync.OnceValue(func() string {
-	if runtime.GOOS != "linux" {
-		return ""
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if self, err = filepath.EvalSymlinks(self); err != nil {
-		return ""
-	}
-	f, err := elf.Open(self)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			return ""
-		}
-	}
-	return self
-})
 
 func newDocker(cfg *Config) (*docker.Backend, error) {
 	return docker.New(dockerConfig(cfg))
@@ -122,7 +78,7 @@ func newDocker(cfg *Config) (*docker.Backend, error) {
 // it.
 func backendSettings(cfg *Config) sandbox.Settings {
 	return sandbox.Settings{
-		Limits:  sandboxLimits(cfg),
+		Limits:  cfg.SandboxLimits(),
 		Runtime: cfg.Sandbox.Docker.Runtime,
 		Extra: map[string]any{
 			bwrap.Name:  bwrap.Backend{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly},
@@ -217,25 +173,12 @@ func persistentWorkspace(sb sandbox.Persistent) string {
 	return filepath.Clean(ws)
 }
 
-// workspaceFor is the workspace a command works in: workspace, but in a
-// persistent sandbox run from outside its workspace with none given
-// (sandbox exec NAME from elsewhere) the sandbox's own; a workspace given
-// outside it is refused with a hint naming it.
-func (c *chosenBackend) workspaceFor(cfg *Config, workspace string) (string, error) {
-	sw := c.reuseWorkspace
-	if sw == "" {
-		return workspace, nil
+// reused is what the config's place checks need of a persistent sandbox
+// (none: the zero value).
+func (c *chosenBackend) reused(cfg *Config) config.Reused {
+	r := config.Reused{Name: cfg.Sandbox.Docker.Reuse, Workspace: c.reuseWorkspace, SessionsRoot: c.sessionsRoot}
+	if sb, ok := c.backend.(*docker.Sandbox); ok {
+		r.Mapper = sb
 	}
-	ws := workspace
-	if r, err := filepath.EvalSymlinks(ws); err == nil {
-		ws = r
-	}
-	switch {
-	case fspath.Within(ws, sw):
-		return workspace, nil
-	case cfg.Sandbox.Workspace == "":
-		return sw, checkWorkspacePath(sw)
-	}
-	return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not under the persistent sandbox's workspace %s", workspace, sw),
-		Help: "pass --workspace " + sw + " (or a directory under it), or leave --workspace out to work there"}
+	return r
 }

@@ -40,13 +40,13 @@ func TestBackendNamesFromRegistry(t *testing.T) {
 	cfg := defaultConfig(t, reg)
 	for _, name := range append(reg.Names(), autoBackend) {
 		cfg.Sandbox.Backend = name
-		if err := cfg.Validate(reg); err != nil {
+		if err := cfg.Validate(configBackends(reg)); err != nil {
 			t.Errorf("%q refused: %v", name, err)
 		}
 	}
 	for _, name := range []string{"podman", "", "Docker", "auto ", "local,bwrap"} {
 		cfg.Sandbox.Backend = name
-		err := cfg.Validate(reg)
+		err := cfg.Validate(configBackends(reg))
 		ce, ok := err.(*configError)
 		if !ok || ce.Key != "sandbox.backend" || ce.Help != "use auto, local, bwrap or docker" {
 			t.Errorf("%q: %v (%+v)", name, err, ce)
@@ -65,11 +65,11 @@ func TestBackendNamesFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Sandbox.Backend = docker.Name
-	if err := cfg.Validate(other); err == nil || !strings.Contains(err.(*configError).Help, "use auto, local, bwrap or vm") {
+	if err := cfg.Validate(configBackends(other)); err == nil || !strings.Contains(err.(*configError).Help, "use auto, local, bwrap or vm") {
 		t.Errorf("docker without docker registered: %v", err)
 	}
 	cfg.Sandbox.Backend = "vm"
-	if err := cfg.Validate(other); err != nil {
+	if err := cfg.Validate(configBackends(other)); err != nil {
 		t.Errorf("vm refused: %v", err)
 	}
 }

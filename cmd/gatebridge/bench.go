@@ -103,7 +103,7 @@ func runBench(cmd *cobra.Command, a *app, o bench.Options, asJSON bool) (retErr 
 		Backend:         chosen.backend,
 		InsideWorkspace: chosen.insideWorkspace,
 		SessionDir:      cfg.Bridge.SessionDir,
-		Limits:          limitsOf(cfg),
+		Limits:          cfg.BridgeLimits(),
 		RescanInterval:  cfg.Bridge.RescanInterval,
 		RunCommand:      runCmd,
 	}

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/gatebridge/gatebridge/configs"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/configview"
 )
 
@@ -33,11 +30,11 @@ func newConfigCmd(a *app) *cobra.Command {
 		Short: "Print the effective config, each value with where it came from (secrets redacted)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return configview.Write(cmd.OutOrStdout(), configview.Flatten(a.cfg, configSource(a.cfg, cmd.Flags())))
+			return configview.Write(cmd.OutOrStdout(), configview.Flatten(&a.cfg.Config, config.SourceOf(a.cfg.configFile, a.cfg.configGiven, cmd.Flags(), configBackends(a.backends))))
 		},
 	})
 	newRunCmd(a).Flags().VisitAll(func(f *pflag.Flag) { // run's flags that set a key
-		if _, ok := flagKeys[f.Name]; ok {
+		if _, ok := config.FlagKeys[f.Name]; ok {
 			show.Flags().AddFlag(f)
 		}
 	})
@@ -50,7 +47,7 @@ func newConfigCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ws, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			ws, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
 			}
@@ -67,32 +64,4 @@ func newConfigCmd(a *app) *cobra.Command {
 	}
 	cmd.AddCommand(example, show, validate)
 	return cmd
-}
-
-// configSource says where cfg's value of a key came from: the first of
-// flag, env, file and default that sets it (loadConfig's precedence).
-func configSource(cfg *Config, flags *pflag.FlagSet) func(string) string {
-	var file *viper.Viper
-	if cfg.configFile != "" {
-		file = viper.New()
-		file.SetConfigType("yaml")
-		if data, _, err := readTrustedConfig(cfg.configFile); err != nil || file.ReadConfig(bytes.NewReader(data)) != nil {
-			file = nil
-		}
-	}
-	return func(key string) string {
-		for flag, k := range flagKeys {
-			if k == key && flags.Changed(flag) {
-				return "flag --" + flag
-			}
-		}
-		env := "GATEBRIDGE_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-		if _, bound := defaults[key]; bound && os.Getenv(env) != "" {
-			return "env " + env
-		}
-		if file != nil && file.InConfig(key) {
-			return "file " + cfg.configGiven
-		}
-		return "default"
-	}
 }

@@ -19,21 +19,11 @@ import (
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/mcptools"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
-
-// gateDoc is one gate as `gates --format json` prints it: ready to hand to
-// a model as a tool description.
-type gateDoc struct {
-	Name    string        `json:"name"`
-	Summary string        `json:"summary"`
-	Usage   string        `json:"usage"`
-	Params  []gates.Param `json:"params"`
-	Stdin   string        `json:"stdin"`
-	Kind    string        `json:"kind"` // builtin, command, http, mcp (newKinds)
-}
 
 func newGatesCmd(a *app) *cobra.Command {
 	var format string
@@ -51,14 +41,7 @@ func newGatesCmd(a *app) *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch format {
 			case "json":
-				docs := make([]gateDoc, len(specs))
-				for i, s := range specs {
-					p := s.Params
-					if p == nil {
-						p = []gates.Param{}
-					}
-					docs[i] = gateDoc{s.Name, s.Summary, s.Usage, p, s.Stdin.String(), kinds[s.Name]}
-				}
+				docs := gates.Docs(reg, kinds)
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(docs)
@@ -88,7 +71,7 @@ func newGatesCmd(a *app) *cobra.Command {
 // as the host sees it (gates, prompt), warnings on cmd's stderr; the caller
 // closes the registry.
 func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]string, string, error) {
-	ws, err := resolveWorkspace(a.cfg.Sandbox.Workspace)
+	ws, err := config.ResolveWorkspace(a.cfg.Sandbox.Workspace)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -96,38 +79,28 @@ func (a *app) workspaceGates(cmd *cobra.Command) (*gates.Registry, map[string]st
 	return reg, kinds, ws, err
 }
 
-// A gateSource is one source of gates the config declares: a kind, its
-// settings, the config key that names it in messages, and the hint for an
-// error that names none of its settings.
-type gateSource struct {
-	kind     string
-	key      string
-	hint     string
-	settings any
-}
-
 // gateSources are the sources of gates the config declares, in the order
 // they are built (a name an earlier gate took is a clash for a later one):
 // the built-in gates (gates.builtins), the command gates (gates.commands),
 // the tools of each MCP server (mcp.servers, by name).
-func gateSources(cfg *Config) []gateSource {
-	var srcs []gateSource
+func gateSources(cfg *Config) []gates.Source {
+	var srcs []gates.Source
 	if cfg.Gates.Builtins {
-		srcs = append(srcs, gateSource{gates.KindBuiltin, "gates", "check gates.root and gates.writable_root", builtinOptions(cfg)})
+		srcs = append(srcs, gates.Source{Kind: gates.KindBuiltin, Key: "gates", Hint: "check gates.root and gates.writable_root", Settings: cfg.BuiltinOptions()})
 	}
 	for i, c := range cfg.Gates.Commands {
-		srcs = append(srcs, gateSource{gates.KindCommand, fmt.Sprintf("gates.commands[%d]", i),
-			"see docs/command-gates.md and the gates.commands example in `gatebridge config example`", commandSpec(c)})
+		srcs = append(srcs, gates.Source{Kind: gates.KindCommand, Key: fmt.Sprintf("gates.commands[%d]", i),
+			Hint: "see docs/command-gates.md and the gates.commands example in `gatebridge config example`", Settings: c.Spec()})
 	}
 	for i, h := range cfg.Gates.HTTP {
-		srcs = append(srcs, gateSource{httpgate.KindHTTP, fmt.Sprintf("gates.http[%d]", i),
-			"see docs/broker.md and the gates.http example in configs/gatebridge.yaml", httpConfig(h)})
+		srcs = append(srcs, gates.Source{Kind: httpgate.KindHTTP, Key: fmt.Sprintf("gates.http[%d]", i),
+			Hint: "see docs/broker.md and the gates.http example in configs/gatebridge.yaml", Settings: h.Gate()})
 	}
-	for _, name := range sortedMapKeys(cfg.MCP.Servers) {
+	for _, name := range config.SortedKeys(cfg.MCP.Servers) {
 		c := cfg.MCP.Servers[name]
-		srcs = append(srcs, gateSource{kind: mcptools.KindMCP, key: "mcp.servers." + name, settings: mcptools.Server{
+		srcs = append(srcs, gates.Source{Kind: mcptools.KindMCP, Key: "mcp.servers." + name, Settings: mcptools.Server{
 			Name: name, Command: c.Command, Env: c.Env, EnvPassthrough: c.EnvPassthrough, URL: c.URL, Headers: c.Headers, Tools: c.Tools, MaxTools: c.MaxTools,
-			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.spec()}})
+			Prefix: c.Prefix, Timeout: c.Timeout, Approval: c.Approval, ToolApproval: c.ToolApproval, Isolate: c.Isolate.Spec()}})
 	}
 	return srcs
 }
@@ -144,32 +117,16 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	if sessions == "" {
 		sessions = bridge.DefaultDir()
 	}
-	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: untrustedDirs(cfg, workspace), Secrets: cfg.secrets,
+	env := gates.Env{Workspace: workspace, Inside: inside, Untrusted: cfg.UntrustedDirs(workspace), Secrets: cfg.secrets,
 		Isolator: gateIsolator(cfg), Protected: cfg.Sandbox.ProtectedPaths,
 		Sessions: []string{sessions, cfg.Sandbox.Docker.SessionsRoot}}
-	reg := gates.NewRegistry()
-	kindOf := map[string]string{}
-	for _, src := range gateSources(cfg) {
-		k, err := kinds.Lookup(src.kind)
-		if err != nil {
-			reg.Close()
-			return nil, nil, err
-		}
-		env.Warn = func(w string) {
-			if warn != nil {
-				warn(src.key + ": " + w)
-			}
-		}
-		names, err := k.Add(ctx, reg, src.settings, env)
-		if err != nil {
-			reg.Close()
-			ce := sourceError(src, err)
-			ce.Msg = cfg.secrets.Redactor().String(ce.Msg) // a server's error may quote what it was sent
-			return nil, nil, ce
-		}
-		for _, n := range names {
-			kindOf[n] = src.kind
-		}
+	reg, kindOf, err := kinds.Build(ctx, gateSources(cfg), env, warn)
+	if se := (*gates.SourceError)(nil); errors.As(err, &se) {
+		// a server's error may quote what it was sent
+		return nil, nil, &configError{Key: se.Key, Msg: cfg.secrets.Redactor().String(se.Err.Error()), Help: se.Help}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	// approval: deny refuses on every front end, asking or not
 	if err := approval.Refuse(reg, approvalSettings(cfg)); err != nil {
@@ -179,24 +136,13 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 	return reg, kindOf, nil
 }
 
-// untrustedDirs are where the sandbox can write (the workspace, the
-// writable root, the session directories): no gate's program, secret
-// file or CA file may come from there.
-func untrustedDirs(cfg *Config, workspace string) []string {
-	sessions := cfg.Bridge.SessionDir
-	if sessions == "" {
-		sessions = bridge.DefaultDir()
-	}
-	return []string{workspace, cfg.Gates.WritableRoot, sessions, cfg.Sandbox.Docker.SessionsRoot}
-}
-
 // gateIsolator is the sandbox gates' programs run in (bwrap's Isolator):
 // sandbox.bwrap's path and read_only, as sandbox.gate_uid:gate_gid when
 // gatebridge is root (0 means bwrap.GateUID: never root, and not the
 // sandboxed commands' uid), under sandbox.limits.
 func gateIsolator(cfg *Config) gates.Isolator {
 	return bwrapGates{&bwrap.Isolator{Path: cfg.Sandbox.Bwrap.Path, ReadOnly: cfg.Sandbox.Bwrap.ReadOnly,
-		UID: cfg.Sandbox.GateUID, GID: cfg.Sandbox.GateGID, Limits: sandboxLimits(cfg)}}
+		UID: cfg.Sandbox.GateUID, GID: cfg.Sandbox.GateGID, Limits: cfg.SandboxLimits()}}
 }
 
 // bwrapGates adapts a bwrap.Isolator to gates.Isolator (package sandbox
@@ -210,55 +156,6 @@ var (
 
 func (b bwrapGates) Isolate(ctx context.Context, cmd *exec.Cmd, s gates.IsolateSpec) (func(), error) {
 	return b.Isolator.Isolate(ctx, cmd, bwrap.Confinement{Read: s.Read, Write: s.Write, Network: s.Network})
-}
-
-// sourceError is a kind's error about src as a config error: its key
-// names the setting at fault (a gates.SettingError's field), with the
-// kind's hint, or src's.
-func sourceError(src gateSource, err error) *configError {
-	key, help := src.key, src.hint
-	var se *gates.SettingError
-	if errors.As(err, &se) {
-		if se.Field != "" {
-			key += "." + se.Field
-		}
-		if se.Help != nil {
-			help = se.Help(src.key)
-		}
-	}
-	return &configError{Key: key, Msg: err.Error(), Help: help}
-}
-
-// builtinOptions are the built-in gates' settings; with no gates.root,
-// the builtin kind gives them the workspace.
-func builtinOptions(cfg *Config) gates.Options {
-	return gates.Options{
-		Root:               cfg.Gates.Root,
-		WritableRoot:       cfg.Gates.WritableRoot,
-		MaxFileBytes:       cfg.Gates.MaxFileBytes,
-		MaxSearchMatches:   cfg.Gates.MaxSearchMatches,
-		MaxSearchFiles:     cfg.Gates.MaxSearchFiles,
-		MaxSearchFileBytes: cfg.Gates.MaxSearchFileBytes,
-		ProtectedPaths:     cfg.Sandbox.ProtectedPaths,
-	}
-}
-
-// commandSpec is one command gate's settings; the command kind adds the
-// directories the sandbox can write to Untrusted.
-func commandSpec(c CommandConfig) gates.CommandSpec {
-	spec := gates.CommandSpec{
-		Name: c.Name, Summary: c.Summary, Command: c.Command, AllowArgs: c.AllowArgs,
-		AllowPattern: c.AllowPattern, EndOfOptions: c.EndOfOptions, Home: c.Home,
-		Dir: c.Dir, Timeout: c.Timeout, MaxOutputBytes: c.MaxOutputBytes,
-		Env: c.Env, Stdin: c.Stdin, Isolate: c.Isolate.spec(),
-	}
-	for _, a := range c.Args {
-		spec.Args = append(spec.Args, gates.ArgRule{Name: a.Name, Pattern: a.Pattern, Optional: a.Optional, Variadic: a.Variadic, Max: a.Max})
-	}
-	for _, o := range c.Options {
-		spec.Options = append(spec.Options, gates.OptionRule{Name: o.Name, Value: o.Value})
-	}
-	return spec
 }
 
 // writeToolSchemas prints every gate as a tool definition in the shape an
@@ -304,7 +201,7 @@ for the configured sandbox and workspace.`,
 			return err
 		},
 	}
-	cmd.Flags().String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	cmd.Flags().String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	cmd.Flags().String("workspace", "", "workspace the gates see (default: current directory)")
 	cmd.Flags().Bool("writable-workspace", false, "the sandbox may write the workspace")
 	return needsConfig(cmd)

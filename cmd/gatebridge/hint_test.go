@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/trust"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -26,7 +27,7 @@ func TestPrintErrorHints(t *testing.T) {
 		{"sandbox", fmt.Errorf("run: %w", se), "gatebridge: run: bwrap: start bwrap: no\ngatebridge: hint: install bubblewrap\n"},
 		{"outer hint wins", withHint(se, "better"), "gatebridge: bwrap: start bwrap: no\ngatebridge: hint: better\n"},
 		{"empty outer", withHint(se, ""), "gatebridge: bwrap: start bwrap: no\ngatebridge: hint: install bubblewrap\n"},
-		{"secret file", fmt.Errorf("serve: --token-file: %w", &secretFileError{"t is a link", "give the file"}),
+		{"secret file", fmt.Errorf("serve: --token-file: %w", &trust.FileError{Msg: "t is a link", Help: "give the file"}),
 			"gatebridge: serve: --token-file: t is a link\ngatebridge: hint: give the file\n"},
 		{"rpc", &rpc.Error{Code: 1, Message: "refused", Data: map[string]any{"hint": "ask"}}, "gatebridge: refused\ngatebridge: hint: ask\n"},
 	} {
@@ -35,13 +36,6 @@ func TestPrintErrorHints(t *testing.T) {
 		if buf.String() != tc.want {
 			t.Errorf("%s: printed %q, want %q", tc.name, buf.String(), tc.want)
 		}
-	}
-	// secretHint: the file's own hint, else the caller's.
-	if h := secretHint(&secretFileError{"m", ""}, "def"); h != "def" {
-		t.Errorf("secretHint without one = %q", h)
-	}
-	if h := secretHint(fmt.Errorf("w: %w", &secretFileError{"m", "own"}), "def"); h != "own" {
-		t.Errorf("secretHint = %q", h)
 	}
 }
 

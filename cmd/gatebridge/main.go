@@ -44,17 +44,8 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
-// hintError is an error with a hint for the user ([hint.Carrier]).
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() }
-func (e *hintError) Unwrap() error { return e.err }
-func (e *hintError) Hint() string  { return e.hint }
-
-func withHint(err error, hint string) error { return &hintError{err, hint} }
+// withHint is err with a hint for the user (hint.With).
+func withHint(err error, h string) error { return hint.With(err, h) }
 
 // usageError is a bad flag or missing argument (run --json kind config).
 type usageError struct{ err error }
@@ -170,7 +161,7 @@ func newBackends() *sandbox.Registry {
 // newKinds is the gate kinds gatebridge offers: package gates' own
 // (builtin, command), then http and mcp, registered here and nowhere
 // else. A new kind needs its Register call here and its config section
-// (its keys in config.go, its sources in gateSources).
+// (its keys in internal/config, its sources in gateSources).
 func newKinds() *gates.KindRegistry {
 	kinds := gates.NewKindRegistry()
 	for _, register := range []func(*gates.KindRegistry) error{httpgate.Register, mcptools.Register} {

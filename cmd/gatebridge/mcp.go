@@ -13,6 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/mcpserver"
+	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/config"
+	"github.com/gatebridge/gatebridge/internal/trust"
 )
 
 func newMCPCmd(a *app) *cobra.Command {
@@ -41,7 +44,7 @@ Clients send Authorization: Bearer TOKEN.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.mcp(cmd) },
 	}
 	f := cmd.Flags()
-	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	f.String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	f.String("workspace", "", "directory the commands start in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
 	f.String("image", "", "docker image (docker backend; config sandbox.docker.image)")
@@ -82,7 +85,7 @@ func (a *app) mcp(cmd *cobra.Command) error {
 		return err
 	}
 	cfg := a.cfg
-	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	workspace, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
 		return err
 	}
@@ -94,8 +97,8 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	if addr != "" {
 		// A sandbox that could read the token could connect as a client:
 		// neither its workspace nor a directory its gates read may hold it.
-		places := append(reachableOf(cfg), reachable{"sandbox.workspace", workspace})
-		if err := guardSecrets(&opts, places, []secretFile{{"--token-file", tokenFile}}); err != nil {
+		places := append(trust.ReachableOf(&cfg.Config), trust.Reachable{What: "sandbox.workspace", Path: workspace})
+		if err := trust.Guard(&opts, places, []trust.SecretFile{{Flag: "--token-file", Path: tokenFile}}); err != nil {
 			return err
 		}
 	}
@@ -119,12 +122,12 @@ func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, ho mcpserver.HTTPO
 	if err := checkMCPFlags(ho.Addr, tokenFile); err != nil {
 		return err
 	}
-	token, err := loadToken("mcp", tokenFile)
+	token, err := trust.LoadToken("mcp", tokenFile)
 	if err != nil {
 		return err
 	}
 	ho.Token = token
-	if host, _, _ := net.SplitHostPort(ho.Addr); !isLoopbackHost(host) {
+	if host, _, _ := net.SplitHostPort(ho.Addr); !rpc.IsLoopbackHost(host) {
 		fmt.Fprintf(stderr, "gatebridge: warning: mcp: %s is not a loopback address and this is plain HTTP: the token and everything else travel in clear text (put a TLS proxy in front, or listen on loopback)\n", ho.Addr)
 	}
 	return srv.ServeHTTP(ctx, ho, stderr)

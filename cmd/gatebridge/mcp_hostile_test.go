@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/bridge/mcpserver"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/mcptools/mcptest"
 	"github.com/gatebridge/gatebridge/sandbox/local"
 )
@@ -159,7 +160,7 @@ func TestMCPToolSettings(t *testing.T) {
 	if code := run([]string{"--config", cfg, "gates", "--format", "json"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var docs []gateDoc
+	var docs []gates.Doc
 	if err := json.Unmarshal(out.Bytes(), &docs); err != nil {
 		t.Fatal(err)
 	}

@@ -5,17 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/mailbox"
-	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
@@ -54,60 +49,38 @@ path it could not remove with the reason on stderr: then the exit code is
 				defer d.Close()
 			}
 
-			parents := []string{bridge.DefaultParent()}
-			if cfg.Bridge.SessionDir != "" {
-				parents = append(parents, cfg.Bridge.SessionDir)
-			}
-			if cfg.Sandbox.Docker.SessionsRoot != "" {
-				parents = append(parents, cfg.Sandbox.Docker.SessionsRoot)
-			}
-			// The default sessions roots, with their age before their
-			// sessions are pruned (which touches them).
-			roots := sandboxRoots(bridge.DefaultParent())
-			for _, r := range roots {
-				parents = append(parents, r.path)
-			}
-			n := 0
-			for _, p := range parents {
-				removed, err := bridge.PruneSessions(p)
-				for _, r := range removed {
-					fmt.Fprintln(out, r)
-				}
-				n += len(removed)
-				for _, e := range unjoin(err) {
-					if pe, ok := e.(*bridge.PruneError); ok {
-						fail(pe.Path, pe.Err)
-					} else {
-						fail(p, e)
-					}
+			var extra []string
+			for _, p := range []string{cfg.Bridge.SessionDir, cfg.Sandbox.Docker.SessionsRoot} {
+				if p != "" {
+					extra = append(extra, p)
 				}
 			}
-			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", n)
-
-			if len(roots) > 0 {
-				var inUse []string
-				var err error
+			rep := bridge.PruneLeftovers(extra, func() ([]string, error) {
 				if d == nil {
-					err = cmp.Or(engineErr, errors.New("no docker engine here"))
-				} else {
-					inUse, err = usedSessionsRoots(ctx, d)
+					return nil, cmp.Or(engineErr, errors.New("no docker engine here"))
 				}
-				if err != nil {
-					// Without the engine's list, a root may belong to a
-					// sandbox: leave them all.
-					fmt.Fprintf(errw, "gatebridge: %d sandbox sessions root(s) not checked: %v\n", len(roots), err)
-				} else {
-					removed, errs := pruneSandboxRoots(roots, inUse, sandboxRootGrace)
-					for _, r := range removed {
-						fmt.Fprintln(out, r)
-					}
-					for _, e := range errs {
-						fail(e.Path, e.Err)
-					}
-					if len(removed) > 0 {
-						fmt.Fprintf(errw, "gatebridge: removed %d unused sandbox sessions root(s)\n", len(removed))
-					}
-				}
+				return d.SessionsRoots(ctx)
+			})
+			for _, r := range rep.Sessions {
+				fmt.Fprintln(out, r)
+			}
+			for _, e := range rep.SessionsFailed {
+				fail(e.Path, e.Err)
+			}
+			fmt.Fprintf(errw, "gatebridge: removed %d session(s)\n", len(rep.Sessions))
+			if rep.RootsErr != nil {
+				// Without the engine's list, a root may belong to a
+				// sandbox: all are left.
+				fmt.Fprintf(errw, "gatebridge: %d sandbox sessions root(s) not checked: %v\n", rep.Roots, rep.RootsErr)
+			}
+			for _, r := range rep.RootsRemoved {
+				fmt.Fprintln(out, r)
+			}
+			for _, e := range rep.RootsFailed {
+				fail(e.Path, e.Err)
+			}
+			if len(rep.RootsRemoved) > 0 {
+				fmt.Fprintf(errw, "gatebridge: removed %d unused sandbox sessions root(s)\n", len(rep.RootsRemoved))
 			}
 
 			// Staging mounts of protected paths (docker, as root) of a
@@ -164,120 +137,4 @@ func pruneEngine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// unjoin lists the errors err joins (err itself if it joins none).
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// sandboxRootGrace is how old an unused sandbox sessions root must be to
-// be pruned: `sandbox start` makes (or touches) it a moment before the
-// container that uses it exists.
-const sandboxRootGrace = time.Minute
-
-// sandboxRoot is a default sessions root (sandbox-NAME in the default
-// session parent) and when it was last changed.
-type sandboxRoot struct {
-	path    string
-	changed time.Time
-}
-
-// sandboxRoots lists the default sessions roots in parent: real
-// directories only (nothing planted there is followed).
-func sandboxRoots(parent string) []sandboxRoot {
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return nil
-	}
-	var out []sandboxRoot
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "sandbox-") || !e.IsDir() {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		out = append(out, sandboxRoot{filepath.Join(parent, e.Name()), fi.ModTime()})
-	}
-	return out
-}
-
-// usedSessionsRoots lists the sessions roots of the engine's persistent
-// sandboxes, running or not.
-func usedSessionsRoots(ctx context.Context, d *docker.Backend) ([]string, error) {
-	list, err := d.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var roots []string
-	for _, i := range list {
-		if i.SessionsRoot != "" {
-			roots = append(roots, i.SessionsRoot)
-		}
-	}
-	return roots, nil
-}
-
-// pruneSandboxRoots removes the roots no sandbox uses (inUse: the sessions
-// roots of the engine's persistent sandboxes) that are older than grace
-// and hold no session any more (a live or kept one keeps its root). It
-// returns the paths removed and those it could not remove.
-func pruneSandboxRoots(roots []sandboxRoot, inUse []string, grace time.Duration) (removed []string, failed []*bridge.PruneError) {
-	used := map[string]bool{}
-	for _, u := range inUse {
-		used[filepath.Clean(u)] = true
-		if r, err := filepath.EvalSymlinks(u); err == nil {
-			used[r] = true
-		}
-	}
-	for _, r := range roots {
-		if used[r.path] || time.Since(r.changed) < grace {
-			continue
-		}
-		if real, err := filepath.EvalSymlinks(r.path); err != nil || used[real] {
-			continue
-		}
-		if hasSession(r.path) {
-			continue
-		}
-		if err := hostilefs.RemoveTree(r.path); err != nil {
-			failed = append(failed, &bridge.PruneError{Path: r.path, Err: err})
-			continue
-		}
-		removed = append(removed, r.path)
-	}
-	return removed, failed
-}
-
-// hasSession reports whether dir still holds a session (or its lock or
-// kept marker), or cannot be listed.
-func hasSession(dir string) bool {
-	fd, err := hostilefs.OpenDirNoFollow(dir)
-	if err != nil {
-		return true
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	for {
-		names, err := f.Readdirnames(256)
-		for _, n := range names {
-			if strings.HasPrefix(n, mailbox.SessionPrefix) {
-				return true
-			}
-		}
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			return true
-		}
-	}
 }

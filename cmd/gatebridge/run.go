@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/internal/tty"
@@ -45,7 +45,7 @@ refused the command before it started (gatebridge policy check says why).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("sandbox", autoBackend, "sandbox backend: "+backendChoices(a.backends))
+	f.String("sandbox", autoBackend, "sandbox backend: "+config.BackendChoices(a.backends))
 	f.Duration("timeout", 0, "stop the command after this long (exit 124; default: config sandbox.timeout, 10m); 0 means no limit")
 	f.String("workspace", "", "directory the command starts in and the gates see (default: current directory)")
 	f.Bool("writable-workspace", false, "let the sandbox write the workspace (bwrap, docker)")
@@ -143,11 +143,11 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+	workspace, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 	if err != nil {
 		return err
 	}
-	if err := checkWorkspacePath(workspace); err != nil {
+	if err := config.CheckWorkspacePath(workspace); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -167,10 +167,10 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if strings.HasPrefix(chosen.reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
 		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.entry.Name, chosen.reason)
 	}
-	if workspace, err = chosen.workspaceFor(cfg, workspace); err != nil {
+	if workspace, err = cfg.WorkspaceInReused(workspace, chosen.reused(cfg)); err != nil {
 		return err
 	}
-	if err := checkConfigPlaceSandbox(cfg, chosen); err != nil {
+	if err := cfg.CheckPlaceInSandbox(cfg.configFile, cfg.configGiven, chosen.reused(cfg)); err != nil {
 		return err
 	}
 
@@ -181,12 +181,12 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	defer reg.Close() // stops the MCP servers
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
-		if err := checkAuditPlace(cfg, workspace, chosen); err != nil {
+		if err := cfg.CheckAuditPlace(workspace, chosen.reused(cfg)); err != nil {
 			return err
 		}
-		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := cfg.OpenAudit()
 		if err != nil {
-			return &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
+			return err
 		}
 		defer f.Close()
 		audit = f
@@ -202,22 +202,11 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		return err
 	}
 	var sessID string // set once the session is open, before any call
-	bcfg := bridge.Config{
-		Gates:          reg,
-		Dir:            cfg.Bridge.SessionDir,
-		Limits:         limitsOf(cfg),
-		Watch:          bridge.WatchMode(cfg.Bridge.Watch),
-		PollInterval:   cfg.Bridge.PollInterval,
-		RescanInterval: cfg.Bridge.RescanInterval,
-		Keep:           cfg.Bridge.KeepSession,
-		Audit:          audit,
-		Sandbox:        cfg.Sandbox.Docker.Reuse,
-		Redact:         cfg.secrets.Redactor(),
-		Logf:           func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) },
-		Approve:        decider.ApproveFunc(reg, workspace, func() string { return sessID }),
-		SubmitLines:    cfg.Bridge.SubmitLines,
-		LimitKey:       limitKey,
-	}
+	bcfg := cfg.SessionConfig()
+	bcfg.Gates, bcfg.Keep, bcfg.Audit, bcfg.Sandbox = reg, cfg.Bridge.KeepSession, audit, cfg.Sandbox.Docker.Reuse
+	bcfg.Redact = cfg.secrets.Redactor()
+	bcfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	bcfg.Approve = decider.ApproveFunc(reg, workspace, func() string { return sessID })
 	if chosen.sessionsRoot != "" {
 		bcfg.Dir = chosen.sessionsRoot
 	}
@@ -232,10 +221,10 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	if cfg.Bridge.KeepSession {
 		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
 	}
-	spec := sandboxSpecTemplate(cfg)
+	spec := cfg.SpecTemplate()
 	spec.Command, spec.Workspace, spec.Stdin = args, workspace, termStdin(term, cmd.InOrStdin())
 	spec.WorkspaceWritable = cfg.Sandbox.WritableWorkspace
-	spec.UID, spec.GID = runAs(cfg, workspace)
+	spec.UID, spec.GID = cfg.RunAs(workspace)
 	// The command runs as spec.UID in an isolating backend: let that uid
 	// (alone) into the session. An unsandboxed backend (local) runs it as
 	// gatebridge itself, so letting another uid in would only widen who
@@ -288,78 +277,6 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 	}
 	return nil
 }
-
-func resolveWorkspace(ws string) (string, error) {
-	if ws == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		ws = wd
-	}
-	abs, err := filepath.Abs(ws)
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(abs)
-	if err != nil || !st.IsDir() {
-		return "", &configError{Key: "sandbox.workspace", Msg: fmt.Sprintf("%s is not a directory", abs),
-			Help: "pass an existing directory to --workspace"}
-	}
-	return abs, nil
-}
-
-// sandboxSpecTemplate is what every command's Spec takes from the config.
-func sandboxSpecTemplate(cfg *Config) sandbox.Spec {
-	return sandbox.Spec{
-		Timeout:        cfg.Sandbox.Timeout,
-		KillGrace:      cfg.Sandbox.KillGrace,
-		MaxOutput:      cfg.Sandbox.MaxOutput,
-		Limits:         sandboxLimits(cfg),
-		ProtectedPaths: cfg.Sandbox.ProtectedPaths,
-		AllowRoot:      cfg.Sandbox.AllowRoot,
-	}
-}
-
-func sandboxLimits(cfg *Config) sandbox.Limits {
-	l := cfg.Sandbox.Limits
-	return sandbox.Limits{Memory: l.Memory, CPUs: l.CPUs, Pids: l.Pids, TmpSize: l.TmpSize}
-}
-
-// runAs is the host identity a sandboxed command gets when gatebridge is
-// root: the workspace's owner when that is not root, else sandbox.uid/gid
-// (65534 by default). A workspace whose group is root's (gid 0) gives
-// sandbox.gid instead: in group 0 the command could leave a setgid-root
-// file in a writable workspace for any host user to run. Not root,
-// gatebridge runs commands as itself.
-func runAs(cfg *Config, workspace string) (uid, gid int) {
-	if os.Geteuid() != 0 {
-		return os.Geteuid(), os.Getegid()
-	}
-	if st, err := os.Stat(workspace); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
-			if sys.Gid == 0 && !cfg.Sandbox.AllowRoot {
-				return int(sys.Uid), cfg.Sandbox.GID
-			}
-			return int(sys.Uid), int(sys.Gid)
-		}
-	}
-	return cfg.Sandbox.UID, cfg.Sandbox.GID
-}
-
-func limitsOf(cfg *Config) bridge.Limits {
-	l := cfg.Bridge.Limits
-	return bridge.Limits{
-		MaxCalls: l.MaxCalls, MaxConcurrent: l.MaxConcurrent, MaxArgs: l.MaxArgs,
-		MaxArgBytes: l.MaxArgBytes, MaxStdinBytes: l.MaxStdinBytes, MaxOutputBytes: l.MaxOutputBytes,
-		GateTimeout: l.GateTimeout, MaxScanEntries: l.MaxScanEntries,
-		MaxSessionBytes: l.MaxSessionBytes, MaxRecords: l.MaxRecords, MaxRecordBytes: l.MaxRecordBytes,
-	}
-}
-
-// limitKey is the config key of a limit of bridge.Limits, named by its
-// JSON name: what the messages about it name.
-func limitKey(limit string) string { return "bridge.limits." + limit }
 
 // signalCode is 128+N for the signal that stopped the run (130 when it is
 // not known); it says so on stderr.

@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
@@ -107,86 +105,6 @@ func printRemoved(cmd *cobra.Command, removed []string) {
 	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: removed %d container(s)\n", len(removed))
 }
 
-// defaultSessionsRoot is where persistent sandbox name keeps its sessions
-// when sandbox.docker.sessions_root is empty: its own directory,
-// sandbox-<name> in [bridge.DefaultSessionParent] (private to this user).
-// Each sandbox mounts only its own root, so a command in one sandbox can
-// neither see nor write another sandbox's sessions.
-func defaultSessionsRoot(name string) (string, error) {
-	parent := bridge.DefaultParent()
-	if err := bridge.EnsurePrivateParent(parent); err != nil {
-		return "", err
-	}
-	return filepath.Join(parent, "sandbox-"+name), nil
-}
-
-// prepareSessionsRoot creates root (and missing parents) so that the
-// container user can traverse it: the root itself is 0711, owned by us. An
-// existing root must be a directory we own (a shared temp dir could hold
-// one planted by another user); its times are set to now, so that `prune`
-// leaves it alone while the sandbox is being started. created says
-// whether root was made here (also on error: then remove it).
-func prepareSessionsRoot(root string) (_ string, created bool, _ error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return "", false, err
-	}
-	fail := func(err error, hint string) (string, bool, error) {
-		return abs, created, &configError{Key: "sandbox.docker.sessions_root", Msg: err.Error(), Help: hint}
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return fail(err, "pass a directory you can create with --sessions-root")
-	}
-	switch err := os.Mkdir(abs, 0o755); {
-	case err == nil:
-		created = true
-	case !errors.Is(err, os.ErrExist):
-		return fail(err, "pass a directory you can create with --sessions-root")
-	}
-	st, err := os.Lstat(abs)
-	if err != nil {
-		return fail(err, "pass a directory you can create with --sessions-root")
-	}
-	if !st.IsDir() {
-		return fail(fmt.Errorf("%s is not a directory", abs), "remove it or pass another --sessions-root")
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Geteuid() {
-		return fail(fmt.Errorf("%s is owned by uid %d, not by you", abs, sys.Uid),
-			"pass a directory you own with --sessions-root")
-	}
-	// Sessions are created inside by bridge.Open (0700, then opened up for
-	// the container user); the root only needs to be traversable.
-	// 0711: the container user may traverse to the session it was given
-	// (names are unguessable) but nobody else may list or create here.
-	if st.Mode().Perm() != 0o711 {
-		if err := os.Chmod(abs, 0o711); err != nil {
-			return fail(err, "chmod 711 the sessions root")
-		}
-	}
-	now := time.Now()
-	if err := os.Chtimes(abs, now, now); err != nil {
-		return fail(err, "pass a directory you own with --sessions-root")
-	}
-	return abs, created, nil
-}
-
-// removeUnusedRoot removes the sessions root a failed start created, unless
-// a sandbox uses it after all (another start of the same name, which found
-// it made, won the race). Without the engine's list it is left to `prune`.
-func removeUnusedRoot(ctx context.Context, d *docker.Backend, root string) error {
-	used, err := usedSessionsRoots(ctx, d)
-	if err != nil {
-		return err
-	}
-	real, _ := filepath.EvalSymlinks(root)
-	for _, u := range used {
-		if u = filepath.Clean(u); u == root || u == real {
-			return nil
-		}
-	}
-	return hostilefs.RemoveTree(root)
-}
-
 func newSandboxStartCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start [flags] NAME",
@@ -202,16 +120,16 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 		Args: oneName("start"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := a.cfg
-			workspace, err := resolveWorkspace(cfg.Sandbox.Workspace)
+			workspace, err := config.ResolveWorkspace(cfg.Sandbox.Workspace)
 			if err != nil {
 				return err
 			}
-			if err := checkWorkspacePath(workspace); err != nil {
+			if err := config.CheckWorkspacePath(workspace); err != nil {
 				return err
 			}
 			root := cfg.Sandbox.Docker.SessionsRoot
 			if root == "" {
-				if root, err = defaultSessionsRoot(args[0]); err != nil {
+				if root, err = bridge.SandboxSessionsRoot(args[0]); err != nil {
 					return err
 				}
 			}
@@ -226,14 +144,18 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
 				return imageHintCLI(err)
 			}
-			root, created, err := prepareSessionsRoot(root)
+			root, created, err := bridge.PrepareSessionsRoot(root)
 			if err != nil {
 				if created {
 					hostilefs.RemoveTree(root)
 				}
+				var re *bridge.SessionsRootError
+				if errors.As(err, &re) {
+					return &configError{Key: "sandbox.docker.sessions_root", Msg: re.Err.Error(), Help: re.Help}
+				}
 				return err
 			}
-			uid, gid := runAs(cfg, workspace)
+			uid, gid := cfg.RunAs(workspace)
 			sb, err := d.Start(ctx, docker.StartOptions{
 				Name: args[0], SessionsRoot: root, Workspace: workspace,
 				WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
@@ -246,7 +168,7 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 					// root this start did not make may be another
 					// sandbox's).
 					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					if rerr := removeUnusedRoot(cctx, d, root); rerr != nil {
+					if rerr := d.RemoveUnusedRoot(cctx, root); rerr != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: could not remove the sessions root %s: %v (`gatebridge prune` retries)\n", root, rerr)
 					}
 					cancel()
@@ -345,7 +267,7 @@ func newSandboxStopCmd(a *app) *cobra.Command {
 			// Its default sessions root goes with it: what its commands
 			// left there is hostile (RemoveTree follows no link, at any
 			// depth).
-			if root, rerr := defaultSessionsRoot(args[0]); rerr == nil {
+			if root, rerr := bridge.SandboxSessionsRoot(args[0]); rerr == nil {
 				if err := hostilefs.RemoveTree(root); err != nil {
 					return withHint(fmt.Errorf("sandbox stop: could not remove %s: %w", root, err),
 						"`gatebridge prune` tries again and says what stays")

@@ -2,12 +2,8 @@ package main
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/gatebridge/gatebridge/bridge"
 )
 
 func TestSandboxArgs(t *testing.T) {
@@ -64,54 +60,6 @@ func TestSandboxNoEngineHint(t *testing.T) {
 		if code != ExitInternal || !strings.Contains(errb.String(), "DOCKER_HOST") || !strings.Contains(errb.String(), "hint:") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
-	}
-}
-
-// Each persistent sandbox gets its own sessions root under the private
-// per-user parent (issue: sandboxes sharing one root saw each other).
-func TestDefaultSessionsRoot(t *testing.T) {
-	a, err := defaultSessionsRoot("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := defaultSessionsRoot("b")
-	if a == b || filepath.Dir(a) != bridge.DefaultParent() || filepath.Base(a) != "sandbox-a" {
-		t.Errorf("roots %s and %s", a, b)
-	}
-	if st, err := os.Stat(filepath.Dir(a)); err != nil || st.Mode().Perm() != 0o711 {
-		t.Errorf("parent: %v %v", st.Mode(), err)
-	}
-}
-
-func TestPrepareSessionsRoot(t *testing.T) {
-	base := t.TempDir()
-	root, _, err := prepareSessionsRoot(filepath.Join(base, "a", "b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(root)
-	if err != nil || st.Mode().Perm() != 0o711 {
-		t.Fatalf("root not 0711: %v %v", st.Mode(), err)
-	}
-	// An existing private dir is made traversable (not listable) for the container user.
-	priv := filepath.Join(base, "priv")
-	os.Mkdir(priv, 0o700)
-	if _, _, err := prepareSessionsRoot(priv); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := os.Stat(priv); st.Mode().Perm() != 0o711 {
-		t.Errorf("mode %v", st.Mode())
-	}
-	// A file or a symlink is refused.
-	f := filepath.Join(base, "file")
-	os.WriteFile(f, nil, 0o644)
-	if _, _, err := prepareSessionsRoot(f); err == nil {
-		t.Error("file accepted")
-	}
-	l := filepath.Join(base, "link")
-	os.Symlink(priv, l)
-	if _, _, err := prepareSessionsRoot(l); err == nil {
-		t.Error("symlink accepted")
 	}
 }
 

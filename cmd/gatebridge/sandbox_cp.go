@@ -3,14 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/control"
+	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
@@ -46,7 +44,7 @@ read-only workspace takes no copy in.`,
 			}
 			// As root: refuse a workspace path another user could
 			// point elsewhere since the sandbox started (as start does).
-			if err := checkWorkspacePath(ds.Workspace()); err != nil {
+			if err := config.CheckWorkspacePath(ds.Workspace()); err != nil {
 				return err
 			}
 			f, err := control.NewFS(control.FSOptions{Workspace: ds.Workspace(), Inside: d.Config().WorkspacePath,
@@ -54,10 +52,17 @@ read-only workspace takes no copy in.`,
 			if err != nil {
 				return err
 			}
+			var to string
+			var n int64
 			if in {
-				return cpIn(cmd, f, args[0], spath)
+				to, n, err = f.CopyFileIn(args[0], spath, cmd.InOrStdin())
+			} else {
+				to, n, err = f.CopyFileOut(spath, args[1], cmd.OutOrStdout())
 			}
-			return cpOut(cmd, f, spath, args[1])
+			if err == nil && to != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: copied %d bytes to %s\n", n, to)
+			}
+			return err
 		}),
 	}
 	return needsConfig(cmd)
@@ -95,55 +100,4 @@ func cpSides(args []string) (name, path string, in bool) {
 	}
 	name, path, _ = cpRemote(args[0])
 	return name, path, false
-}
-
-func cpIn(cmd *cobra.Command, f *control.FS, src, dst string) error {
-	var r io.Reader = cmd.InOrStdin()
-	base := ""
-	if src != "-" {
-		file, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer file.Close()
-		if st, err := file.Stat(); err != nil {
-			return err
-		} else if !st.Mode().IsRegular() {
-			return withHint(fmt.Errorf("sandbox cp: %s is not a regular file", src), "copy files one at a time (a directory: tar it first)")
-		}
-		r, base = file, filepath.Base(src)
-	}
-	to, n, err := f.CopyIn(dst, base, r)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: copied %d bytes to %s\n", n, to)
-	return nil
-}
-
-func cpOut(cmd *cobra.Command, f *control.FS, src, dst string) error {
-	if dst == "-" {
-		_, err := f.ReadTo(src, cmd.OutOrStdout())
-		return err
-	}
-	if st, err := os.Stat(dst); err == nil && st.IsDir() || strings.HasSuffix(dst, "/") {
-		dst = filepath.Join(dst, filepath.Base(src))
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".gatebridge-cp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	n, err := f.ReadTo(src, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: copied %d bytes to %s\n", n, dst)
-	return nil
 }

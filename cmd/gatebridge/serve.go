@@ -8,18 +8,15 @@ import (
 	"io"
 	"net"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
-	"github.com/gatebridge/gatebridge/internal/fspath"
-	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/internal/trust"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -146,11 +143,11 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 		// A sandbox that could read the token (or the TLS key) could
 		// connect as a client: no workspace, gate root or shared
 		// directory may hold them.
-		places := reachableOf(a.cfg)
+		places := trust.ReachableOf(&a.cfg.Config)
 		if f.attach != "" {
-			places = append(places, reachable{"--attach", f.attach})
+			places = append(places, trust.Reachable{What: "--attach", Path: f.attach})
 		}
-		err := guardSecrets(&opts, places, []secretFile{{"--token-file", f.tokenFile}, {"--tls-key", f.tlsKey}})
+		err := trust.Guard(&opts, places, []trust.SecretFile{{Flag: "--token-file", Path: f.tokenFile}, {Flag: "--tls-key", Path: f.tlsKey}})
 		if err != nil {
 			return err
 		}
@@ -164,7 +161,7 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	} else if f.listen != "" && !opts.AllowUnsandboxed {
 		// Over the network a leaked token would be a shell on this host:
 		// no unsandboxed backend unless the config allows it.
-		opts.Backends = withoutUnsandboxed(opts.Backends)
+		opts.Backends = opts.Backends.Isolating()
 	}
 	// Caught, these signals end every connection (and everything it
 	// started); and the commands it starts get them with their default
@@ -181,36 +178,20 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	if listen != nil {
 		return listen(ctx, conn)
 	}
-	return conn(ctx, endOnDone(ctx, cmd.InOrStdin()), cmd.OutOrStdout())
-}
-
-// endOnDone returns a reader of r that reads end of file once ctx is done,
-// even while a Read of r blocks: a Read of stdin cannot be interrupted,
-// and the connection ends only when its reader does, so without this a
-// caught SIGTERM would wait for the client to close stdin. The goroutine
-// copying r ends when r does, or at its first read after ctx is done (in
-// serve, the process exits first).
-func endOnDone(ctx context.Context, r io.Reader) io.Reader {
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.CloseWithError(err) // nil: end of file
-	}()
-	context.AfterFunc(ctx, func() { pw.CloseWithError(io.EOF) })
-	return pr
+	return conn(ctx, rpc.EndOnDone(ctx, cmd.InOrStdin()), cmd.OutOrStdout())
 }
 
 // listener reads the token and the TLS key pair (so that a bad file fails
 // before anything starts) and returns the function that listens on
 // f.listen and serves each connection with conn.
 func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn rpc.ServeFunc) error, error) {
-	token, err := loadToken("serve", f.tokenFile)
+	token, err := trust.LoadToken("serve", f.tokenFile)
 	if err != nil {
 		return nil, err
 	}
 	var tlsConfig *tls.Config
 	if f.tlsCert != "" {
-		cert, err := loadKeyPair("serve", f.tlsCert, f.tlsKey)
+		cert, err := trust.LoadKeyPair("serve", f.tlsCert, f.tlsKey)
 		if err != nil {
 			return nil, err
 		}
@@ -218,24 +199,7 @@ func (f serveFlags) listener(stderr io.Writer) (func(ctx context.Context, conn r
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	return func(ctx context.Context, conn rpc.ServeFunc) error {
-		ln, err := net.Listen("tcp", f.listen)
-		if err != nil {
-			return fmt.Errorf("serve: listen on %s: %w", f.listen, err)
-		}
-		how := "plain TCP"
-		if tlsConfig != nil {
-			ln, how = tls.NewListener(ln, tlsConfig), "TLS"
-		}
-		logf("gatebridge: serve: listening on %s (%s)", ln.Addr(), how)
-		if host, _, _ := net.SplitHostPort(f.listen); tlsConfig == nil && !isLoopbackHost(host) {
-			logf("gatebridge: warning: serve: %s is not a loopback address and there is no TLS: the token and everything else travel in clear text (fine inside a pod's own network namespace; else pass --tls-cert and --tls-key)", f.listen)
-		}
-		err = rpc.ServeListener(ctx, ln, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-		logf("gatebridge: serve: stopped listening on %s", ln.Addr())
-		return nil
+		return rpc.ListenAndServe(ctx, "serve", f.listen, tlsConfig, rpc.ListenOptions{Token: token, MaxConns: f.maxConns, Logf: logf}, conn)
 	}, nil
 }
 
@@ -247,9 +211,9 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	var audit io.Writer
 	closeAudit := func() {}
 	if cfg.Audit.Path != "" {
-		f, err := openAudit(cfg.Audit.Path, cfg.Audit.MaxBytes, cfg.Audit.MaxFiles)
+		f, err := cfg.OpenAudit()
 		if err != nil {
-			return rpc.Options{}, nil, &configError{Key: "audit.path", Msg: err.Error(), Help: "the audit log must be a regular file you can write (not a symlink)"}
+			return rpc.Options{}, nil, err
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
@@ -258,6 +222,8 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		closeAudit()
 		return rpc.Options{}, nil, err
 	}
+	bcfg := cfg.SessionConfig()
+	bcfg.Audit, bcfg.Redact, bcfg.Logf = audit, cfg.secrets.Redactor(), logf
 	return rpc.Options{
 		Backends:         a.backends,
 		Settings:         backendSettings(cfg),
@@ -268,21 +234,10 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
-		Approvals: approvalConfig(cfg, store, audit),
-		Bridge: bridge.Config{
-			Dir:            cfg.Bridge.SessionDir,
-			Limits:         limitsOf(cfg),
-			Watch:          bridge.WatchMode(cfg.Bridge.Watch),
-			PollInterval:   cfg.Bridge.PollInterval,
-			RescanInterval: cfg.Bridge.RescanInterval,
-			Audit:          audit,
-			Redact:         cfg.secrets.Redactor(),
-			Logf:           logf,
-			SubmitLines:    cfg.Bridge.SubmitLines,
-			LimitKey:       limitKey,
-		},
-		Process:         sandboxSpecTemplate(cfg),
-		RunAs:           func(workspace string) (int, int) { return runAs(cfg, workspace) },
+		Approvals:       approvalConfig(cfg, store, audit),
+		Bridge:          bcfg,
+		Process:         cfg.SpecTemplate(),
+		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
 		Policy:          cfg.policy,
 		MaxFileBytes:    cfg.Gates.MaxFileBytes,
 		MaxCommandBytes: cfg.Sandbox.MaxCommandBytes, MaxCommands: cfg.Sandbox.MaxCommands,
@@ -292,51 +247,13 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 }
 
 // serveCheckWorkspace refuses a sandbox whose workspace holds the config
-// file, or, writable, the audit log: the sandboxed command could change
-// what the next gatebridge reads or erase the record of what it did. As
-// root it refuses a workspace whose path another user controls too
-// (checkWorkspacePath).
+// file, the grants file, or, writable, the audit log
+// (config.CheckServeWorkspace).
 func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
-	inside := func(p string) bool {
-		if p == "" {
-			return false
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return false
-		}
-		if r, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = r
-		}
-		return fspath.Within(abs, workspace)
-	}
-	if err := checkWorkspacePath(workspace); err != nil {
-		return err
-	}
 	if store, err := grantsStore(cfg); err != nil {
 		return err
 	} else if err := store.Inside(workspace); err != nil {
 		return err
 	}
-	if inside(cfg.configFile) {
-		return &configError{Msg: fmt.Sprintf("refusing workspace %s: it holds gatebridge's config file %s, which the sandboxed command could read or change", workspace, cfg.configFile),
-			Help: "keep the config outside every workspace, e.g. in $XDG_CONFIG_HOME/gatebridge/gatebridge.yaml"}
-	}
-	if writable && inside(filepath.Dir(cfg.Audit.Path)) && cfg.Audit.Path != "" {
-		return &configError{Key: "audit.path", Msg: fmt.Sprintf("refusing writable workspace %s: it holds the audit log %s, which the sandboxed command could rewrite", workspace, cfg.Audit.Path),
-			Help: "put the audit log outside every workspace"}
-	}
-	return nil
-}
-
-// withoutUnsandboxed is reg without its backends that isolate nothing
-// (Strength 0: local).
-func withoutUnsandboxed(reg *sandbox.Registry) *sandbox.Registry {
-	out := &sandbox.Registry{}
-	for _, e := range reg.Entries() {
-		if e.Strength > 0 {
-			_ = out.Register(e)
-		}
-	}
-	return out
+	return cfg.CheckServeWorkspace(workspace, writable, cfg.configFile)
 }

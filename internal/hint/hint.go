@@ -45,3 +45,20 @@ func Of(err error) string {
 	}
 	return ""
 }
+
+// Hinted is an error with a hint ([Carrier]): Err, and Help, how to fix
+// it; it unwraps to Err. [With] makes one; a package embeds it to give
+// an error type of its own a hint.
+type Hinted struct {
+	Err  error
+	Help string
+}
+
+func (e *Hinted) Error() string { return e.Err.Error() }
+func (e *Hinted) Unwrap() error { return e.Err }
+
+// Hint says how to fix it.
+func (e *Hinted) Hint() string { return e.Help }
+
+// With returns err with the hint h.
+func With(err error, h string) error { return &Hinted{err, h} }

@@ -48,3 +48,18 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+// With's error carries its hint and unwraps to the error; a type that
+// embeds Hinted does too.
+func TestWith(t *testing.T) {
+	base := errors.New("boom")
+	err := fmt.Errorf("run: %w", hint.With(base, "do this"))
+	if hint.Of(err) != "do this" || !errors.Is(err, base) || err.Error() != "run: boom" {
+		t.Errorf("With: %v, hint %q", err, hint.Of(err))
+	}
+	type own struct{ hint.Hinted }
+	var e error = &own{hint.Hinted{base, "own"}}
+	if hint.Of(e) != "own" || !errors.Is(e, base) {
+		t.Errorf("embedded: %v, hint %q", e, hint.Of(e))
+	}
+}

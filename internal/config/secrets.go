@@ -1,7 +1,6 @@
-package main
+package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"github.com/gatebridge/gatebridge/gates/httpgate"
 	"github.com/gatebridge/gatebridge/gates/secrets"
 	"github.com/gatebridge/gatebridge/internal/fspath"
-	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // SecretConfig is one secret (secrets.NAME; docs/broker.md): one of env,
@@ -44,8 +42,8 @@ type HTTPRuleConfig struct {
 	CAFile       string            `mapstructure:"ca_file"`
 }
 
-// httpConfig is one http gate's settings.
-func httpConfig(c HTTPGateConfig) httpgate.Config {
+// Gate is one http gate's settings.
+func (c HTTPGateConfig) Gate() httpgate.Config {
 	out := httpgate.Config{Name: c.Name, Timeout: c.Timeout, MaxResponseBytes: c.MaxResponseBytes, MaxRequestBytes: c.MaxRequestBytes}
 	for _, r := range c.Rules {
 		out.Rules = append(out.Rules, httpgate.Rule{URL: r.URL, Methods: r.Methods, Headers: r.Headers, AllowPrivate: r.AllowPrivate, CAFile: r.CAFile})
@@ -53,25 +51,25 @@ func httpConfig(c HTTPGateConfig) httpgate.Config {
 	return out
 }
 
-// loadSecrets checks the secrets section and makes cfg.secrets of it (nil
+// LoadSecrets checks the secrets section and makes a store of it (nil
 // when there are none), then removes the variables env secrets come from
 // from this process: no program gatebridge starts inherits them. raw is
 // the config file, where a name's case is still as written (viper
 // lower-cases keys).
-func (c *Config) loadSecrets(raw []byte) error {
+func (c *Config) LoadSecrets(raw []byte) (*secrets.Store, error) {
 	var file struct {
 		Secrets map[string]any `yaml:"secrets"`
 	}
 	if yaml.Unmarshal(raw, &file) == nil {
-		for _, name := range sortedMapKeys(file.Secrets) {
+		for _, name := range SortedKeys(file.Secrets) {
 			if !secrets.ValidName(name) {
-				return &configError{Key: "secrets." + name, Msg: fmt.Sprintf("%q is not a secret name", name),
+				return nil, &Error{Key: "secrets." + name, Msg: fmt.Sprintf("%q is not a secret name", name),
 					Help: "name secrets with lower-case letters, digits and _, starting with a letter (gh, db_pass)"}
 			}
 		}
 	}
 	if len(c.Secrets) == 0 {
-		return nil
+		return nil, nil
 	}
 	srcs := map[string]secrets.Source{}
 	for n, s := range c.Secrets {
@@ -79,7 +77,7 @@ func (c *Config) loadSecrets(raw []byte) error {
 	}
 	st, err := secrets.New(srcs, secrets.Options{TrustProgram: gates.TrustedCommand})
 	if err != nil {
-		return secretError(err)
+		return nil, secretError(err)
 	}
 	st.ScrubEnv()
 	// sandbox.bwrap.read_only is bound into every bwrap sandbox and every
@@ -91,12 +89,11 @@ func (c *Config) loadSecrets(raw []byte) error {
 			continue
 		}
 		if ro := within(src.File, c.Sandbox.Bwrap.ReadOnly); ro != "" {
-			return &configError{Key: "secrets." + name + ".file", Msg: fmt.Sprintf("%s is inside %s, which sandbox.bwrap.read_only binds into every sandbox: a sandboxed command would read it", src.File, ro),
+			return nil, &Error{Key: "secrets." + name + ".file", Msg: fmt.Sprintf("%s is inside %s, which sandbox.bwrap.read_only binds into every sandbox: a sandboxed command would read it", src.File, ro),
 				Help: "keep secret files outside sandbox.bwrap.read_only (e.g. /run/secrets)"}
 		}
 	}
-	c.secrets = st
-	return nil
+	return st, nil
 }
 
 // within returns the entry of dirs that holds p (both resolved where they
@@ -131,23 +128,5 @@ func secretError(err error) error {
 	if se.Field != "" {
 		key += "." + se.Field
 	}
-	return &configError{Key: key, Msg: se.Err.Error(), Help: se.Help}
-}
-
-// secretChecks are doctor's lines for the secrets: each read (command
-// sources run) and said to resolve or not; never a value.
-func secretChecks(ctx context.Context, cfg *Config) []checkResult {
-	var out []checkResult
-	ws, _ := resolveWorkspace(cfg.Sandbox.Workspace)
-	errs := cfg.secrets.Check(ctx, untrustedDirs(cfg, ws))
-	for _, name := range cfg.secrets.Names() {
-		src, _ := cfg.secrets.Source(name)
-		c := checkResult{Check: "secret " + name, Status: statusOK, Detail: "resolves (" + src.String() + ")"}
-		if err := errs[name]; err != nil {
-			c.Status, c.Detail = statusProblem, fmt.Sprintf("does not resolve (%s): %v", src, errors.Unwrap(err))
-			c.Hint = hint.Of(err)
-		}
-		out = append(out, c)
-	}
-	return out
+	return &Error{Key: key, Msg: se.Err.Error(), Help: se.Help}
 }

@@ -1,4 +1,4 @@
-package main
+package auditlog
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 // keeps max_files old files, so it is bounded.
 func TestAuditRotation(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := openAudit(p, 1000, 2)
+	a, err := Open(p, 1000, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +43,12 @@ func TestAuditSymlinkRefused(t *testing.T) {
 	os.WriteFile(target, []byte("keep"), 0o644)
 	p := filepath.Join(dir, "audit.jsonl")
 	os.Symlink(target, p)
-	if _, err := openAudit(p, 0, 0); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := Open(p, 0, 0); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("err %v", err)
 	}
 	fifo := filepath.Join(dir, "fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err == nil {
-		if _, err := openAudit(fifo, 0, 0); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		if _, err := Open(fifo, 0, 0); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Errorf("fifo: err %v", err)
 		}
 	}
@@ -62,9 +62,9 @@ func TestAuditSymlinkRefused(t *testing.T) {
 // tearing a line.
 func TestAuditRotationShared(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
-	var logs []*auditLog
+	var logs []*Log
 	for range 2 {
-		a, err := openAudit(p, 1000, 2)
+		a, err := Open(p, 1000, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

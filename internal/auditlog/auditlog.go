@@ -1,24 +1,22 @@
-package main
+// Package auditlog is gatebridge's audit log: JSON lines appended to a
+// file that rotates at a size, shared safely by several processes.
+package auditlog
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/internal/fspath"
 )
 
-// auditLog appends JSON lines to the audit file, capped at maxBytes: past
+// Log appends JSON lines to the audit file, capped at maxBytes: past
 // it the file is rotated to path.1 (path.1 to path.2, …, keeping maxFiles
 // old files). The file is opened without following a symlink and must be a
 // regular file; several gatebridge processes may share it (an flock guards
 // each write and rotation, and a process whose file was rotated away
 // reopens the path).
-type auditLog struct {
+type Log struct {
 	mu       sync.Mutex
 	path     string
 	f        *os.File
@@ -26,15 +24,16 @@ type auditLog struct {
 	maxFiles int
 }
 
-func openAudit(path string, maxBytes int64, maxFiles int) (*auditLog, error) {
-	a := &auditLog{path: path, maxBytes: maxBytes, maxFiles: maxFiles}
+// Open opens (creating) the audit file at path.
+func Open(path string, maxBytes int64, maxFiles int) (*Log, error) {
+	a := &Log{path: path, maxBytes: maxBytes, maxFiles: maxFiles}
 	if err := a.open(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *auditLog) open() error {
+func (a *Log) open() error {
 	fd, err := unix.Open(a.path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
 	if err != nil {
 		switch err {
@@ -58,7 +57,7 @@ func (a *auditLog) open() error {
 // checks that the file is still the one at the path (another process may
 // have rotated it) and that the record fits; otherwise it rotates or
 // reopens and checks again, so no file grows past maxBytes.
-func (a *auditLog) Write(p []byte) (int, error) {
+func (a *Log) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for {
@@ -88,7 +87,7 @@ func (a *auditLog) Write(p []byte) (int, error) {
 }
 
 // rotate shifts path.N-1 → path.N … path → path.1, dropping the oldest.
-func (a *auditLog) rotate() {
+func (a *Log) rotate() {
 	if a.maxFiles <= 0 {
 		os.Remove(a.path)
 		return
@@ -100,56 +99,12 @@ func (a *auditLog) rotate() {
 	os.Rename(a.path, a.path+".1")
 }
 
-func (a *auditLog) Close() error {
+// Close closes the file.
+func (a *Log) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
 		return nil
 	}
 	return a.f.Close()
-}
-
-// checkAuditPlace refuses an audit log the sandboxed command could write
-// (and so rewrite or truncate, or fill with rotated files): inside a
-// writable workspace, gates.writable_root, the session directory, or a
-// persistent sandbox's sessions root or workspace.
-func checkAuditPlace(cfg *Config, workspace string, chosen *chosenBackend) error {
-	dir, err := filepath.Abs(filepath.Dir(cfg.Audit.Path))
-	if err != nil {
-		return nil // openAudit reports it
-	}
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = r
-	}
-	sessions := cfg.Bridge.SessionDir
-	if sessions == "" {
-		sessions = bridge.DefaultParent()
-	}
-	places := []struct{ dir, key string }{
-		{cfg.Gates.WritableRoot, "gates.writable_root"},
-		{sessions, "bridge.session_dir"},
-		{chosen.sessionsRoot, "the persistent sandbox's sessions root"},
-		// Whether it was started writable is not known here: refuse.
-		{chosen.reuseWorkspace, "the persistent sandbox's workspace"},
-	}
-	if cfg.Sandbox.WritableWorkspace {
-		places = append(places, struct{ dir, key string }{workspace, "sandbox.workspace, writable"})
-	}
-	for _, p := range places {
-		if p.dir == "" {
-			continue
-		}
-		d, err := filepath.Abs(p.dir)
-		if err != nil {
-			continue
-		}
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			d = r
-		}
-		if fspath.Within(dir, d) {
-			return &configError{Key: "audit.path", Msg: fmt.Sprintf("%s is inside %s (%s), which the sandboxed command can write", cfg.Audit.Path, d, p.key),
-				Help: "keep the audit log outside what the sandbox can write, e.g. under $XDG_STATE_HOME"}
-		}
-	}
-	return nil
 }

@@ -1,13 +1,15 @@
-package main
+package trust
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gatebridge/gatebridge/bridge/rpc"
+	"github.com/gatebridge/gatebridge/internal/config"
 )
 
 // A sandbox opened on a workspace that holds the server's token file or
@@ -36,7 +38,7 @@ func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 		asked = append(asked, ws)
 		return nil
 	}}
-	err := guardSecrets(&opts, nil, []secretFile{
+	err := Guard(&opts, nil, []SecretFile{
 		{"--token-file", filepath.Join(root, "link", "token")},
 		{"--tls-key", ""}, // no TLS
 	})
@@ -62,10 +64,20 @@ func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 	}
 
 	// A directory every sandbox can read (a gate root) is refused at once.
-	err = guardSecrets(&rpc.Options{}, []reachable{{"gates.root", other}, {"gates.writable_root", filepath.Join(root, "home")}},
-		[]secretFile{{"--tls-key", filepath.Join(secrets, "key.pem")}})
-	var ce *configError
+	err = Guard(&rpc.Options{}, []Reachable{{"gates.root", other}, {"gates.writable_root", filepath.Join(root, "home")}},
+		[]SecretFile{{"--tls-key", filepath.Join(secrets, "key.pem")}})
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Key != "gates.writable_root" || !strings.Contains(ce.Msg, "(--tls-key), which the sandbox could read") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// fileHint: the file's own hint, else the caller's.
+func TestFileHint(t *testing.T) {
+	if h := fileHint(&FileError{"m", ""}, "def"); h != "def" {
+		t.Errorf("fileHint without one = %q", h)
+	}
+	if h := fileHint(fmt.Errorf("w: %w", &FileError{"m", "own"}), "def"); h != "own" {
+		t.Errorf("fileHint = %q", h)
 	}
 }

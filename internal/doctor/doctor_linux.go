@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // fsCheck classifies the filesystem dir (or its nearest existing parent)
 // lives on.
-func fsCheck(check, dir string) checkResult {
+func fsCheck(check, dir string) Finding {
 	p := dir
 	var st unix.Statfs_t
 	for {
@@ -19,7 +19,7 @@ func fsCheck(check, dir string) checkResult {
 			break
 		}
 		if !errors.Is(err, unix.ENOENT) || filepath.Dir(p) == p {
-			return checkResult{Check: check + " filesystem", Status: statusWarn,
+			return Finding{Check: check + " filesystem", Status: statusWarn,
 				Detail: "cannot statfs " + dir + ": " + err.Error()}
 		}
 		p = filepath.Dir(p)
@@ -31,8 +31,8 @@ func fsCheck(check, dir string) checkResult {
 // backend's sandbox is the backend's doctor finding): mkfifo works, a non-blocking
 // writer with no reader gets ENXIO (no hang), and a byte written with a
 // reader present arrives.
-func wakeCheck(dir string) checkResult {
-	c := checkResult{Check: "wake"}
+func wakeCheck(dir string) Finding {
+	c := Finding{Check: "wake"}
 	tmp, err := os.MkdirTemp(dir, "gb-doctor-")
 	if err != nil {
 		c.Status, c.Detail = statusProblem, "cannot create a temp dir in "+dir+": "+err.Error()
@@ -41,7 +41,7 @@ func wakeCheck(dir string) checkResult {
 	}
 	defer os.RemoveAll(tmp)
 	fifo := filepath.Join(tmp, "wake")
-	poll := func(why string) checkResult {
+	poll := func(why string) Finding {
 		c.Status = statusWarn
 		c.Detail = "FIFO wake-ups do not work in " + dir + " (" + why + "); wrappers poll for responses (slower calls)"
 		c.Hint = "put sessions on a local filesystem with bridge.session_dir"

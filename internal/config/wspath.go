@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// checkWorkspacePath refuses, when gatebridge is root, a workspace whose
+// CheckWorkspacePath refuses, when gatebridge is root, a workspace whose
 // path someone other than root and the workspace's owner controls: a
 // symbolic link on the way owned by another user, or a directory on the
 // way owned by another user or writable by group or others (not sticky).
@@ -22,7 +22,7 @@ import (
 // on /etc). The owner may still move things about in her own directories:
 // she can then point the workspace only at what she controls anyway, and
 // the gates keep to the directory they started on (see gates.workspace).
-func checkWorkspacePath(workspace string) error {
+func CheckWorkspacePath(workspace string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -83,7 +83,7 @@ func checkWorkspacePath(workspace string) error {
 	}
 	owner := ws.Uid
 	refuse := func(msg string) error {
-		return &configError{Key: "sandbox.workspace",
+		return &Error{Key: "sandbox.workspace",
 			Msg:  fmt.Sprintf("refusing workspace %s: %s; as root, gatebridge runs the command as the workspace's owner (uid %d) and its gates as root, so whoever controls the path chooses whose files the command gets and what root's gates read and write", workspace, msg, owner),
 			Help: "pass a workspace whose path only root and its owner can change (no link or directory of another user on the way, none writable by group or others unless sticky)"}
 	}
