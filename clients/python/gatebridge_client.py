@@ -135,6 +135,7 @@ __all__ = [
     "UnavailableError",
     "ConflictError",
     "UnauthorizedError",
+    "PolicyDeniedError",
     "RequestCancelledError",
     "LineTooLongError",
     "error_for",
@@ -288,14 +289,21 @@ class UnauthorizedError(_CodedError):
     code = UNAUTHORIZED
 
 
+class PolicyDeniedError(_CodedError):
+    """The command policy refused the command before it started (``data``:
+    ``kind`` ``policy_denied``, ``decision``, ``rule``, ``command``)."""
+
+    code = POLICY_DENIED
+
+
 class RequestCancelledError(_CodedError):
     code = REQUEST_CANCELLED
 
 
 _ERRORS: Dict[int, Any] = {c.code: c for c in (
     ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError, NotFoundError,
-    NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, RequestCancelledError,
-    ConnectionClosedError)}
+    NotInitializedError, LimitError, UnavailableError, ConflictError, UnauthorizedError, PolicyDeniedError,
+    RequestCancelledError, ConnectionClosedError)}
 
 
 def error_for(code: int, message: str, data: Any = None) -> GatebridgeError:

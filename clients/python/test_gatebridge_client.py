@@ -1160,6 +1160,10 @@ class ErrorClassTests(unittest.TestCase):
         self.assertIsInstance(error_for(UNAUTHORIZED, "no"), UnauthorizedError)
         self.assertIsInstance(error_for(-32003, "full"), LimitError)
         self.assertIsInstance(error_for(-32099, "gone"), ConnectionClosedError)
+        from gatebridge_client import POLICY_DENIED, PolicyDeniedError
+        denied = error_for(POLICY_DENIED, "policy: command rm denied", {"kind": "policy_denied", "hint": "see policy check"})
+        self.assertIsInstance(denied, PolicyDeniedError)
+        self.assertEqual((denied.code, denied.hint), (-32007, "see policy check"))
         plain = error_for(-1, "odd")
         self.assertIs(type(plain), GatebridgeError)
         self.assertIsNone(plain.hint)
