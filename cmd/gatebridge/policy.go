@@ -18,12 +18,6 @@ import (
 // before it started (as a shell's "cannot execute").
 const ExitPolicy = 126
 
-// PolicyConfig is the policy section. Commands is nil when the config
-// has no policy.commands: then nothing is checked.
-type PolicyConfig struct {
-	Commands *cmdpolicy.Config `mapstructure:"commands"`
-}
-
 // compilePolicy builds the command policy of cfg (nil without
 // policy.commands).
 func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
