@@ -234,8 +234,9 @@ func (f *FS) Write(path string, data []byte, m WriteMode) error {
 	if m.Append {
 		off = st.Size()
 	}
-	if end := off + int64(len(data)); end > f.o.MaxFileBytes {
-		return tooLarge(path, end, f.o.MaxFileBytes)
+	// off > MaxFileBytes-len first: off+len may overflow int64.
+	if off > f.o.MaxFileBytes-int64(len(data)) {
+		return tooLarge(path, max(off, off+int64(len(data))), f.o.MaxFileBytes)
 	}
 	if _, err := file.WriteAt(data, off); err != nil {
 		return fsErr("write", path, err)
@@ -405,6 +406,15 @@ func (f *FS) Rename(path, newPath string, replace bool) error {
 	}
 	if err := f.checkWritable(path); err != nil {
 		return err
+	}
+	// A directory renamed onto the parent of a protected entry of more
+	// than one component would plant what the client put in it; the
+	// parent renamed away would take the entry along.
+	for _, r := range []struct{ field, path, rel string }{{"path", path, rel}, {"newPath", newPath, nrel}} {
+		if p, ok := gates.ProtectedBelow(r.rel, f.o.Protected); ok {
+			return &Error{Kind: KindInvalid, Field: r.field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): a rename to or from it is refused", quote(r.path), p),
+				Help: "host tools run what is there: the file API does not move it or put a directory in its place"}
+		}
 	}
 	d, base, err := f.walkParent(path, rel, false)
 	if err != nil {

@@ -288,3 +288,31 @@ func TestFSWorkspaceReplaced(t *testing.T) {
 	_, err := f.Read("x", 0, 0)
 	wantKind(t, err, KindInvalid, "was replaced")
 }
+
+// A protected entry of more than one component (tools/hooks) cannot be
+// planted by renaming a directory the client filled onto its parent, nor
+// moved away by renaming its parent.
+func TestFSRenameOntoProtectedParent(t *testing.T) {
+	ws := t.TempDir()
+	mustT(t, os.MkdirAll(filepath.Join(ws, "tools", "hooks"), 0o755))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true, Protected: []string{".git", "tools/hooks"}})
+	mustT(t, err)
+	wantKind(t, f.Write("tools/hooks/pre-commit", []byte("evil"), WriteMode{}), KindInvalid, "protected")
+	mustT(t, f.Write("x/hooks/pre-commit", []byte("evil"), WriteMode{}))
+	wantKind(t, f.Rename("tools", "old", false), KindInvalid, "protected")
+	wantKind(t, f.Rename("x", "tools", true), KindInvalid, "protected")
+	wantKind(t, f.Rename("x", "TOOLS", false), KindInvalid, "protected")
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks", "pre-commit")); err == nil {
+		t.Fatal("tools/hooks/pre-commit was planted by a rename")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks")); err != nil {
+		t.Fatalf("tools/hooks was moved away: %v", err)
+	}
+}
+
+// An offset near the largest int64 does not overflow past the file cap.
+func TestFSWriteOffsetOverflow(t *testing.T) {
+	_, f := fsFixture(t, true)
+	err := f.Write("big", []byte("0123456789"), WriteMode{At: true, Offset: 1<<63 - 5})
+	wantKind(t, err, KindLimit, "file limit")
+}
