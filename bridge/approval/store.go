@@ -190,6 +190,12 @@ func (s *Store) edit(fn func([]Grant) ([]Grant, error)) error {
 		return err
 	}
 	enc.Close()
+	if b.Len() > maxFileBytes {
+		// Written, it would be refused at every read: every call that
+		// needs approval denied, in every process of the user.
+		return withHint(fmt.Errorf("approval: the grants file would be %d bytes, over its %d-byte limit: grant not kept", b.Len(), maxFileBytes),
+			"remove grants you no longer need (gatebridge grants ls, gatebridge grants rm ID), or keep this one for the session")
+	}
 	if err := writeAtomic(s.path, b.Bytes()); err != nil {
 		return err
 	}

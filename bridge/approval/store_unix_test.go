@@ -111,3 +111,22 @@ func TestDefaultPathIgnoresCwd(t *testing.T) {
 		t.Errorf("a grants.yaml in the cwd was read: %+v, %v", l, err)
 	}
 }
+
+// A grant too large for the file (arguments the sandbox chose, kept
+// "always, exactly these") is not written: the file would be refused at
+// every later read, denying every call that needs approval in every
+// process of the user, and `grants rm` could not repair it.
+func TestStoreAddOverCap(t *testing.T) {
+	s := newStore(t)
+	now := time.Now()
+	if _, err := s.Add(Grant{Gate: "g", Exact: []string{"small"}, Lifetime: LifeAlways}, now); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Add(Grant{Gate: "g", Exact: []string{strings.Repeat("a", maxFileBytes)}, Lifetime: LifeAlways}, now)
+	if err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("a grant past the file's cap was kept: %v", err)
+	}
+	if l, err := s.List(now); err != nil || len(l) != 1 {
+		t.Fatalf("the grants file after the refused grant: %d grants, %v", len(l), err)
+	}
+}
