@@ -494,6 +494,31 @@ func (p *Policy) CheckArgv(argv []string) Result {
 	return c.worst
 }
 
+// CheckArgvEnv is [Policy.CheckArgv] for argv started with env
+// (KEY=VALUE) added to its environment, as `env KEY=VALUE… argv` is
+// checked: a variable that chooses or runs commands (PATH, BASH_ENV,
+// LD_PRELOAD, BASH_FUNC_*: sensitiveVars) makes it unknown, since the
+// command named is then not what runs.
+func (p *Policy) CheckArgvEnv(argv, env []string) Result {
+	if p == nil {
+		return allowNothing()
+	}
+	c := p.newChecker()
+	ws := make([]word, len(argv))
+	for i, a := range argv {
+		ws[i] = word{val: a, src: a, static: true}
+	}
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); sensitiveVar(name) {
+			c.unknown(append([]word{{val: kv, src: kv, static: true}}, ws...), "its environment sets "+name+", which chooses or runs commands")
+		}
+	}
+	if len(ws) > 0 {
+		c.command(ws, 0)
+	}
+	return c.worst
+}
+
 // CheckScript decides a shell script: every simple command in it, the
 // most restrictive decision wins.
 func (p *Policy) CheckScript(script string) Result {
