@@ -166,7 +166,7 @@ func (c *checker) wrapped(ws []word, w wrapper, nest int) {
 	if w.assigns {
 		for len(rest) > 0 && rest[0].static && strings.Contains(rest[0].val, "=") && !strings.HasPrefix(rest[0].val, "=") {
 			if name, _, _ := strings.Cut(rest[0].val, "="); sensitiveVar(name) {
-				c.unknown(ws, "it sets "+name+", which chooses or runs commands")
+				c.unknown(ws, "it sets "+ShowCommand([]string{name})+", which chooses or runs commands")
 			}
 			rest = rest[1:]
 		}

@@ -144,3 +144,25 @@ func BenchmarkCheckScriptHostile(b *testing.B) {
 		})
 	}
 }
+
+// A script cannot put a control character into the reason of its
+// decision, which the approval prompt shows as is (the rule line): an
+// env NAME with ESC and \r would redraw the question the person answers.
+func TestWhyHasNoControlCharacters(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{
+		"env 'BASH_FUNC_\x1b[2J\rx%%=() { :; }' ls",
+		"env $'BASH_FUNC_\\e[2J\\rx%%=() { :; }' ls",
+	} {
+		r := p.CheckScript(s)
+		for _, msg := range []string{r.By(), (&DeniedError{Result: r}).Error(), r.String()} {
+			if strings.ContainsAny(msg, "\x1b\r\n") {
+				t.Errorf("%q: a control character in %q", s, msg)
+			}
+		}
+	}
+	r := p.CheckArgvEnv([]string{"ls"}, []string{"BASH_FUNC_\x1b[2J\rx%%=() { :; }"})
+	if r.Decision != Ask || strings.ContainsAny(r.By(), "\x1b\r\n") {
+		t.Errorf("env from the protocol: %s", r.By())
+	}
+}

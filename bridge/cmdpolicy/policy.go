@@ -310,7 +310,14 @@ func (r Result) By() string {
 	case SourceDefault:
 		return "policy.commands.default"
 	case SourceUnknown:
-		return "policy.commands.unknown (" + r.Why + ")"
+		// Why may quote the script (a parse error, a name it sets):
+		// shown on the approval prompt, it must not hold a control
+		// character that redraws the question.
+		why := r.Why
+		if !utf8.ValidString(why) || strings.ContainsFunc(why, func(c rune) bool { return c != ' ' && !strconv.IsGraphic(c) }) {
+			why = strconv.Quote(why)
+		}
+		return "policy.commands.unknown (" + why + ")"
 	}
 	return "no command policy"
 }
@@ -510,7 +517,7 @@ func (p *Policy) CheckArgvEnv(argv, env []string) Result {
 	}
 	for _, kv := range env {
 		if name, _, _ := strings.Cut(kv, "="); sensitiveVar(name) {
-			c.unknown(append([]word{{val: kv, src: kv, static: true}}, ws...), "its environment sets "+name+", which chooses or runs commands")
+			c.unknown(append([]word{{val: kv, src: kv, static: true}}, ws...), "its environment sets "+ShowCommand([]string{name})+", which chooses or runs commands")
 		}
 	}
 	if len(ws) > 0 {
