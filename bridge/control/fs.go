@@ -372,6 +372,9 @@ func (f *FS) Remove(path string, recursive, force bool) error {
 	if rel == "." {
 		return refused(path, "is the workspace itself; remove what is in it")
 	}
+	if err := f.checkBelow("path", path, rel, "removed"); err != nil {
+		return err
+	}
 	d, base, err := f.walkParent(path, rel, false)
 	if err != nil {
 		if force && KindOf(err) == KindNotFound {
@@ -410,11 +413,11 @@ func (f *FS) Rename(path, newPath string, replace bool) error {
 	// A directory renamed onto the parent of a protected entry of more
 	// than one component would plant what the client put in it; the
 	// parent renamed away would take the entry along.
-	for _, r := range []struct{ field, path, rel string }{{"path", path, rel}, {"newPath", newPath, nrel}} {
-		if p, ok := gates.ProtectedBelow(r.rel, f.o.Protected); ok {
-			return &Error{Kind: KindInvalid, Field: r.field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): a rename to or from it is refused", quote(r.path), p),
-				Help: "host tools run what is there: the file API does not move it or put a directory in its place"}
-		}
+	if err := f.checkBelow("path", path, rel, "renamed"); err != nil {
+		return err
+	}
+	if err := f.checkBelow("newPath", newPath, nrel, "replaced by a rename"); err != nil {
+		return err
 	}
 	d, base, err := f.walkParent(path, rel, false)
 	if err != nil {
@@ -478,6 +481,20 @@ func (f *FS) check(path string) func(string) error {
 		}
 		return nil
 	}
+}
+
+// checkBelow refuses rel when a protected entry of more than one
+// component lies under it (tools of tools/hooks): removing or moving it
+// removes or moves the entry, and under docker detaches the read-only
+// mount that keeps the sandbox from writing there; a directory renamed
+// onto it plants what it holds. (A one-component entry, sub/.git, moves
+// with its parent and stays protected by name.)
+func (f *FS) checkBelow(field, path, rel, what string) error {
+	if p, ok := gates.ProtectedBelow(rel, f.o.Protected); ok {
+		return &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): it is not %s", quote(path), p, what),
+			Help: "host tools run what is there: the file API neither moves nor removes it, nor puts a directory in its place"}
+	}
+	return nil
 }
 
 // root opens the workspace root and checks it is the one NewFS saw.

@@ -316,3 +316,23 @@ func TestFSWriteOffsetOverflow(t *testing.T) {
 	err := f.Write("big", []byte("0123456789"), WriteMode{At: true, Offset: 1<<63 - 5})
 	wantKind(t, err, KindLimit, "file limit")
 }
+
+// Removing the parent of a protected entry of more than one component
+// (tools of tools/hooks) would remove the entry too, and, for a docker
+// sandbox running on the workspace, detach the read-only mount that keeps
+// the sandbox from writing a hook there: refused.
+func TestFSRemoveProtectedParent(t *testing.T) {
+	ws := t.TempDir()
+	mustT(t, os.MkdirAll(filepath.Join(ws, "tools", "hooks"), 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "tools", "hooks", "post-checkout"), []byte("ok"), 0o755))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true, Protected: []string{"tools/hooks"}})
+	mustT(t, err)
+	for _, p := range []string{"tools", "Tools", "tools/../tools"} {
+		wantKind(t, f.Remove(p, true, false), KindInvalid, "protected")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks", "post-checkout")); err != nil {
+		t.Fatalf("the protected hook is gone: %v", err)
+	}
+	mustT(t, f.Write("tools/other", []byte("x"), WriteMode{}))
+	mustT(t, f.Remove("tools/other", false, false))
+}
