@@ -130,3 +130,33 @@ func TestStoreAddOverCap(t *testing.T) {
 		t.Fatalf("the grants file after the refused grant: %d grants, %v", len(l), err)
 	}
 }
+
+// Attack: a grants file whose path goes through a link into the
+// workspace (~/.config a link to a dotfiles checkout the sandbox works
+// in) is inside it too: the sandbox, running as the workspace's owner,
+// could write a 0600 grants.yaml there that the store would trust.
+func TestStoreInsideWorkspaceThroughLink(t *testing.T) {
+	top := t.TempDir()
+	ws := filepath.Join(top, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "dot"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(ws, "dot"), filepath.Join(top, "config")); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NewStore(filepath.Join(top, "config", "gatebridge", FileName)) // gatebridge/ need not exist yet
+	if err := s.Inside(ws); err == nil {
+		t.Error("a grants file reached through a link into the workspace was accepted")
+	}
+	// The workspace named through a link is the same workspace.
+	if err := os.Symlink(ws, filepath.Join(top, "wslink")); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := NewStore(filepath.Join(ws, "g", FileName))
+	if err := s2.Inside(filepath.Join(top, "wslink")); err == nil {
+		t.Error("a workspace named through a link was not matched")
+	}
+	if err := s.Inside(filepath.Join(top, "elsewhere")); err != nil {
+		t.Error(err)
+	}
+}
