@@ -106,7 +106,9 @@ func (c *checker) follow(base string, ws []word, nest int) {
 				c.unknown(ws, base+" can make a name run another file")
 			}
 		}
-	case base == "su" || base == "runuser":
+	case base == "su" || base == "runuser" || base == "script" || base == "sg":
+		// Each runs -c SCRIPT (--command) with a shell, or a shell
+		// (sg: its other argument) when there is none.
 		c.su(ws, nest)
 	case base == "watch":
 		rest, ok := skipOptions(args, wrapper{noArg: "bceghtprx", withArg: "nq", longNoArg: []string{"--beep", "--color", "--errexit", "--exec", "--no-title", "--precise", "--chgexit"}, longWithArg: []string{"--interval", "--differences"}})
@@ -330,7 +332,8 @@ func shellWithC(args []word) bool {
 	return false
 }
 
-// su checks su/runuser: -c SCRIPT is checked; without it, a shell starts.
+// su checks su/runuser (and script, sg): -c SCRIPT is checked; without
+// it, a shell starts.
 func (c *checker) su(ws []word, nest int) {
 	args := ws[1:]
 	for i := 0; i < len(args); i++ {

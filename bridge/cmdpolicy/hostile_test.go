@@ -166,3 +166,22 @@ func TestWhyHasNoControlCharacters(t *testing.T) {
 		t.Errorf("env from the protocol: %s", r.By())
 	}
 }
+
+// script (util-linux) and sg (shadow) run -c SCRIPT with a shell, like
+// su -c: the script is checked; without -c they start a shell (unknown).
+func TestScriptAndSgFollowed(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`script -c 'rm x'`, `script -q --command 'rm x' /dev/null`, `script --command='rm x'`, `sg wheel -c 'rm x'`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	for _, s := range []string{`script -qc 'rm x'`, `sg wheel 'rm x'`, `script out.log`} {
+		if r := p.CheckScript(s); r.Decision != Ask || r.Source != SourceUnknown {
+			t.Errorf("%s: %s, want unknown", s, r)
+		}
+	}
+	if r := p.CheckScript(`script -c 'ls' /dev/null`); r.Decision != Allow {
+		t.Errorf("script -c ls: %s", r)
+	}
+}
