@@ -234,7 +234,7 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 		return nil
 	}
 	rec := Record{Kind: "approval", Session: c.Session, CallID: c.CallID, Gate: c.Gate,
-		Args: capArgs(c.Args), ArgsBase64: lossless.List(capArgs(c.Args))}
+		Args: d.capArgs(c.Args), ArgsBase64: lossless.List(d.capArgs(c.Args))}
 	deny := func(by, reason, hint string) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)
@@ -453,12 +453,17 @@ func (d *Decider) record(r Record) {
 	d.cfg.Record(r)
 }
 
-// capArgs caps what a record keeps of the arguments: 64 of 256 bytes.
-func capArgs(args []string) []string {
+// capArgs caps what a record keeps of the arguments: 64 of 256 bytes,
+// redacted before the cut (the sandbox chooses what comes before a
+// secret: a cut through it would keep its first bytes).
+func (d *Decider) capArgs(args []string) []string {
 	out := make([]string, 0, min(len(args), 64))
 	for i, a := range args {
 		if i == 64 {
 			break
+		}
+		if d.cfg.Redact != nil {
+			a = d.cfg.Redact(a)
 		}
 		out = append(out, lossless.Cut(a, 256))
 	}
@@ -525,7 +530,7 @@ func (d *Decider) DecideCommand(ctx context.Context, argv []string, r cmdpolicy.
 		return nil
 	}
 	pe, _ := cmdpolicy.IsDenied(r.Err())
-	rec := Record{Kind: "approval", Session: session, Command: capArgs(argv), Args: []string{}}
+	rec := Record{Kind: "approval", Session: session, Command: d.capArgs(argv), Args: []string{}}
 	deny := func(by, reason, hint string) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)

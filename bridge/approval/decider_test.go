@@ -371,3 +371,28 @@ func hintOf(err error) string {
 	}
 	return ""
 }
+
+// The record of a decision cuts each argument at 256 bytes; the sandbox
+// chooses how much comes before a secret, and a cut made before the
+// redaction kept the secret's first bytes.
+func TestRecordCutLeavesNoPartialSecret(t *testing.T) {
+	const secret = "ghp_0123456789abcdefSECRET"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[secret:gh]") }
+	recs, rec := recorder()
+	g := gates.Func(gates.Spec{Name: "ask_me"}, func(context.Context, *gates.Call) (int, error) { return 0, nil })
+	d := New(Config{Approver: &answerer{fn: allow}, Settings: map[string]Setting{"ask_me": Ask}, Record: rec, Redact: red})
+	for pad := 256 - len(secret); pad <= 256; pad++ {
+		arg := strings.Repeat("a", pad) + secret
+		if err := d.Decide(context.Background(), g, Call{Gate: "ask_me", Args: []string{arg}, Session: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		d.DecideCommand(context.Background(), []string{"x", arg}, cmdpolicy.Result{Decision: cmdpolicy.Ask}, "s", nil)
+	}
+	for _, r := range *recs {
+		for _, s := range append(r.Args, r.Command...) {
+			if strings.Contains(s, secret[:8]) {
+				t.Fatalf("a record holds the secret's first bytes: %q", s)
+			}
+		}
+	}
+}
