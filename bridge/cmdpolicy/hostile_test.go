@@ -185,3 +185,28 @@ func TestScriptAndSgFollowed(t *testing.T) {
 		t.Errorf("script -c ls: %s", r)
 	}
 }
+
+// Bash arithmetic evaluates a variable's value as an expression and runs
+// a command substitution in an array subscript in it: the string is data
+// to the parser, code to bash. Each of these ran rm with rm denied.
+func TestArithmeticSubscriptCode(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{
+		`x='a[$(rm y)]'; echo $((x))`,
+		`x='a[$(rm y)]'; [[ $x -eq 0 ]]`,
+		`declare -i n; n='b[$(rm y)]'`,
+		"x='a[`rm y`]'; (( x ))",
+		`x="a[\$(rm y)]"; let x`,
+		`x=a[\$\(rm\ y\)]; echo $((x))`,
+	} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	// A string with no subscript, or whose command is allowed, is data.
+	for _, s := range []string{`echo 'costs $(5)'`, `x='a[$(ls)]'; echo $((x))`, `echo '[x]'`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}
