@@ -210,3 +210,19 @@ func TestArithmeticSubscriptCode(t *testing.T) {
 		}
 	}
 }
+
+// ${x@P} expands a value as a prompt, running its command substitutions
+// (bash 4.4+): x='$(rm y)'; : "${x@P}" ran rm with rm denied.
+func TestPromptExpansionIsUnknown(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`x='$(rm y)'; : "${x@P}"`, `read x; echo ${x@P}`, `echo "${arr[0]@P}"`} {
+		if r := p.CheckScript(s); r.Decision != Ask || r.Source != SourceUnknown {
+			t.Errorf("%s: %s, want unknown", s, r)
+		}
+	}
+	for _, s := range []string{`echo "${x@Q}"`, `echo ${x@U}`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}

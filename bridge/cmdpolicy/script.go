@@ -134,6 +134,12 @@ func (c *checker) script(src string, nest int) {
 			// Its body is walked as any other code: a function named ls
 			// that calls rm is rm's to decide, and a call of a function
 			// named rm is rm's too (by name).
+		case *syntax.ParamExp:
+			// ${x@P} expands x's value as a prompt string, command
+			// substitutions included: code from data, like eval "$x".
+			if e := n.Exp; e != nil && e.Op == syntax.OtherParamOps && (e.Word == nil || e.Word.Lit() == "" || strings.Contains(e.Word.Lit(), "P")) {
+				c.unknown([]word{{src: srcOf(n, src), shell: true}}, "${x@P} runs the command substitutions in a value, which is not known until it runs")
+			}
 		case *syntax.SglQuoted:
 			if !n.Dollar {
 				c.subscriptCode(n.Value, nest)
