@@ -119,6 +119,8 @@ func (c *checker) follow(base string, ws []word, nest int) {
 		}
 	case base == "find":
 		c.find(ws, nest)
+	case base == "mapfile" || base == "readarray":
+		c.mapfile(ws, nest)
 	default:
 		w, ok := wrappers[base]
 		if !ok {
@@ -389,5 +391,43 @@ func (c *checker) find(ws []word, nest int) {
 			c.command(target, nest+1)
 		}
 		i = j
+	}
+}
+
+// mapfile checks mapfile/readarray's -C CALLBACK, which bash evaluates
+// (with the index and the line appended) every -c lines: a script.
+func (c *checker) mapfile(ws []word, nest int) {
+	args := ws[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !a.static {
+			c.unknown(ws, "an argument not known until it runs")
+			return
+		}
+		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
+			return // the array name: no options after it
+		}
+		for j := 1; j < len(a.val); j++ {
+			o := a.val[j]
+			if !strings.ContainsRune("dnOsucC", rune(o)) {
+				continue // -t
+			}
+			val, rest := a.val[j+1:], []word(nil)
+			if val == "" && i+1 < len(args) {
+				i++
+				rest, val = args[i:i+1], args[i].val
+				if !args[i].static {
+					c.unknown(ws, "a mapfile callback not known until it runs")
+					return
+				}
+			}
+			if o == 'C' {
+				if rest == nil {
+					rest = []word{{val: val, src: val, static: true}}
+				}
+				c.words(ws, rest, nest)
+			}
+			break
+		}
 	}
 }

@@ -226,3 +226,22 @@ func TestPromptExpansionIsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// mapfile -C CALLBACK evaluates CALLBACK as a script: mapfile -C 'rm y;:'
+// -c 1 a < f ran rm with rm denied.
+func TestMapfileCallbackChecked(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`mapfile -C 'rm y;:' -c 1 a < f`, `readarray -t -C 'rm y' a < f`, `mapfile -tC'rm y' a < f`, `mapfile -c1 -C "rm y" a`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	if r := p.CheckScript(`mapfile -C "$cb" a < f`); r.Decision != Ask || r.Source != SourceUnknown {
+		t.Errorf("a callback not known: %s, want unknown", r)
+	}
+	for _, s := range []string{`mapfile -t lines < f`, `mapfile -d C a < f`, `mapfile -C 'echo' -c 1 a < f`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}
