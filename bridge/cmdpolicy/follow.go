@@ -121,6 +121,8 @@ func (c *checker) follow(base string, ws []word, nest int) {
 		c.find(ws, nest)
 	case base == "mapfile" || base == "readarray":
 		c.mapfile(ws, nest)
+	case base == "compgen":
+		c.compgen(ws, nest)
 	default:
 		w, ok := wrappers[base]
 		if !ok {
@@ -426,6 +428,46 @@ func (c *checker) mapfile(ws []word, nest int) {
 					rest = []word{{val: val, src: val, static: true}}
 				}
 				c.words(ws, rest, nest)
+			}
+			break
+		}
+	}
+}
+
+// compgen checks what compgen runs: -C COMMAND (a script, the word
+// appended) and the command substitutions in -W WORDLIST, which it
+// expands. (-F names a function, whose body is checked where it is
+// defined; complete only runs these at an interactive prompt.)
+func (c *checker) compgen(ws []word, nest int) {
+	args := ws[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !a.static {
+			c.unknown(ws, "an argument not known until it runs")
+			return
+		}
+		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
+			return // the word: no options after it
+		}
+		for j := 1; j < len(a.val); j++ {
+			o := a.val[j]
+			if !strings.ContainsRune("oAGWFCXPS", rune(o)) {
+				continue // flags, -a -b -c ... (actions)
+			}
+			val := a.val[j+1:]
+			if val == "" && i+1 < len(args) {
+				i++
+				if !args[i].static {
+					c.unknown(ws, "a compgen value not known until it runs")
+					return
+				}
+				val = args[i].val
+			}
+			switch o {
+			case 'C':
+				c.words(ws, []word{{val: val, src: val, static: true}}, nest)
+			case 'W':
+				c.expandedCode(val, nest, "compgen -W's word list does not parse")
 			}
 			break
 		}

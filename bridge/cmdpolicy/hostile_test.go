@@ -245,3 +245,19 @@ func TestMapfileCallbackChecked(t *testing.T) {
 		}
 	}
 }
+
+// compgen runs -C COMMAND and expands -W WORDLIST (command substitutions
+// included), in any script: each ran rm with rm denied.
+func TestCompgenChecked(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`compgen -C 'rm y' x`, `compgen -C rm x`, `compgen -W '$(rm y)' x`, "compgen -W 'a `rm y`' x", `compgen -W 'a <(rm y)' x`, `compgen -o default -C"rm y" x`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	for _, s := range []string{`compgen -W 'start stop' st`, `compgen -c`, `compgen -A function`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}

@@ -163,6 +163,16 @@ func (c *checker) subscriptCode(v string, nest int) {
 	if i < 0 || !strings.Contains(v[i:], "$(") && !strings.Contains(v[i:], "`") {
 		return
 	}
+	c.expandedCode(v, nest, "a string holds an array subscript with a command substitution, which arithmetic would run, and does not parse")
+}
+
+// expandedCode checks the command substitutions in v, a string bash will
+// expand at run time (a subscript arithmetic evaluates, compgen -W's
+// word list); v that does not parse is unknown, saying why.
+func (c *checker) expandedCode(v string, nest int, why string) {
+	if !strings.Contains(v, "$(") && !strings.Contains(v, "`") && !strings.Contains(v, "<(") && !strings.Contains(v, ">(") {
+		return
+	}
 	show := []word{{src: v, shell: true}}
 	if nest+1 > c.p.limits.MaxNest {
 		c.limit(show, fmt.Sprintf("scripts nested more than %d deep", c.p.limits.MaxNest))
@@ -171,11 +181,18 @@ func (c *checker) subscriptCode(v string, nest int) {
 	const pre = ": " // v as an argument: the subscript's syntax is a glob's
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(pre+v), "")
 	if err != nil {
-		c.unknown(show, "a string holds an array subscript with a command substitution, which arithmetic would run, and does not parse")
+		c.unknown(show, why)
 		return
 	}
 	var inner []string
 	syntax.Walk(f, func(n syntax.Node) bool {
+		if ps, ok := n.(*syntax.ProcSubst); ok {
+			from, to := int(ps.OpPos.Offset())-len(pre)+2, int(ps.Rparen.Offset())-len(pre)
+			if 0 <= from && from <= to && to <= len(v) {
+				inner = append(inner, v[from:to])
+			}
+			return false
+		}
 		if cs, ok := n.(*syntax.CmdSubst); ok {
 			from := int(cs.Left.Offset()) - len(pre) + 2 // $(
 			if cs.Backquotes {
