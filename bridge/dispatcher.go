@@ -153,12 +153,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 	for _, a := range req.Args {
 		bytesIn += int64(len(a))
 	}
-	rec := CallRecord{ID: req.ID, Gate: req.Gate, Args: capArgs(req.Args), Start: start, BytesIn: bytesIn}
+	// Redacted before the cut: the sandbox chooses what comes before a
+	// secret, and a cut through it would keep its first bytes.
+	rec := CallRecord{ID: req.ID, Gate: d.cfg.Redact.String(req.Gate), Args: capArgs(req.Args, d.cfg.Redact), Start: start, BytesIn: bytesIn}
 	resp := &Response{}
 	g, err := d.cfg.Gates.Lookup(req.Gate)
 	if err != nil {
 		rec.Decision, rec.ExitCode = DecisionUnknown, gates.ExitUnknown
-		rec.Error = "unknown gate " + lossless.QuoteCap(req.Gate, 64)
+		rec.Error = "unknown gate " + lossless.QuoteCap(rec.Gate, 64)
 		resp.Stderr = []byte("gatebridge: " + rec.Error + "\n")
 		return d.done(resp, rec)
 	}
@@ -189,7 +191,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, req *Request) *Response {
 		r := *req
 		r.Args = args
 		req = &r
-		rec.Args = capArgs(args)
+		rec.Args = capArgs(args, d.cfg.Redact)
 	}
 	if d.cfg.Approve != nil {
 		actx := context.WithValue(ctx, decidedByKey{}, &rec.DecidedBy)
@@ -396,6 +398,7 @@ func (d *Dispatcher) redact(rec CallRecord) CallRecord {
 		return rec
 	}
 	rec.Error = red.String(rec.Error)
+	rec.Gate = red.String(rec.Gate)
 	args := make([]string, len(rec.Args))
 	for i, a := range rec.Args {
 		args[i] = red.String(a)
@@ -527,11 +530,14 @@ func bytesFrom(args []string) int {
 	return n
 }
 
-func capArgs(args []string) []string {
+// capArgs is what a record keeps of args: 64 of 256 bytes each, redacted
+// by red (nil: none) before they are cut, so that no cut leaves the first
+// bytes of a secret.
+func capArgs(args []string, red *secrets.Redactor) []string {
 	n := min(len(args), 64)
 	out := make([]string, n, n+1)
 	for i := range n {
-		a := args[i]
+		a := red.String(args[i])
 		if len(a) > 256 {
 			a = lossless.Cut(a, 256) + "…"
 		}

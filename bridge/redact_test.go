@@ -132,3 +132,36 @@ func TestCommandOutputRedacted(t *testing.T) {
 		}
 	}
 }
+
+// The sandbox chooses how much comes before a secret in an argument, or
+// names a gate after it: the record (process/exited's gateCalls, the
+// audit log) cuts each argument at 256 bytes and the unknown gate's name
+// in its error at 64, and a cut made before redaction kept the secret's
+// first bytes, out of the redactor's reach. Every offset is tried.
+func TestRecordCutLeavesNoPartialSecret(t *testing.T) {
+	audit := &lockedBuffer{}
+	d, err := NewDispatcher(Config{Gates: testRegistry(t), Redact: testRedact(), Audit: audit}, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := secretValue[:8] // the start of the value, never shown
+	var recs []CallRecord
+	for pad := 256 - len(secretValue); pad <= 256; pad++ {
+		arg := strings.Repeat("a", pad) + secretValue
+		for _, req := range []*Request{{ID: "e", Gate: "t_echo", Args: []string{arg}}, {ID: "u", Gate: "no_such_" + arg}, {ID: "n", Gate: secretValue}} {
+			resp := d.Dispatch(context.Background(), req)
+			d.Record(resp.Record)
+			recs = append(recs, resp.Record)
+		}
+	}
+	for _, r := range recs {
+		for _, s := range append([]string{r.Gate, r.Error}, r.Args...) {
+			if strings.Contains(s, prefix) {
+				t.Fatalf("a record holds the secret's first bytes: %q", s)
+			}
+		}
+	}
+	if strings.Contains(audit.String(), prefix) {
+		t.Fatal("the audit log holds the secret's first bytes")
+	}
+}

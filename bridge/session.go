@@ -401,8 +401,8 @@ func (s *Session) Run(ctx context.Context, backend sandbox.Backend, spec sandbox
 	if s.cfg.Keep {
 		res.SessionDir = s.layout.Root
 	}
-	s.d.audit(CommandRecord{Time: start.UTC(), Session: s.id, Kind: "command", Argv: capArgs(spec.Command),
-		ArgvBase64: lossless.List(capArgs(spec.Command)), Backend: backend.Name(), Sandbox: s.cfg.Sandbox,
+	s.d.audit(CommandRecord{Time: start.UTC(), Session: s.id, Kind: "command", Argv: capArgs(spec.Command, s.d.cfg.Redact),
+		ArgvBase64: lossless.List(capArgs(spec.Command, s.d.cfg.Redact)), Backend: backend.Name(), Sandbox: s.cfg.Sandbox,
 		ExitCode: br.ExitCode, TimedOut: br.TimedOut, Canceled: br.Canceled,
 		DurationMS: time.Since(start).Milliseconds(),
 		BytesOut:   int64(len(br.Stdout)+len(br.Stderr)) + br.StdoutDropped + br.StderrDropped})

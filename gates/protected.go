@@ -36,3 +36,23 @@ func ProtectedPath(rel string, protected []string) (string, bool) {
 	}
 	return "", false
 }
+
+// ProtectedBelow reports the entry of protected of more than one
+// component ("tools/hooks") that lies strictly under rel (clean,
+// relative; "tools"), ignoring case as [ProtectedPath] does. Renaming a
+// directory onto rel would plant the entry's content; renaming rel away
+// would move it. (A one-component entry, ".git", is matched wherever it
+// appears, so it moves with its parent and stays protected.)
+func ProtectedBelow(rel string, protected []string) (string, bool) {
+	rel = filepath.ToSlash(rel)
+	for _, p := range protected {
+		p = strings.Trim(filepath.ToSlash(filepath.Clean(p)), "/")
+		if !strings.Contains(p, "/") {
+			continue
+		}
+		if rel == "." || (len(p) > len(rel) && strings.EqualFold(p[:len(rel)], rel) && p[len(rel)] == '/') {
+			return p, true
+		}
+	}
+	return "", false
+}

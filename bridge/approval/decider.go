@@ -127,7 +127,9 @@ type Config struct {
 	// here has the setting [SettingOf] finds.
 	Settings map[string]Setting
 	// Record, when set, receives every decision; Redact, when set,
-	// hides secret values in its strings first.
+	// hides secret values in its strings first, and in the arguments a
+	// question shows (a call whose arguments hold one is offered the
+	// session grant only).
 	Record func(Record)
 	Redact func(string) string
 	// Commands is the command policy (policy.commands), checked again at
@@ -234,7 +236,7 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 		return nil
 	}
 	rec := Record{Kind: "approval", Session: c.Session, CallID: c.CallID, Gate: c.Gate,
-		Args: capArgs(c.Args), ArgsBase64: lossless.List(capArgs(c.Args))}
+		Args: d.capArgs(c.Args), ArgsBase64: lossless.List(d.capArgs(c.Args))}
 	deny := func(by, reason, hint string) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)
@@ -296,8 +298,17 @@ func (d *Decider) Decide(ctx context.Context, g gates.Gate, c Call) error {
 	}()
 	actx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, errNoAnswer)
 	defer cancel()
-	req := &Request{Gate: c.Gate, Args: c.Args, Session: c.Session, Workspace: c.Workspace, CallID: c.CallID,
-		Offers: d.offers(g, c, now), Rule: rule}
+	// The question shows the arguments redacted (with the local backend
+	// the sandbox can read a secret, and the one asked may be a protocol
+	// client that sees no secret value elsewhere); a call whose
+	// arguments hold one is offered no grant naming them.
+	shown, secret := d.redactArgs(c.Args)
+	offers := d.offers(g, c, now)
+	if secret {
+		offers = offers[:1] // the session's, any arguments
+	}
+	req := &Request{Gate: c.Gate, Args: shown, Session: c.Session, Workspace: c.Workspace, CallID: c.CallID,
+		Offers: offers, Rule: rule}
 	ans, err := ap.Ask(actx, req)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -453,12 +464,38 @@ func (d *Decider) record(r Record) {
 	d.cfg.Record(r)
 }
 
-// capArgs caps what a record keeps of the arguments: 64 of 256 bytes.
-func capArgs(args []string) []string {
+// redactArgs is args with secret values replaced (Config.Redact), and
+// whether any was.
+func (d *Decider) redactArgs(args []string) ([]string, bool) {
+	if d.cfg.Redact == nil {
+		return args, false
+	}
+	var out []string
+	for i, a := range args {
+		if r := d.cfg.Redact(a); r != a {
+			if out == nil {
+				out = append([]string{}, args...)
+			}
+			out[i] = r
+		}
+	}
+	if out == nil {
+		return args, false
+	}
+	return out, true
+}
+
+// capArgs caps what a record keeps of the arguments: 64 of 256 bytes,
+// redacted before the cut (the sandbox chooses what comes before a
+// secret: a cut through it would keep its first bytes).
+func (d *Decider) capArgs(args []string) []string {
 	out := make([]string, 0, min(len(args), 64))
 	for i, a := range args {
 		if i == 64 {
 			break
+		}
+		if d.cfg.Redact != nil {
+			a = d.cfg.Redact(a)
 		}
 		out = append(out, lossless.Cut(a, 256))
 	}
@@ -525,7 +562,7 @@ func (d *Decider) DecideCommand(ctx context.Context, argv []string, r cmdpolicy.
 		return nil
 	}
 	pe, _ := cmdpolicy.IsDenied(r.Err())
-	rec := Record{Kind: "approval", Session: session, Command: capArgs(argv), Args: []string{}}
+	rec := Record{Kind: "approval", Session: session, Command: d.capArgs(argv), Args: []string{}}
 	deny := func(by, reason, hint string) error {
 		rec.Decision, rec.By, rec.Reason = "deny", by, reason
 		d.record(rec)
@@ -559,7 +596,8 @@ func (d *Decider) DecideCommand(ctx context.Context, argv []string, r cmdpolicy.
 	actx, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, errNoAnswer)
 	defer cancel()
 	// Rule says which command of a script asks, and by which rule.
-	ans, err := ap.Ask(actx, &Request{Command: argv, Args: []string{}, Rule: pe.Error(), Session: session})
+	shown, _ := d.redactArgs(argv)
+	ans, err := ap.Ask(actx, &Request{Command: shown, Args: []string{}, Rule: pe.Error(), Session: session})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return deny(ByCanceled, "withdrawn: "+context.Cause(ctx).Error(), "")

@@ -371,3 +371,60 @@ func hintOf(err error) string {
 	}
 	return ""
 }
+
+// The record of a decision cuts each argument at 256 bytes; the sandbox
+// chooses how much comes before a secret, and a cut made before the
+// redaction kept the secret's first bytes.
+func TestRecordCutLeavesNoPartialSecret(t *testing.T) {
+	const secret = "ghp_0123456789abcdefSECRET"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[secret:gh]") }
+	recs, rec := recorder()
+	g := gates.Func(gates.Spec{Name: "ask_me"}, func(context.Context, *gates.Call) (int, error) { return 0, nil })
+	d := New(Config{Approver: &answerer{fn: allow}, Settings: map[string]Setting{"ask_me": Ask}, Record: rec, Redact: red})
+	for pad := 256 - len(secret); pad <= 256; pad++ {
+		arg := strings.Repeat("a", pad) + secret
+		if err := d.Decide(context.Background(), g, Call{Gate: "ask_me", Args: []string{arg}, Session: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		d.DecideCommand(context.Background(), []string{"x", arg}, cmdpolicy.Result{Decision: cmdpolicy.Ask}, "s", nil)
+	}
+	for _, r := range *recs {
+		for _, s := range append(r.Args, r.Command...) {
+			if strings.Contains(s, secret[:8]) {
+				t.Fatalf("a record holds the secret's first bytes: %q", s)
+			}
+		}
+	}
+}
+
+// The question (a protocol client's approval/request, the terminal's
+// prompt) shows a secret the sandbox put into the arguments redacted,
+// and offers no grant that names it.
+func TestQuestionRedacted(t *testing.T) {
+	const secret = "ghp_0123456789abcdefSECRET"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[secret:gh]") }
+	a := &answerer{fn: allow}
+	g := gates.Func(gates.Spec{Name: "ask_me"}, func(context.Context, *gates.Call) (int, error) { return 0, nil })
+	d := New(Config{Store: newStore(t), Approver: a, Settings: map[string]Setting{"ask_me": Ask}, Redact: red})
+	if err := d.Decide(context.Background(), g, Call{Gate: "ask_me", Args: []string{"-n", "5", "x" + secret}, Session: "s", Workspace: "/ws"}); err != nil {
+		t.Fatal(err)
+	}
+	d.DecideCommand(context.Background(), []string{"curl", "-H", "Authorization: " + secret}, cmdpolicy.Result{Decision: cmdpolicy.Ask}, "s", nil)
+	if a.count() != 2 {
+		t.Fatalf("%d questions, want 2", a.count())
+	}
+	for _, r := range a.asks {
+		all := append(append([]string{}, r.Args...), r.Command...)
+		for _, o := range r.Offers {
+			all = append(append(append(all, o.Exact...), o.Patterns...), o.Describe())
+		}
+		for _, s := range all {
+			if strings.Contains(s, secret) {
+				t.Fatalf("the question holds the secret: %q", s)
+			}
+		}
+	}
+	if r := a.asks[0]; len(r.Args) != 3 || r.Args[2] != "x[secret:gh]" || len(r.Offers) != 1 || !r.Offers[0].AnyArgs {
+		t.Errorf("question %+v", r)
+	}
+}

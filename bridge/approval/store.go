@@ -83,12 +83,38 @@ func (s *Store) Inside(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	rel, err := filepath.Rel(filepath.Clean(dir), s.path)
-	if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	// As written, and with links resolved on both sides: a grants file
+	// reached through a link into the workspace is in it.
+	if within(s.path, dir) || within(resolve(s.path), resolve(dir)) {
 		return withHint(fmt.Errorf("approval: the grants file %s is inside the workspace %s, where the sandbox could write it", s.path, dir),
 			"set approvals.grants_file to a path outside every workspace (the default is $XDG_CONFIG_HOME/gatebridge/grants.yaml)")
 	}
 	return nil
+}
+
+// within reports whether path is dir or lies under it (both clean and
+// absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// resolve is p with the links of its longest existing prefix resolved
+// (the file, and its directory, need not exist yet).
+func resolve(p string) string {
+	p = filepath.Clean(p)
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }
 
 // List returns the grants in the file now (rereading it if it changed),
@@ -190,6 +216,12 @@ func (s *Store) edit(fn func([]Grant) ([]Grant, error)) error {
 		return err
 	}
 	enc.Close()
+	if b.Len() > maxFileBytes {
+		// Written, it would be refused at every read: every call that
+		// needs approval denied, in every process of the user.
+		return withHint(fmt.Errorf("approval: the grants file would be %d bytes, over its %d-byte limit: grant not kept", b.Len(), maxFileBytes),
+			"remove grants you no longer need (gatebridge grants ls, gatebridge grants rm ID), or keep this one for the session")
+	}
 	if err := writeAtomic(s.path, b.Bytes()); err != nil {
 		return err
 	}

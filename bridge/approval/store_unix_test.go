@@ -111,3 +111,52 @@ func TestDefaultPathIgnoresCwd(t *testing.T) {
 		t.Errorf("a grants.yaml in the cwd was read: %+v, %v", l, err)
 	}
 }
+
+// A grant too large for the file (arguments the sandbox chose, kept
+// "always, exactly these") is not written: the file would be refused at
+// every later read, denying every call that needs approval in every
+// process of the user, and `grants rm` could not repair it.
+func TestStoreAddOverCap(t *testing.T) {
+	s := newStore(t)
+	now := time.Now()
+	if _, err := s.Add(Grant{Gate: "g", Exact: []string{"small"}, Lifetime: LifeAlways}, now); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Add(Grant{Gate: "g", Exact: []string{strings.Repeat("a", maxFileBytes)}, Lifetime: LifeAlways}, now)
+	if err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("a grant past the file's cap was kept: %v", err)
+	}
+	if l, err := s.List(now); err != nil || len(l) != 1 {
+		t.Fatalf("the grants file after the refused grant: %d grants, %v", len(l), err)
+	}
+}
+
+// Attack: a grants file whose path goes through a link into the
+// workspace (~/.config a link to a dotfiles checkout the sandbox works
+// in) is inside it too: the sandbox, running as the workspace's owner,
+// could write a 0600 grants.yaml there that the store would trust.
+func TestStoreInsideWorkspaceThroughLink(t *testing.T) {
+	top := t.TempDir()
+	ws := filepath.Join(top, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "dot"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(ws, "dot"), filepath.Join(top, "config")); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NewStore(filepath.Join(top, "config", "gatebridge", FileName)) // gatebridge/ need not exist yet
+	if err := s.Inside(ws); err == nil {
+		t.Error("a grants file reached through a link into the workspace was accepted")
+	}
+	// The workspace named through a link is the same workspace.
+	if err := os.Symlink(ws, filepath.Join(top, "wslink")); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := NewStore(filepath.Join(ws, "g", FileName))
+	if err := s2.Inside(filepath.Join(top, "wslink")); err == nil {
+		t.Error("a workspace named through a link was not matched")
+	}
+	if err := s.Inside(filepath.Join(top, "elsewhere")); err != nil {
+		t.Error(err)
+	}
+}

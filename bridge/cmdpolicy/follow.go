@@ -106,7 +106,9 @@ func (c *checker) follow(base string, ws []word, nest int) {
 				c.unknown(ws, base+" can make a name run another file")
 			}
 		}
-	case base == "su" || base == "runuser":
+	case base == "su" || base == "runuser" || base == "script" || base == "sg":
+		// Each runs -c SCRIPT (--command) with a shell, or a shell
+		// (sg: its other argument) when there is none.
 		c.su(ws, nest)
 	case base == "watch":
 		rest, ok := skipOptions(args, wrapper{noArg: "bceghtprx", withArg: "nq", longNoArg: []string{"--beep", "--color", "--errexit", "--exec", "--no-title", "--precise", "--chgexit"}, longWithArg: []string{"--interval", "--differences"}})
@@ -117,6 +119,10 @@ func (c *checker) follow(base string, ws []word, nest int) {
 		}
 	case base == "find":
 		c.find(ws, nest)
+	case base == "mapfile" || base == "readarray":
+		c.mapfile(ws, nest)
+	case base == "compgen":
+		c.compgen(ws, nest)
 	default:
 		w, ok := wrappers[base]
 		if !ok {
@@ -166,7 +172,7 @@ func (c *checker) wrapped(ws []word, w wrapper, nest int) {
 	if w.assigns {
 		for len(rest) > 0 && rest[0].static && strings.Contains(rest[0].val, "=") && !strings.HasPrefix(rest[0].val, "=") {
 			if name, _, _ := strings.Cut(rest[0].val, "="); sensitiveVar(name) {
-				c.unknown(ws, "it sets "+name+", which chooses or runs commands")
+				c.unknown(ws, "it sets "+ShowCommand([]string{name})+", which chooses or runs commands")
 			}
 			rest = rest[1:]
 		}
@@ -330,7 +336,8 @@ func shellWithC(args []word) bool {
 	return false
 }
 
-// su checks su/runuser: -c SCRIPT is checked; without it, a shell starts.
+// su checks su/runuser (and script, sg): -c SCRIPT is checked; without
+// it, a shell starts.
 func (c *checker) su(ws []word, nest int) {
 	args := ws[1:]
 	for i := 0; i < len(args); i++ {
@@ -386,5 +393,83 @@ func (c *checker) find(ws []word, nest int) {
 			c.command(target, nest+1)
 		}
 		i = j
+	}
+}
+
+// mapfile checks mapfile/readarray's -C CALLBACK, which bash evaluates
+// (with the index and the line appended) every -c lines: a script.
+func (c *checker) mapfile(ws []word, nest int) {
+	args := ws[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !a.static {
+			c.unknown(ws, "an argument not known until it runs")
+			return
+		}
+		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
+			return // the array name: no options after it
+		}
+		for j := 1; j < len(a.val); j++ {
+			o := a.val[j]
+			if !strings.ContainsRune("dnOsucC", rune(o)) {
+				continue // -t
+			}
+			val, rest := a.val[j+1:], []word(nil)
+			if val == "" && i+1 < len(args) {
+				i++
+				rest, val = args[i:i+1], args[i].val
+				if !args[i].static {
+					c.unknown(ws, "a mapfile callback not known until it runs")
+					return
+				}
+			}
+			if o == 'C' {
+				if rest == nil {
+					rest = []word{{val: val, src: val, static: true}}
+				}
+				c.words(ws, rest, nest)
+			}
+			break
+		}
+	}
+}
+
+// compgen checks what compgen runs: -C COMMAND (a script, the word
+// appended) and the command substitutions in -W WORDLIST, which it
+// expands. (-F names a function, whose body is checked where it is
+// defined; complete only runs these at an interactive prompt.)
+func (c *checker) compgen(ws []word, nest int) {
+	args := ws[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !a.static {
+			c.unknown(ws, "an argument not known until it runs")
+			return
+		}
+		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
+			return // the word: no options after it
+		}
+		for j := 1; j < len(a.val); j++ {
+			o := a.val[j]
+			if !strings.ContainsRune("oAGWFCXPS", rune(o)) {
+				continue // flags, -a -b -c ... (actions)
+			}
+			val := a.val[j+1:]
+			if val == "" && i+1 < len(args) {
+				i++
+				if !args[i].static {
+					c.unknown(ws, "a compgen value not known until it runs")
+					return
+				}
+				val = args[i].val
+			}
+			switch o {
+			case 'C':
+				c.words(ws, []word{{val: val, src: val, static: true}}, nest)
+			case 'W':
+				c.expandedCode(val, nest, "compgen -W's word list does not parse")
+			}
+			break
+		}
 	}
 }

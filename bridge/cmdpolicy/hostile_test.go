@@ -144,3 +144,120 @@ func BenchmarkCheckScriptHostile(b *testing.B) {
 		})
 	}
 }
+
+// A script cannot put a control character into the reason of its
+// decision, which the approval prompt shows as is (the rule line): an
+// env NAME with ESC and \r would redraw the question the person answers.
+func TestWhyHasNoControlCharacters(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{
+		"env 'BASH_FUNC_\x1b[2J\rx%%=() { :; }' ls",
+		"env $'BASH_FUNC_\\e[2J\\rx%%=() { :; }' ls",
+	} {
+		r := p.CheckScript(s)
+		for _, msg := range []string{r.By(), (&DeniedError{Result: r}).Error(), r.String()} {
+			if strings.ContainsAny(msg, "\x1b\r\n") {
+				t.Errorf("%q: a control character in %q", s, msg)
+			}
+		}
+	}
+	r := p.CheckArgvEnv([]string{"ls"}, []string{"BASH_FUNC_\x1b[2J\rx%%=() { :; }"})
+	if r.Decision != Ask || strings.ContainsAny(r.By(), "\x1b\r\n") {
+		t.Errorf("env from the protocol: %s", r.By())
+	}
+}
+
+// script (util-linux) and sg (shadow) run -c SCRIPT with a shell, like
+// su -c: the script is checked; without -c they start a shell (unknown).
+func TestScriptAndSgFollowed(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`script -c 'rm x'`, `script -q --command 'rm x' /dev/null`, `script --command='rm x'`, `sg wheel -c 'rm x'`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	for _, s := range []string{`script -qc 'rm x'`, `sg wheel 'rm x'`, `script out.log`} {
+		if r := p.CheckScript(s); r.Decision != Ask || r.Source != SourceUnknown {
+			t.Errorf("%s: %s, want unknown", s, r)
+		}
+	}
+	if r := p.CheckScript(`script -c 'ls' /dev/null`); r.Decision != Allow {
+		t.Errorf("script -c ls: %s", r)
+	}
+}
+
+// Bash arithmetic evaluates a variable's value as an expression and runs
+// a command substitution in an array subscript in it: the string is data
+// to the parser, code to bash. Each of these ran rm with rm denied.
+func TestArithmeticSubscriptCode(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{
+		`x='a[$(rm y)]'; echo $((x))`,
+		`x='a[$(rm y)]'; [[ $x -eq 0 ]]`,
+		`declare -i n; n='b[$(rm y)]'`,
+		"x='a[`rm y`]'; (( x ))",
+		`x="a[\$(rm y)]"; let x`,
+		`x=a[\$\(rm\ y\)]; echo $((x))`,
+	} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	// A string with no subscript, or whose command is allowed, is data.
+	for _, s := range []string{`echo 'costs $(5)'`, `x='a[$(ls)]'; echo $((x))`, `echo '[x]'`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}
+
+// ${x@P} expands a value as a prompt, running its command substitutions
+// (bash 4.4+): x='$(rm y)'; : "${x@P}" ran rm with rm denied.
+func TestPromptExpansionIsUnknown(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`x='$(rm y)'; : "${x@P}"`, `read x; echo ${x@P}`, `echo "${arr[0]@P}"`} {
+		if r := p.CheckScript(s); r.Decision != Ask || r.Source != SourceUnknown {
+			t.Errorf("%s: %s, want unknown", s, r)
+		}
+	}
+	for _, s := range []string{`echo "${x@Q}"`, `echo ${x@U}`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}
+
+// mapfile -C CALLBACK evaluates CALLBACK as a script: mapfile -C 'rm y;:'
+// -c 1 a < f ran rm with rm denied.
+func TestMapfileCallbackChecked(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`mapfile -C 'rm y;:' -c 1 a < f`, `readarray -t -C 'rm y' a < f`, `mapfile -tC'rm y' a < f`, `mapfile -c1 -C "rm y" a`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	if r := p.CheckScript(`mapfile -C "$cb" a < f`); r.Decision != Ask || r.Source != SourceUnknown {
+		t.Errorf("a callback not known: %s, want unknown", r)
+	}
+	for _, s := range []string{`mapfile -t lines < f`, `mapfile -d C a < f`, `mapfile -C 'echo' -c 1 a < f`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}
+
+// compgen runs -C COMMAND and expands -W WORDLIST (command substitutions
+// included), in any script: each ran rm with rm denied.
+func TestCompgenChecked(t *testing.T) {
+	p := testPolicy(t)
+	for _, s := range []string{`compgen -C 'rm y' x`, `compgen -C rm x`, `compgen -W '$(rm y)' x`, "compgen -W 'a `rm y`' x", `compgen -W 'a <(rm y)' x`, `compgen -o default -C"rm y" x`} {
+		if r := p.CheckScript(s); r.Decision != Deny {
+			t.Errorf("%s: %s, want deny", s, r)
+		}
+	}
+	for _, s := range []string{`compgen -W 'start stop' st`, `compgen -c`, `compgen -A function`} {
+		if r := p.CheckScript(s); r.Decision != Allow {
+			t.Errorf("%s: %s, want allow", s, r)
+		}
+	}
+}

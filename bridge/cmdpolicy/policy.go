@@ -310,7 +310,14 @@ func (r Result) By() string {
 	case SourceDefault:
 		return "policy.commands.default"
 	case SourceUnknown:
-		return "policy.commands.unknown (" + r.Why + ")"
+		// Why may quote the script (a parse error, a name it sets):
+		// shown on the approval prompt, it must not hold a control
+		// character that redraws the question.
+		why := r.Why
+		if !utf8.ValidString(why) || strings.ContainsFunc(why, func(c rune) bool { return c != ' ' && !strconv.IsGraphic(c) }) {
+			why = strconv.Quote(why)
+		}
+		return "policy.commands.unknown (" + why + ")"
 	}
 	return "no command policy"
 }
@@ -491,6 +498,31 @@ func (p *Policy) CheckArgv(argv []string) Result {
 		return allowNothing()
 	}
 	c.command(ws, 0)
+	return c.worst
+}
+
+// CheckArgvEnv is [Policy.CheckArgv] for argv started with env
+// (KEY=VALUE) added to its environment, as `env KEY=VALUE… argv` is
+// checked: a variable that chooses or runs commands (PATH, BASH_ENV,
+// LD_PRELOAD, BASH_FUNC_*: sensitiveVars) makes it unknown, since the
+// command named is then not what runs.
+func (p *Policy) CheckArgvEnv(argv, env []string) Result {
+	if p == nil {
+		return allowNothing()
+	}
+	c := p.newChecker()
+	ws := make([]word, len(argv))
+	for i, a := range argv {
+		ws[i] = word{val: a, src: a, static: true}
+	}
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); sensitiveVar(name) {
+			c.unknown(append([]word{{val: kv, src: kv, static: true}}, ws...), "its environment sets "+ShowCommand([]string{name})+", which chooses or runs commands")
+		}
+	}
+	if len(ws) > 0 {
+		c.command(ws, 0)
+	}
 	return c.worst
 }
 

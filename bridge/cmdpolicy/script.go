@@ -134,9 +134,80 @@ func (c *checker) script(src string, nest int) {
 			// Its body is walked as any other code: a function named ls
 			// that calls rm is rm's to decide, and a call of a function
 			// named rm is rm's too (by name).
+		case *syntax.ParamExp:
+			// ${x@P} expands x's value as a prompt string, command
+			// substitutions included: code from data, like eval "$x".
+			if e := n.Exp; e != nil && e.Op == syntax.OtherParamOps && (e.Word == nil || e.Word.Lit() == "" || strings.Contains(e.Word.Lit(), "P")) {
+				c.unknown([]word{{src: srcOf(n, src), shell: true}}, "${x@P} runs the command substitutions in a value, which is not known until it runs")
+			}
+		case *syntax.SglQuoted:
+			if !n.Dollar {
+				c.subscriptCode(n.Value, nest)
+			}
+		case *syntax.Lit:
+			c.subscriptCode(unescape(n.Value, false), nest)
 		}
 		return true
 	})
+}
+
+// subscriptCode checks the command substitutions in a string the script
+// holds as data that bash may still run: arithmetic ($((x)), ((x)), let,
+// [[ $x -eq 0 ]], declare -i) evaluates a variable's value as an
+// expression, and runs a $(...) or `...` in an array subscript in it,
+// so x='a[$(rm y)]'; echo $((x)) runs rm. A string holding a subscript
+// with one is checked as if it ran (a value read at run time, read x <
+// file, cannot be: the docs say so).
+func (c *checker) subscriptCode(v string, nest int) {
+	i := strings.IndexByte(v, '[')
+	if i < 0 || !strings.Contains(v[i:], "$(") && !strings.Contains(v[i:], "`") {
+		return
+	}
+	c.expandedCode(v, nest, "a string holds an array subscript with a command substitution, which arithmetic would run, and does not parse")
+}
+
+// expandedCode checks the command substitutions in v, a string bash will
+// expand at run time (a subscript arithmetic evaluates, compgen -W's
+// word list); v that does not parse is unknown, saying why.
+func (c *checker) expandedCode(v string, nest int, why string) {
+	if !strings.Contains(v, "$(") && !strings.Contains(v, "`") && !strings.Contains(v, "<(") && !strings.Contains(v, ">(") {
+		return
+	}
+	show := []word{{src: v, shell: true}}
+	if nest+1 > c.p.limits.MaxNest {
+		c.limit(show, fmt.Sprintf("scripts nested more than %d deep", c.p.limits.MaxNest))
+		return
+	}
+	const pre = ": " // v as an argument: the subscript's syntax is a glob's
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(pre+v), "")
+	if err != nil {
+		c.unknown(show, why)
+		return
+	}
+	var inner []string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if ps, ok := n.(*syntax.ProcSubst); ok {
+			from, to := int(ps.OpPos.Offset())-len(pre)+2, int(ps.Rparen.Offset())-len(pre)
+			if 0 <= from && from <= to && to <= len(v) {
+				inner = append(inner, v[from:to])
+			}
+			return false
+		}
+		if cs, ok := n.(*syntax.CmdSubst); ok {
+			from := int(cs.Left.Offset()) - len(pre) + 2 // $(
+			if cs.Backquotes {
+				from--
+			}
+			if to := int(cs.Right.Offset()) - len(pre); 0 <= from && from <= to && to <= len(v) {
+				inner = append(inner, v[from:to])
+			}
+			return false // the inner script is checked whole below
+		}
+		return true
+	})
+	for _, s := range inner {
+		c.script(s, nest+1)
+	}
 }
 
 // sensitiveVars run code or choose what runs when set: a script that

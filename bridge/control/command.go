@@ -40,13 +40,15 @@ func CheckCommandSize(argv []string, max int64) error {
 }
 
 // checkCommand decides argv (as the sandbox would run it: a script is
-// `/bin/sh -c SCRIPT`) before anything starts: its size
-// (Options.MaxCommandBytes), then the command policy (Options.Approvals.Commands).
-func (h *Host) checkCommand(argv []string) error {
+// `/bin/sh -c SCRIPT`) with the environment the client adds (env:
+// sandbox/open's and process/start's, KEY=VALUE) before anything starts:
+// its size (Options.MaxCommandBytes), then the command policy
+// (Options.Approvals.Commands; PATH or BASH_ENV in env is unknown).
+func (h *Host) checkCommand(argv, env []string) error {
 	if err := CheckCommandSize(argv, h.opts.MaxCommandBytes); err != nil {
 		return err
 	}
-	r := h.opts.Approvals.Commands.CheckArgv(argv)
+	r := h.opts.Approvals.Commands.CheckArgvEnv(argv, env)
 	switch r.Decision {
 	case cmdpolicy.Allow:
 		return nil

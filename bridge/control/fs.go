@@ -58,6 +58,10 @@ type FSOptions struct {
 // refused without blocking. A whole-file write is atomic (a temporary
 // file renamed over the name).
 //
+// As root (on Linux), every call acts as the workspace's owner, the
+// identity sandboxed commands run as (asIdentity): the kernel refuses
+// what they could not read or change, and what a call makes is theirs.
+//
 // Paths are relative to the workspace, or absolute under it as commands
 // see it (Inside) or as the host does (Workspace). The file API covers the
 // workspace only: the sandbox's own scratch (/tmp) is not a host
@@ -65,6 +69,14 @@ type FSOptions struct {
 type FS struct {
 	o        FSOptions
 	dev, ino uint64
+	// as is the identity the calls act as (nil: this process's): as
+	// root, the workspace's owner, whom sandboxed commands run as, so
+	// that the file API reads, writes, renames and removes only what
+	// they could (a root-only file in the workspace stays unread).
+	as *hostilefs.Owner
+	// pre is the workspace root opened for one call (as this process,
+	// before it acts as as), in the copy of the FS that call uses.
+	pre *hostilefs.Dir
 }
 
 // NewFS returns the file API of a workspace; it records the workspace's
@@ -89,7 +101,28 @@ func NewFS(o FSOptions) (*FS, error) {
 	if err != nil {
 		return nil, fsErr("stat the workspace", o.Workspace, err)
 	}
-	return &FS{o: o, dev: st.Dev, ino: st.Ino}, nil
+	f := &FS{o: o, dev: st.Dev, ino: st.Ino}
+	if identityChecks && os.Geteuid() == 0 && st.UID != 0 {
+		f.as = &hostilefs.Owner{UID: st.UID, GID: st.GID}
+	}
+	return f, nil
+}
+
+// call runs fn with the FS a call uses: f itself, or, when f acts as the
+// workspace's owner, a copy holding the workspace root opened by this
+// process, run on a thread with the owner's identity (asIdentity).
+func (f *FS) call(fn func(f *FS) error) error {
+	if f.as == nil {
+		return fn(f)
+	}
+	root, err := f.openRoot()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	g := *f
+	g.pre = root
+	return asIdentity(*f.as, func() error { return fn(&g) })
 }
 
 // FS is the file API of the sandbox's workspace, made at the first call
@@ -139,7 +172,12 @@ var testHookAfterCheck func(rel string)
 
 // Read reads up to length bytes (0: MaxChunk; at most MaxChunk) of the
 // file path from offset.
-func (f *FS) Read(path string, offset, length int64) (*Chunk, error) {
+func (f *FS) Read(path string, offset, length int64) (c *Chunk, err error) {
+	err = f.call(func(f *FS) (err error) { c, err = f.read(path, offset, length); return err })
+	return c, err
+}
+
+func (f *FS) read(path string, offset, length int64) (*Chunk, error) {
 	if offset < 0 || length < 0 {
 		return nil, invalid("offset", "%q and %q must not be negative", "offset", "length")
 	}
@@ -163,7 +201,12 @@ func (f *FS) Read(path string, offset, length int64) (*Chunk, error) {
 }
 
 // ReadTo copies the whole file path to w, at most MaxFileBytes.
-func (f *FS) ReadTo(path string, w io.Writer) (int64, error) {
+func (f *FS) ReadTo(path string, w io.Writer) (n int64, err error) {
+	err = f.call(func(f *FS) (err error) { n, err = f.readTo(path, w); return err })
+	return n, err
+}
+
+func (f *FS) readTo(path string, w io.Writer) (int64, error) {
 	file, info, err := f.openRead(path)
 	if err != nil {
 		return 0, err
@@ -202,6 +245,10 @@ func (f *FS) openRead(path string) (*os.File, hostilefs.Info, error) {
 // Write writes data to the file path (see [WriteMode]), making missing
 // parent directories. The file's size afterwards is at most MaxFileBytes.
 func (f *FS) Write(path string, data []byte, m WriteMode) error {
+	return f.call(func(f *FS) error { return f.write(path, data, m) })
+}
+
+func (f *FS) write(path string, data []byte, m WriteMode) error {
 	if int64(len(data)) > f.o.MaxChunk {
 		return &Error{Kind: KindLimit, Field: "data", Msg: fmt.Sprintf("%d bytes in one write, over the %d-byte chunk limit", len(data), f.o.MaxChunk),
 			Help: "write the file in chunks: the first one replaces it, the next ones append"}
@@ -213,7 +260,7 @@ func (f *FS) Write(path string, data []byte, m WriteMode) error {
 		return invalid("offset", "give %q or %q, not both", "offset", "append")
 	}
 	if !m.At && !m.Append {
-		_, err := f.WriteFrom(path, strings.NewReader(string(data)))
+		_, err := f.writeFrom(path, strings.NewReader(string(data)))
 		return err
 	}
 	d, base, owner, err := f.writeParent(path)
@@ -234,8 +281,9 @@ func (f *FS) Write(path string, data []byte, m WriteMode) error {
 	if m.Append {
 		off = st.Size()
 	}
-	if end := off + int64(len(data)); end > f.o.MaxFileBytes {
-		return tooLarge(path, end, f.o.MaxFileBytes)
+	// off > MaxFileBytes-len first: off+len may overflow int64.
+	if off > f.o.MaxFileBytes-int64(len(data)) {
+		return tooLarge(path, max(off, off+int64(len(data))), f.o.MaxFileBytes)
 	}
 	if _, err := file.WriteAt(data, off); err != nil {
 		return fsErr("write", path, err)
@@ -246,7 +294,12 @@ func (f *FS) Write(path string, data []byte, m WriteMode) error {
 // WriteFrom replaces the file path atomically with what r holds (at most
 // MaxFileBytes, streamed), making missing parent directories; a file
 // replaced keeps its mode and, as root, its owner.
-func (f *FS) WriteFrom(path string, r io.Reader) (int64, error) {
+func (f *FS) WriteFrom(path string, r io.Reader) (n int64, err error) {
+	err = f.call(func(f *FS) (err error) { n, err = f.writeFrom(path, r); return err })
+	return n, err
+}
+
+func (f *FS) writeFrom(path string, r io.Reader) (int64, error) {
 	d, base, owner, err := f.writeParent(path)
 	if err != nil {
 		return 0, err
@@ -264,7 +317,12 @@ func (f *FS) WriteFrom(path string, r io.Reader) (int64, error) {
 
 // List lists the directory path, sorted by name, and reports whether it
 // held more than MaxEntries entries.
-func (f *FS) List(path string) ([]FileInfo, bool, error) {
+func (f *FS) List(path string) (fis []FileInfo, more bool, err error) {
+	err = f.call(func(f *FS) (err error) { fis, more, err = f.list(path); return err })
+	return fis, more, err
+}
+
+func (f *FS) list(path string) ([]FileInfo, bool, error) {
 	rel, err := f.rel(path)
 	if err != nil {
 		return nil, false, err
@@ -287,7 +345,12 @@ func (f *FS) List(path string) ([]FileInfo, bool, error) {
 }
 
 // Stat describes path without following a link.
-func (f *FS) Stat(path string) (*FileInfo, error) {
+func (f *FS) Stat(path string) (fi *FileInfo, err error) {
+	err = f.call(func(f *FS) (err error) { fi, err = f.stat(path); return err })
+	return fi, err
+}
+
+func (f *FS) stat(path string) (*FileInfo, error) {
 	rel, err := f.rel(path)
 	if err != nil {
 		return nil, err
@@ -321,6 +384,10 @@ func (f *FS) Stat(path string) (*FileInfo, error) {
 // Mkdir makes the directory path; with parents, missing parents too and
 // an existing directory is no error.
 func (f *FS) Mkdir(path string, parents bool) error {
+	return f.call(func(f *FS) error { return f.mkdir(path, parents) })
+}
+
+func (f *FS) mkdir(path string, parents bool) error {
 	rel, err := f.rel(path)
 	if err != nil {
 		return err
@@ -361,6 +428,10 @@ func (f *FS) Mkdir(path string, parents bool) error {
 // when empty unless recursive. With force, a missing path is no error.
 // The workspace itself and protected paths are refused.
 func (f *FS) Remove(path string, recursive, force bool) error {
+	return f.call(func(f *FS) error { return f.remove(path, recursive, force) })
+}
+
+func (f *FS) remove(path string, recursive, force bool) error {
 	rel, err := f.rel(path)
 	if err != nil {
 		return err
@@ -370,6 +441,9 @@ func (f *FS) Remove(path string, recursive, force bool) error {
 	}
 	if rel == "." {
 		return refused(path, "is the workspace itself; remove what is in it")
+	}
+	if err := f.checkBelow("path", path, rel, "removed"); err != nil {
+		return err
 	}
 	d, base, err := f.walkParent(path, rel, false)
 	if err != nil {
@@ -392,6 +466,10 @@ func (f *FS) Remove(path string, recursive, force bool) error {
 // newPath's missing parents; with replace unset an entry at newPath is an
 // error.
 func (f *FS) Rename(path, newPath string, replace bool) error {
+	return f.call(func(f *FS) error { return f.rename(path, newPath, replace) })
+}
+
+func (f *FS) rename(path, newPath string, replace bool) error {
 	rel, err := f.rel(path)
 	if err != nil {
 		return err
@@ -404,6 +482,15 @@ func (f *FS) Rename(path, newPath string, replace bool) error {
 		return refused(path, "or the new path is the workspace itself")
 	}
 	if err := f.checkWritable(path); err != nil {
+		return err
+	}
+	// A directory renamed onto the parent of a protected entry of more
+	// than one component would plant what the client put in it; the
+	// parent renamed away would take the entry along.
+	if err := f.checkBelow("path", path, rel, "renamed"); err != nil {
+		return err
+	}
+	if err := f.checkBelow("newPath", newPath, nrel, "replaced by a rename"); err != nil {
 		return err
 	}
 	d, base, err := f.walkParent(path, rel, false)
@@ -470,8 +557,36 @@ func (f *FS) check(path string) func(string) error {
 	}
 }
 
-// root opens the workspace root and checks it is the one NewFS saw.
+// checkBelow refuses rel when a protected entry of more than one
+// component lies under it (tools of tools/hooks): removing or moving it
+// removes or moves the entry, and under docker detaches the read-only
+// mount that keeps the sandbox from writing there; a directory renamed
+// onto it plants what it holds. (A one-component entry, sub/.git, moves
+// with its parent and stays protected by name.)
+func (f *FS) checkBelow(field, path, rel, what string) error {
+	if p, ok := gates.ProtectedBelow(rel, f.o.Protected); ok {
+		return &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): it is not %s", quote(path), p, what),
+			Help: "host tools run what is there: the file API neither moves nor removes it, nor puts a directory in its place"}
+	}
+	return nil
+}
+
+// root opens the workspace root and checks it is the one NewFS saw (in a
+// call acting as the owner: the one the call opened first).
 func (f *FS) root() (*hostilefs.Dir, error) {
+	if f.pre != nil {
+		d, err := f.pre.Walk(".", hostilefs.WalkOptions{})
+		if err != nil {
+			return nil, fsErr("open the workspace", f.o.Workspace, err)
+		}
+		return d, nil
+	}
+	return f.openRoot()
+}
+
+// openRoot opens the workspace root by its path and checks it is the one
+// NewFS saw.
+func (f *FS) openRoot() (*hostilefs.Dir, error) {
 	root, err := hostilefs.OpenDir(f.o.Workspace)
 	if err != nil {
 		return nil, fsErr("open the workspace", f.o.Workspace, err)
@@ -567,8 +682,8 @@ func (f *FS) checkWritable(path string) error {
 // root's owner (the identity sandboxed commands run as), as write_file
 // does; else nil (this process).
 func (f *FS) owner() (*hostilefs.Owner, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
+	if os.Geteuid() != 0 || f.as != nil {
+		return nil, nil // acting as the owner, what a call makes is the owner's
 	}
 	root, err := f.root()
 	if err != nil {
@@ -636,6 +751,9 @@ func fsErr(op, path string, err error) error {
 		e.Kind, e.Field = KindConflict, "path"
 	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR):
 		e.Kind, e.Field = KindInvalid, "path"
+	case errors.Is(err, fs.ErrPermission):
+		e.Kind, e.Field = KindInvalid, "path"
+		e.Help = "the file API acts as the workspace's owner, whom sandboxed commands run as: what they may not read or change, it may not either"
 	}
 	if hostilefs.Refused(err) && e.Help == "" {
 		e.Help = "the file API reads and writes regular files with one link only"

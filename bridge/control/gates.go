@@ -126,12 +126,16 @@ func (g *runtimeGate) Call(ctx context.Context, call *gates.Call) (int, error) {
 		gc.done = true
 		gc.mu.Unlock()
 	}()
-	args := call.Args
-	if args == nil {
-		args = []string{}
+	// The runtime is the client, which sees no secret value anywhere
+	// (with the local backend a command can read one): what the command
+	// gave is redacted as its output is.
+	red := s.h.opts.Bridge.Redact
+	args := make([]string, len(call.Args))
+	for i, a := range call.Args {
+		args[i] = red.String(a)
 	}
-	res, err := s.ans.AnswerGate(gctx, &GateRequest{CallID: callID, Gate: g.spec.Name, Args: args, Stdin: call.Stdin,
-		Cwd: call.Cwd, Process: p, Deadline: deadline})
+	res, err := s.ans.AnswerGate(gctx, &GateRequest{CallID: callID, Gate: g.spec.Name, Args: args, Stdin: red.Bytes(call.Stdin),
+		Cwd: red.String(call.Cwd), Process: p, Deadline: deadline})
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

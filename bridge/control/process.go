@@ -122,7 +122,7 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	if spec.Timeout < 0 {
 		return nil, invalid("timeoutMs", "%q must not be negative", "timeoutMs")
 	}
-	if err := sb.h.checkCommand(argv); err != nil { // before anything starts
+	if err := sb.h.checkCommand(argv, sandbox.MergeEnv(sb.env, spec.Env)); err != nil { // before anything starts
 		return nil, err
 	}
 	dir, err := sb.WorkDir(spec.Cwd)

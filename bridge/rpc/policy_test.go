@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,54 @@ func TestProcessStartCommandLimits(t *testing.T) {
 	c.openSandbox("sb2", local.Name, false)
 	if out := c.Run("sb2", "q1", nil, "true"); out.Exited.ExitCode != 0 {
 		t.Fatalf("another sandbox: %+v", out)
+	}
+}
+
+// The environment process/start and sandbox/open add is part of the
+// command: PATH pointing at a directory the sandbox wrote (its ls runs
+// rm) is the `env PATH=… ls` the policy calls unknown, and refused with
+// unknown: deny; the victim is untouched.
+func TestProcessStartPolicyEnv(t *testing.T) {
+	opts := testOptions(t)
+	opts.Policy = policyOf(t, cmdpolicy.Config{Unknown: "deny", Rules: []cmdpolicy.Rule{{Command: "rm", Decision: "deny"}}})
+	c := newClient(t, opts)
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	victim := filepath.Join(ws, "victim")
+	if err := os.WriteFile(victim, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "bin", "ls"), []byte("#!/bin/sh\nexec /bin/rm -f "+victim+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, env := range []map[string]string{{"PATH": filepath.Join(ws, "bin")}, {"BASH_ENV": filepath.Join(ws, "bin", "ls")},
+		{"LD_PRELOAD": filepath.Join(ws, "evil.so")}, {"BASH_FUNC_ls%%": "() { rm -f victim; }"}} {
+		id := fmt.Sprintf("p%d", i)
+		e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"ls"}, Env: env})
+		if e == nil || e.Code != CodePolicyDenied || !strings.Contains(e.Message, "sets") {
+			t.Errorf("process/start of ls with env %v: %+v, want code %d saying what it sets", env, e, CodePolicyDenied)
+			c.Call(MethodProcessWait, ProcessWaitParams{ProcessID: id}, nil)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the victim is gone: %v", err)
+	}
+	// The sandbox's own env (sandbox/open) counts too.
+	ws2 := traversableTempDir(t)
+	c.Call(MethodSandboxOpen, SandboxOpenParams{SandboxID: "sb2", Backend: local.Name, Workspace: ws2, WritableWorkspace: true,
+		Env: map[string]string{"PATH": filepath.Join(ws, "bin")}}, nil)
+	e := c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "q", SandboxID: "sb2", Argv: []string{"ls"}})
+	if e == nil || e.Code != CodePolicyDenied {
+		t.Errorf("process/start in a sandbox opened with PATH: %+v, want code %d", e, CodePolicyDenied)
+		c.Call(MethodProcessWait, ProcessWaitParams{ProcessID: "q"}, nil)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the victim is gone: %v", err)
+	}
+	// An ordinary variable changes nothing.
+	if out := c.Run("sb", "ok", nil, "sh", "-c", "echo ok"); strings.TrimSpace(string(out.Stdout)) != "ok" {
+		t.Errorf("an allowed command: %+v", out)
 	}
 }

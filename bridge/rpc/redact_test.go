@@ -7,46 +7,42 @@ import (
 	"time"
 
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
-
 	"github.com/gatebridge/gatebridge/gates/secrets"
+	"github.com/gatebridge/gatebridge/sandbox/local"
 )
 
-// What a runtime sees of a process (process/output, the snapshot, the
-// answer in process/exited) is redacted, also a value the command writes
-// in two pieces with a pause between.
-func TestProcessOutputRedacted(t *testing.T) {
-	const value = "ghp_runtime0123456789secret"
-	red := secrets.NewRedactor()
-	red.Add("gh", value)
+// With the local backend a command can read a secret gatebridge holds;
+// the client sees none of it: not in the command's output, and not in a
+// runtime gate's gate/call (arguments, stdin, cwd) or an approval/request.
+func TestRuntimeGateCallRedacted(t *testing.T) {
+	const secret = "ghp_0123456789abcdefSECRET"
 	opts := testOptions(t)
+	red := secrets.NewRedactor()
+	red.Add("gh", secret)
 	opts.Bridge.Redact = red
+	opts.Approvals.Redact = red.String // as serve wires both
 	c := newClient(t, opts)
-	c.openSandbox("sb", "local", false)
-	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Env: map[string]string{"A": value[:10], "B": value[10:]},
-		Argv: []string{"sh", "-c", `printf 'x %s' "$A"; sleep 0.2; printf '%s y\n' "$B"; submit "$A$B"`}}, nil)
-	var out strings.Builder
-	var exited ProcessExitedParams
-	for {
-		m := c.Next(30*time.Second, func(m *Message) bool {
-			return m.Method == MethodProcessOutput || m.Method == MethodProcessExited
-		})
-		if m.Method == MethodProcessExited {
-			json.Unmarshal(m.Params, &exited)
-			break
-		}
-		var p ProcessOutputParams
-		json.Unmarshal(m.Params, &p)
-		out.Write(p.Chunk)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "lookup", Stdin: "always"}, nil)
+	c.Call(MethodGateRegister, GateRegisterParams{Name: "deploy", Approval: true}, nil)
+	c.openSandbox("sb", local.Name, true)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"sh", "-c",
+		`s=` + secret + `; mkdir -p "$s" && cd "$s" && echo "$s" | lookup "x$s" && deploy "$s"; echo rc=$?`}}, nil)
+	m, raw := c.nextRequest(MethodGateCall)
+	var p GateCallParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
 	}
-	if out.String() != "x [secret:gh] y\n" {
-		t.Errorf("process/output: %q", out.String())
+	if strings.Contains(string(raw), secret) || strings.Contains(string(p.Stdin), secret) || !strings.Contains(string(raw), "[secret:gh]") {
+		t.Errorf("gate/call holds the secret: %s (stdin %q)", raw, p.Stdin)
 	}
-	if exited.Answer == nil || *exited.Answer != "[secret:gh]" {
-		t.Errorf("answer: %v", exited.Answer)
+	c.Respond(m, GateCallResult{}, nil)
+	m, raw = c.nextRequest(MethodApprovalRequest)
+	if strings.Contains(string(raw), secret) {
+		t.Errorf("approval/request holds the secret: %s", raw)
 	}
-	var snap ProcessSnapshotResult
-	c.Call(MethodProcessSnapshot, ProcessIDParams{ProcessID: "p"}, &snap)
-	if strings.Contains(string(snap.Stdout), value) {
-		t.Errorf("snapshot: %q", snap.Stdout)
+	c.Respond(m, ApprovalResult{Decision: DecisionDeny}, nil)
+	o := c.Collect("p", 30*time.Second, nil)
+	if string(o.Stdout) != "rc=126\n" {
+		t.Fatalf("stdout %q stderr %q", o.Stdout, o.Stderr)
 	}
 }
