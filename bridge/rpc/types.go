@@ -27,6 +27,7 @@ const (
 	MethodProcessWrite      = "process/write"
 	MethodProcessCloseStdin = "process/closeStdin"
 	MethodProcessSignal     = "process/signal"
+	MethodProcessResize     = "process/resize"
 	MethodProcessWait       = "process/wait"
 	MethodProcessRead       = "process/read"
 	MethodProcessSnapshot   = "process/snapshot"
@@ -214,6 +215,21 @@ type ProcessStartParams struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Stdin     bool              `json:"stdin,omitempty"` // false: stdin is /dev/null
 	TimeoutMs int64             `json:"timeoutMs,omitempty"`
+	TTY       *TTYSize          `json:"tty,omitempty"`  // run on a pseudo-terminal of this size
+	Arg0      string            `json:"arg0,omitempty"` // the argv[0] the command sees
+}
+
+// TTYSize is a terminal's size in character cells.
+type TTYSize struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
+}
+
+// ProcessResizeParams are the params of process/resize.
+type ProcessResizeParams struct {
+	ProcessID string `json:"processId"`
+	Rows      int    `json:"rows"`
+	Cols      int    `json:"cols"`
 }
 
 // ProcessIDParams name one process.
