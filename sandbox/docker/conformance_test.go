@@ -134,3 +134,14 @@ func TestConformancePodman(t *testing.T) {
 func TestConformancePersistentPodman(t *testing.T) {
 	persistentConformance(t, Config{Client: podman(t), Agent: agentBinary(t)})
 }
+
+// TestTTY runs the terminal suite on a container of its own per command
+// (docker's own terminal).
+func TestTTY(t *testing.T) {
+	engine(t)
+	sandboxtest.RunTTY(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: noLeftovers})
+}
