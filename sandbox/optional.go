@@ -177,5 +177,5 @@ func Arg0Support(b Backend) error {
 		return r.Arg0Support()
 	}
 	return &Error{Backend: b.Name(), Op: "set argv[0]", Err: errors.New("this backend cannot give a command an argv[0] of its own"),
-		Help: "start the process without arg0, or use a backend that can (local, docker)"}
+		Help: "start the process without arg0, or use a backend that can (local; docker with the Go agent, as serve runs it)"}
 }

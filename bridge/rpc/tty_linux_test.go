@@ -59,7 +59,7 @@ stty -echo; echo ready; while [ -z "$W" ]; do sleep 0.05; done; read line; echo 
 
 			// arg0: the command sees it as its argv[0]; a backend that
 			// cannot refuses it, naming itself.
-			ps := ProcessStartParams{ProcessID: "a0", SandboxID: "sb", Arg0: "my-arg0", Argv: []string{"sh", "-c", `tr '\0' ' ' < /proc/$$/cmdline`}}
+			ps := ProcessStartParams{ProcessID: "a0", SandboxID: "sb", Arg0: "my-arg0", Argv: []string{"sh", "-c", `tr '\0' ' ' < /proc/$$/cmdline; echo`}}
 			if backend == bwrap.Name && sandbox.Arg0Support(bwrap.New()) != nil {
 				if e := c.CallErr(MethodProcessStart, ps); e == nil || e.Code != CodeInvalidParams || !strings.Contains(e.Message, `"bwrap"`) {
 					t.Errorf("arg0 on bwrap without --argv0: %+v, want -32602 naming bwrap", e)
