@@ -1747,7 +1747,8 @@ class Client:
 
     def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout: Optional[float], cwd: Optional[str],
                env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
-               keep_output: bool, wait_response: bool = True) -> "Process":
+               keep_output: bool, wait_response: bool = True, tty: Optional[Tuple[int, int]] = None,
+               arg0: Optional[str] = None) -> "Process":
         pid = process_id or "p%d" % next(self._process_ids)
         proc = Process(self, sb, pid, argv, on_output, keep_output, stdin)
         p: Dict[str, Any] = {"processId": pid, "sandboxId": sb.id, "argv": argv}
@@ -1761,6 +1762,12 @@ class Client:
         t = _ms(timeout, "timeout")
         if t is not None:
             p["timeoutMs"] = t
+        if tty is not None:
+            rows, cols = tty
+            p["tty"] = {"rows": int(rows), "cols": int(cols)}
+            proc._tty = True
+        if arg0 is not None:
+            p["arg0"] = arg0
         with self._lock:
             if pid in self._processes:
                 raise ConflictError("process id %r is in use" % pid)
@@ -1876,6 +1883,8 @@ class Sandbox:
         env: Optional[Mapping[str, str]] = None,
         on_output: Optional[OutputCallback] = None,
         timeout_ms: Optional[int] = None,
+        tty: Optional[Tuple[int, int]] = None,
+        arg0: Optional[str] = None,
     ) -> RunResult:
         """Runs a command to its end and returns its :class:`RunResult`.
 
@@ -1884,7 +1893,8 @@ class Sandbox:
         EOF (default: no input, /dev/null). ``timeout``: seconds; stop it
         after that long (TERM, then KILL; ``timed_out`` is set; default:
         the server's, ``limits["defaultTimeoutMs"]``). ``on_output``:
-        called with ``(stream, bytes)`` as output arrives.
+        called with ``(stream, bytes)`` as output arrives. ``tty`` and
+        ``arg0``: as in :meth:`start`.
 
         Deprecated, for one release: ``timeout_ms=`` (milliseconds), and
         ``timeout_ms, cwd, env`` by position after ``stdin`` (both warn
@@ -1901,9 +1911,10 @@ class Sandbox:
             # wake-up of this thread instead of two, the response and the
             # exit).
             p = self.client._start(self, _argv(command), False, timeout, cwd, env, on_output, None, True,
-                                   wait_response=False)
+                                   wait_response=False, tty=tty, arg0=arg0)
         else:
-            p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output)
+            p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output,
+                           tty=tty, arg0=arg0)
         try:
             if stdin is not None:
                 try:
@@ -1935,6 +1946,8 @@ class Sandbox:
         process_id: Optional[str] = None,
         keep_output: bool = True,
         timeout_ms: Optional[int] = None,
+        tty: Optional[Tuple[int, int]] = None,
+        arg0: Optional[str] = None,
     ) -> "Process":
         """Starts a command in the background and returns its
         :class:`Process`.
@@ -1946,12 +1959,22 @@ class Sandbox:
         ``keep_output=False`` does not keep the output in memory
         (:meth:`Process.wait` then returns empty stdout/stderr).
         ``timeout``: seconds, as in :meth:`run` (``timeout_ms`` is its
-        deprecated name in milliseconds)."""
+        deprecated name in milliseconds).
+
+        ``tty=(rows, cols)`` runs it on a pseudo-terminal of that size:
+        its output is one stream (``stdout``, with ``\\r\\n`` line ends;
+        stderr is merged into it), what you write is typed at the terminal
+        and :meth:`Process.close_stdin` sends end-of-file (Ctrl-D);
+        :meth:`Process.resize` changes the size. ``arg0``: the ``argv[0]``
+        the command sees. A backend that cannot do either (the sh agent;
+        bwrap before 0.9 for ``arg0``) raises :class:`InvalidParamsError`
+        naming it."""
         timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         data: Optional[bytes] = None
         if not isinstance(stdin, bool):
             data, stdin = _to_bytes(stdin), True
-        p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output)
+        p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output,
+                               tty=tty, arg0=arg0)
         if data is not None:
             try:
                 p.write(data)
@@ -2150,6 +2173,7 @@ class Process:
         self._inline = on_output is None
         self._keep = keep_output
         self._has_stdin = has_stdin
+        self._tty = False  # started with tty: resize applies
         self._cond = threading.Condition()
         self._stdout: List[bytes] = []
         self._stderr: List[bytes] = []
@@ -2225,6 +2249,22 @@ class Process:
         """Closes the process's stdin (it reads EOF after what was written)."""
         if self._has_stdin:
             self.client.request("process/closeStdin", {"processId": self.id})
+
+    def resize(self, rows: int, cols: int) -> bool:
+        """``process/resize``: changes the size of the terminal of a process
+        started with ``tty`` (it gets SIGWINCH). Returns False if the
+        process had already exited."""
+        if not self._tty:
+            raise InvalidParamsError("process %r was started without tty" % self.id)
+        if not self.running:
+            return False
+        try:
+            self.client.request("process/resize", {"processId": self.id, "rows": int(rows), "cols": int(cols)})
+        except GatebridgeError as e:
+            if e.code == NOT_FOUND:
+                return False
+            raise
+        return True
 
     def signal(self, sig: Union[str, int] = "TERM") -> bool:
         """Sends a signal ("INT", "TERM", "KILL", "HUP", or a
