@@ -564,6 +564,11 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
 	}
+	if spec.TTY != nil || spec.Arg0 != "" {
+		if err := sandbox.CheckSpecSupport(b, spec); err != nil {
+			return nil, err
+		}
+	}
 	user, uid, gid, err := b.containerUser(spec.UID, spec.GID, spec.AllowRoot)
 	if err != nil {
 		return nil, err

@@ -19,11 +19,11 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-// openPTY opens a new pseudo-terminal of size sz: the master, which only
+// OpenPTY opens a new pseudo-terminal of size sz: the master, which only
 // gatebridge reads and writes, and the slave, the command's stdin, stdout,
 // stderr and controlling terminal. Neither becomes gatebridge's own
 // controlling terminal (O_NOCTTY).
-func openPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
+func OpenPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
 	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -43,16 +43,16 @@ func openPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := setSize(master, sz); err != nil {
+	if err := SetSize(master, sz); err != nil {
 		slave.Close()
 		return fail(err)
 	}
 	return master, slave, nil
 }
 
-// setSize sets the terminal's size; the kernel sends SIGWINCH to its
+// SetSize sets the terminal's size; the kernel sends SIGWINCH to its
 // foreground process group.
-func setSize(master *os.File, sz sandbox.TTYSize) error {
+func SetSize(master *os.File, sz sandbox.TTYSize) error {
 	return unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Rows, Col: sz.Cols})
 }
 
@@ -73,7 +73,7 @@ func ttyEOF(master *os.File) byte {
 func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, error) {
 	res := &sandbox.Result{}
 	outCap := sandbox.NewCapture(spec.MaxOutput)
-	master, slave, err := openPTY(*spec.TTY)
+	master, slave, err := OpenPTY(*spec.TTY)
 	if err != nil {
 		return nil, &sandbox.Error{Backend: p.Backend, Op: "open a pseudo-terminal", Err: err,
 			Help: "check that /dev/ptmx and /dev/pts are usable here, or start the process without tty"}
@@ -109,7 +109,7 @@ func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Resul
 		defer reapGroup(cmd.Process.Pid)()
 	}
 	if spec.Stdin != nil {
-		go typeInput(master, spec.Stdin)
+		go TypeInput(master, spec.Stdin)
 	}
 
 	var copiers sync.WaitGroup
@@ -129,7 +129,7 @@ func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Resul
 		case sig := <-spec.Signals:
 			tree.Signal(sig)
 		case sz := <-spec.Resize:
-			setSize(master, sz) // a failure leaves the old size
+			SetSize(master, sz) // a failure leaves the old size
 		}
 	}
 	if tree.Alive() {
@@ -152,11 +152,11 @@ func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Resul
 	return res, nil
 }
 
-// typeInput types what in gives at the terminal, then its end as the
+// TypeInput types what in gives at the terminal, then its end as the
 // terminal's end-of-file character (twice when the last line has no
 // newline: the first one only ends that line). A write the command does
 // not read blocks here until Run closes the master.
-func typeInput(master *os.File, in io.Reader) {
+func TypeInput(master *os.File, in io.Reader) {
 	buf := make([]byte, 32<<10)
 	var last byte = '\n'
 	for {
