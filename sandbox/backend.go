@@ -21,8 +21,8 @@
 //
 // What only some backends can do is an interface of one method, found by
 // a type assertion: [Checker], [WorkspaceMapper], [WakeForcer],
-// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]) and
-// [Reopener]. Code above the backends asks for an ability, never for a
+// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]),
+// [Reopener], [TTYRunner] (a terminal, [Spec.TTY]) and [Arg0Runner]. Code above the backends asks for an ability, never for a
 // concrete backend.
 //
 // # Contract

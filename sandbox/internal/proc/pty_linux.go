@@ -32,11 +32,13 @@ func OpenPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
 		master.Close()
 		return nil, nil, e
 	}
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		return fail(err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
+	var n int
+	if err := control(master, func(fd int) (err error) {
+		if err = unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err == nil {
+			n, err = unix.IoctlGetInt(fd, unix.TIOCGPTN)
+		}
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	slave, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
@@ -53,16 +55,39 @@ func OpenPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
 // SetSize sets the terminal's size; the kernel sends SIGWINCH to its
 // foreground process group.
 func SetSize(master *os.File, sz sandbox.TTYSize) error {
-	return unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Rows, Col: sz.Cols})
+	return control(master, func(fd int) error {
+		return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Rows, Col: sz.Cols})
+	})
+}
+
+// control runs fn on f's descriptor without f.Fd(), which would put the
+// master in blocking mode: its reads would then ignore the drain's
+// deadline, and a process that escaped holding the terminal would hold
+// Run forever.
+func control(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // ttyEOF is the terminal's end-of-file character (VEOF, Ctrl-D unless the
 // command changed it).
 func ttyEOF(master *os.File) byte {
-	if t, err := unix.IoctlGetTermios(int(master.Fd()), unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
-		return t.Cc[unix.VEOF]
-	}
-	return 4
+	eof := byte(4)
+	control(master, func(fd int) error {
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err == nil && t.Cc[unix.VEOF] != 0 {
+			eof = t.Cc[unix.VEOF]
+		}
+		return err
+	})
+	return eof
 }
 
 // runTTY is Run for a command on a pseudo-terminal (Spec.TTY): the
