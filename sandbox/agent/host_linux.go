@@ -476,6 +476,11 @@ func (r *run) resize(sz sandbox.TTYSize) {
 	if hostilefs.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sz.Rows))+" "+strconv.Itoa(int(sz.Cols))), 0o644) == nil {
 		r.c.wake()
 	}
+	// Only the latest size counts: one file per command in req/ however
+	// often it is resized (the agent lists req/ up to a cap).
+	if r.sizes > 1 {
+		unix.Unlinkat(r.c.reqFd, r.id+extSize+strconv.Itoa(r.sizes-1), 0)
+	}
 }
 
 // fifo makes the FIFO name in req/ and opens it read-write (never
@@ -574,8 +579,8 @@ func (r *run) cleanup() {
 	for i := 1; i <= r.sigs; i++ {
 		names = append(names, r.id+extSignal+strconv.Itoa(i))
 	}
-	for i := 1; i <= r.sizes; i++ {
-		names = append(names, r.id+extSize+strconv.Itoa(i))
+	if r.sizes > 0 {
+		names = append(names, r.id+extSize+strconv.Itoa(r.sizes))
 	}
 	for _, n := range names {
 		unix.Unlinkat(r.c.reqFd, n, 0)
