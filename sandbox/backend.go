@@ -21,8 +21,8 @@
 //
 // What only some backends can do is an interface of one method, found by
 // a type assertion: [Checker], [WorkspaceMapper], [WakeForcer],
-// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]) and
-// [Reopener]. Code above the backends asks for an ability, never for a
+// [SessionsRooter], [Starter] (a long-lived sandbox, a [Persistent]),
+// [Reopener], [TTYRunner] (a terminal, [Spec.TTY]) and [Arg0Runner]. Code above the backends asks for an ability, never for a
 // concrete backend.
 //
 // # Contract
@@ -173,6 +173,25 @@ type Spec struct {
 	// reaches a foreground job. Run reads it until the command has exited,
 	// during the kill grace too.
 	Signals <-chan syscall.Signal
+	// TTY, when set, runs the command on a pseudo-terminal of that size
+	// (only on a backend that is a [TTYRunner] and says it can): the
+	// terminal is its stdin, stdout and stderr and its controlling
+	// terminal, in a session of its own, so it never reaches gatebridge's
+	// terminal. Its output arrives on Stdout alone (Stderr gets nothing),
+	// capped as any output is; Stdin's bytes are typed at the terminal
+	// and Stdin's end is the terminal's end-of-file character (Ctrl-D).
+	TTY *TTYSize
+	// Resize, with TTY, changes the terminal's size while the command
+	// runs (the command gets SIGWINCH).
+	Resize <-chan TTYSize
+	// Arg0, when set, is the argv[0] the command sees; Command[0] stays
+	// the program run (only on an [Arg0Runner] that says it can).
+	Arg0 string
+}
+
+// TTYSize is a terminal's size in character cells.
+type TTYSize struct {
+	Rows, Cols uint16
 }
 
 // Limits bound a sandboxed command's resources. Zero means no limit.

@@ -1,6 +1,9 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // The optional interfaces: what only some backends can do. Each has one
 // method, is found by a type assertion on a [Backend] (as net/http finds
@@ -121,4 +124,58 @@ type Facts struct {
 // Facts. A backend that does not is described without them.
 type FactsReporter interface {
 	Facts() Facts
+}
+
+// TTYRunner is implemented by backends that can run a command on a
+// pseudo-terminal ([Spec.TTY]). TTYSupport returns nil when this one can,
+// else an [*Error] saying why not (a long-lived sandbox whose agent
+// cannot open one). A backend that is not a TTYRunner cannot.
+type TTYRunner interface {
+	TTYSupport() error
+}
+
+// Arg0Runner is implemented by backends that can give a command an
+// argv[0] of its own ([Spec.Arg0]). Arg0Support returns nil when this one
+// can, else an [*Error] saying why not (bubblewrap before 0.9 has no
+// --argv0). A backend that is not an Arg0Runner cannot.
+type Arg0Runner interface {
+	Arg0Support() error
+}
+
+// CheckSpecSupport returns an [*Error] naming b when spec asks for a
+// terminal ([Spec.TTY]) or an argv[0] ([Spec.Arg0]) b cannot give, nil
+// otherwise. Backends call it first in Run; the control plane calls it
+// before anything starts.
+func CheckSpecSupport(b Backend, spec *Spec) error {
+	if spec.TTY != nil {
+		if err := TTYSupport(b); err != nil {
+			return err
+		}
+	}
+	if spec.Arg0 != "" {
+		if err := Arg0Support(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TTYSupport is b's [TTYRunner.TTYSupport], or an [*Error] naming b when
+// b is not a TTYRunner.
+func TTYSupport(b Backend) error {
+	if r, ok := b.(TTYRunner); ok {
+		return r.TTYSupport()
+	}
+	return &Error{Backend: b.Name(), Op: "run on a terminal", Err: errors.New("this backend cannot run a command on a pseudo-terminal"),
+		Help: "start the process without tty, or use a backend that can (local, bwrap, docker)"}
+}
+
+// Arg0Support is b's [Arg0Runner.Arg0Support], or an [*Error] naming b
+// when b is not an Arg0Runner.
+func Arg0Support(b Backend) error {
+	if r, ok := b.(Arg0Runner); ok {
+		return r.Arg0Support()
+	}
+	return &Error{Backend: b.Name(), Op: "set argv[0]", Err: errors.New("this backend cannot give a command an argv[0] of its own"),
+		Help: "start the process without arg0, or use a backend that can (local; docker with the Go agent, as serve runs it)"}
 }

@@ -50,6 +50,13 @@ type ProcessSpec struct {
 	// the command makes (redacted), once the call is answered, before
 	// OnExit; it must not block for long (the call's handler waits).
 	OnGateCall func(bridge.CallRecord)
+	// TTY, when set, runs the command on a pseudo-terminal of that size
+	// (a backend that cannot is refused, KindInvalid): its output is one
+	// stream, Stdout; Process.Resize changes the size.
+	TTY *sandbox.TTYSize
+	// Arg0, when set, is the argv[0] the command sees (a backend that
+	// cannot is refused, KindInvalid).
+	Arg0 string
 }
 
 // Exit is how a process ended.
@@ -79,6 +86,7 @@ type Process struct {
 	released chan struct{} // closed when its session is gone too
 	session  string
 	run      func()
+	resize   chan sandbox.TTYSize // nil: not on a terminal
 
 	mu     sync.Mutex
 	outCap *sandbox.Capture
@@ -125,6 +133,9 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	if err := sb.h.checkCommand(argv, sandbox.MergeEnv(sb.env, spec.Env)); err != nil { // before anything starts
 		return nil, err
 	}
+	if err := checkTerminal(sb.backend, spec); err != nil {
+		return nil, err
+	}
 	dir, err := sb.WorkDir(spec.Cwd)
 	if err != nil {
 		return nil, err
@@ -134,6 +145,9 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		outCap: sandbox.NewCapture(o.MaxRetainedBytes), errCap: sandbox.NewCapture(o.MaxRetainedBytes)}
 	if p.signals == nil {
 		p.signals = NewSignals()
+	}
+	if spec.TTY != nil {
+		p.resize = make(chan sandbox.TTYSize, 1)
 	}
 	sb.mu.Lock()
 	if sb.closed {
@@ -175,6 +189,7 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	pspec.MaxOutput = 4096 // the backend's own capture is not used
 	pspec.Signals = p.signals
 	pspec.UID, pspec.GID = sb.uid, sb.gid
+	pspec.TTY, pspec.Resize, pspec.Arg0 = spec.TTY, p.resize, spec.Arg0
 	if spec.Timeout > 0 {
 		pspec.Timeout = spec.Timeout
 	}
@@ -437,3 +452,55 @@ func (q *Stdin) abort() {
 
 // Abort ends a stdin whose process never started.
 func (q *Stdin) Abort() { q.abort() }
+
+// checkTerminal refuses a terminal (spec.TTY) or an argv[0] (spec.Arg0)
+// the sandbox's backend cannot give, naming it, before anything starts.
+func checkTerminal(b sandbox.Backend, spec ProcessSpec) error {
+	if spec.TTY != nil && (spec.TTY.Rows == 0 || spec.TTY.Cols == 0) {
+		return invalid("tty", "%q needs rows and cols of at least 1", "tty")
+	}
+	field := "tty"
+	err := error(nil)
+	if spec.TTY != nil {
+		err = sandbox.TTYSupport(b)
+	}
+	if err == nil && spec.Arg0 != "" {
+		field, err = "arg0", sandbox.Arg0Support(b)
+	}
+	if err == nil {
+		return nil
+	}
+	e := invalid(field, "%q: backend %q cannot: %v", field, b.Name(), err)
+	e.Help, e.Err = hint.Of(err), err
+	return e
+}
+
+// Resize changes the size of the process's terminal (ProcessSpec.TTY);
+// the command gets SIGWINCH. Only the latest size waits to be applied.
+func (p *Process) Resize(size sandbox.TTYSize) error {
+	if p.resize == nil {
+		return errorf(KindInvalid, "process %q was started without a terminal (tty)", p.id)
+	}
+	if size.Rows == 0 || size.Cols == 0 {
+		return invalid("rows", "a terminal needs rows and cols of at least 1")
+	}
+	select {
+	case <-p.done:
+		return errorf(KindNotFound, "process %q has exited", p.id)
+	default:
+	}
+	for {
+		select {
+		case p.resize <- size:
+			return nil
+		default:
+		}
+		select { // drop the size not yet applied: this one replaces it
+		case <-p.resize:
+		default:
+		}
+	}
+}
+
+// HasTTY says whether the process runs on a terminal.
+func (p *Process) HasTTY() bool { return p.resize != nil }

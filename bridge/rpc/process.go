@@ -12,6 +12,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/lossless"
+	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 // proc is one process of a connection: its id, what process/read
@@ -24,9 +25,11 @@ type proc struct {
 	signals chan syscall.Signal
 	stdin   *control.Stdin // nil: no stdin
 	done    chan struct{}
+	tty     bool // on a terminal: process/resize applies
 
 	mu          sync.Mutex
 	cp          *control.Process // nil until started
+	size        *sandbox.TTYSize // a resize before cp, applied once started
 	seq         int64
 	replay      []Chunk
 	replayBytes int64
@@ -55,6 +58,11 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	}
 	if p.TimeoutMs < 0 {
 		return nil, errorf(CodeInvalidParams, "invalid params: \"timeoutMs\" must not be negative")
+	}
+	if p.TTY != nil {
+		if _, err := ttySize("tty.", p.TTY.Rows, p.TTY.Cols); err != nil {
+			return nil, err
+		}
 	}
 	env, err := envList("env", p.Env)
 	if err != nil {
@@ -88,7 +96,7 @@ func (c *conn) processStart(params json.RawMessage) (any, error) {
 	default:
 	}
 	pr := &proc{c: c, sbID: sb.id, id: p.ProcessID, argv: p.Argv, signals: control.NewSignals(),
-		done: make(chan struct{}), changed: make(chan struct{})}
+		done: make(chan struct{}), changed: make(chan struct{}), tty: p.TTY != nil}
 	if p.Stdin {
 		pr.stdin = c.srv.host.NewStdin()
 	}
@@ -145,12 +153,19 @@ func (pr *proc) start(sb *sbox, p *ProcessStartParams, env []string) (*control.P
 			pr.mu.Unlock()
 		}
 	}
+	if p.TTY != nil {
+		spec.TTY = &sandbox.TTYSize{Rows: uint16(p.TTY.Rows), Cols: uint16(p.TTY.Cols)}
+	}
+	spec.Arg0 = p.Arg0
 	cp, err := sb.cs.Prepare(c.ctx, spec)
 	if err != nil {
 		return nil, err
 	}
 	pr.mu.Lock()
 	pr.cp = cp
+	if pr.size != nil {
+		cp.Resize(*pr.size)
+	}
 	pr.mu.Unlock()
 	return cp, nil
 }
@@ -217,7 +232,7 @@ func (w *outWriter) Write(b []byte) (int, error) {
 
 // procParams are the params that name a process.
 type procParams interface {
-	ProcessWriteParams | ProcessIDParams | ProcessSignalParams | ProcessWaitParams | ProcessReadParams
+	ProcessWriteParams | ProcessIDParams | ProcessSignalParams | ProcessWaitParams | ProcessReadParams | ProcessResizeParams
 }
 
 // procRequest decodes the params of a request about one process and looks
@@ -238,6 +253,8 @@ func procRequest[T procParams](c *conn, params json.RawMessage) (*T, *proc, erro
 	case *ProcessWaitParams:
 		id = v.ProcessID
 	case *ProcessReadParams:
+		id = v.ProcessID
+	case *ProcessResizeParams:
 		id = v.ProcessID
 	}
 	p, err := c.lookupProc(id)
@@ -295,6 +312,47 @@ func (c *conn) processSignal(params json.RawMessage) (any, error) {
 		return nil, errorf(CodeInvalidParams, "invalid params: \"signal\" %q: use INT, TERM, KILL or HUP", q.Signal)
 	}
 	if err := control.SendSignal(p.signals, p.done, p.id, sig); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// ttySize checks a terminal size from the protocol (prefix: the
+// fields' parent, "tty." in process/start).
+func ttySize(prefix string, rows, cols int) (sandbox.TTYSize, error) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rows", rows}, {"cols", cols}} {
+		if f.v < 1 || f.v > 65535 {
+			return sandbox.TTYSize{}, errorf(CodeInvalidParams, "invalid params: %q must be 1-65535, not %d", prefix+f.name, f.v)
+		}
+	}
+	return sandbox.TTYSize{Rows: uint16(rows), Cols: uint16(cols)}, nil
+}
+
+func (c *conn) processResize(params json.RawMessage) (any, error) {
+	q, p, err := procRequest[ProcessResizeParams](c, params)
+	if err != nil {
+		return nil, err
+	}
+	if !p.tty {
+		return nil, errorf(CodeInvalidParams, "process %q was started without a terminal (process/start \"tty\")", p.id)
+	}
+	size, err := ttySize("", q.Rows, q.Cols)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		return nil, errorf(CodeNotFound, "process %q has exited", p.id)
+	}
+	if p.cp == nil { // still starting: applied once it has
+		p.size = &size
+		return struct{}{}, nil
+	}
+	if err := p.cp.Resize(size); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil

@@ -73,6 +73,8 @@ var protocolMethods = map[string]methodSpec{
 		"Close the stdin of a process (it reads end of file)."},
 	MethodProcessSignal: {clientToServer, ProcessSignalParams{}, struct{}{},
 		"Send a signal to the process group of a process."},
+	MethodProcessResize: {clientToServer, ProcessResizeParams{}, struct{}{},
+		"Change the size of the terminal of a process started with tty (the command gets SIGWINCH)."},
 	MethodProcessWait: {clientToServer, ProcessWaitParams{}, ProcessWaitResult{},
 		"Wait until a process exits, or timeoutMs passes (then running is true)."},
 	MethodProcessRead: {clientToServer, ProcessReadParams{}, ProcessReadResult{},
@@ -229,6 +231,10 @@ var fieldNotes = map[string]fieldNote{
 	"GateCallReport.events":                {description: "What the gate did on the host that its output does not show, e.g. an http gate's requests {kind: http_request, method, url, rule, status, bytes}; at most 32."},
 	"GateCallReport.eventsOmitted":         {description: "Events past the 32 kept."},
 	"ConnLimits.maxGateCalls":              {description: "Per process: the gate-call records process/exited lists (the rest are counted in gateCallsDropped)."},
+	"ProcessStartParams.tty":               {description: "Run the command on a pseudo-terminal of this size: its stdin, stdout and stderr are the terminal, so its output is one stream (stdout; nothing on stderr) with the terminal's line endings (\\r\\n); process/write types at it and process/closeStdin sends end-of-file (Ctrl-D). A backend that cannot (the sh agent of a long-lived docker sandbox) is refused with -32602."},
+	"ProcessStartParams.arg0":              {description: "The argv[0] the command sees (argv[0] stays the program run), e.g. -sh for a login shell. A backend that cannot (bwrap before 0.9, the sh agent) is refused with -32602."},
+	"TTYSize.rows":                         {description: "1-65535."},
+	"TTYSize.cols":                         {description: "1-65535."},
 	"Error.data":                           {description: "More about the error (e.g. hint, backend, supported versions)."},
 }
 

@@ -550,6 +550,7 @@ var methods = map[string]handler{
 	MethodProcessWrite:      (*conn).processWrite,
 	MethodProcessCloseStdin: (*conn).processCloseStdin,
 	MethodProcessSignal:     (*conn).processSignal,
+	MethodProcessResize:     (*conn).processResize,
 	MethodProcessWait:       (*conn).processWait,
 	MethodProcessRead:       (*conn).processRead,
 	MethodProcessSnapshot:   (*conn).processSnapshot,

@@ -27,6 +27,7 @@ const (
 	MethodProcessWrite      = "process/write"
 	MethodProcessCloseStdin = "process/closeStdin"
 	MethodProcessSignal     = "process/signal"
+	MethodProcessResize     = "process/resize"
 	MethodProcessWait       = "process/wait"
 	MethodProcessRead       = "process/read"
 	MethodProcessSnapshot   = "process/snapshot"
@@ -218,7 +219,22 @@ type ProcessStartParams struct {
 	TimeoutMs int64             `json:"timeoutMs,omitempty"`
 	// ReportGateCalls asks for a process/gateCall notification per gate
 	// call the command makes (process/exited lists them either way).
-	ReportGateCalls bool `json:"reportGateCalls,omitempty"`
+	ReportGateCalls bool     `json:"reportGateCalls,omitempty"`
+	TTY             *TTYSize `json:"tty,omitempty"`  // run on a pseudo-terminal of this size
+	Arg0            string   `json:"arg0,omitempty"` // the argv[0] the command sees
+}
+
+// TTYSize is a terminal's size in character cells.
+type TTYSize struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
+}
+
+// ProcessResizeParams are the params of process/resize.
+type ProcessResizeParams struct {
+	ProcessID string `json:"processId"`
+	Rows      int    `json:"rows"`
+	Cols      int    `json:"cols"`
 }
 
 // ProcessIDParams name one process.

@@ -1956,7 +1956,8 @@ class Client:
     def _start(self, sb: "Sandbox", argv: List[str], stdin: bool, timeout: Optional[float], cwd: Optional[str],
                env: Optional[Mapping[str, str]], on_output: Optional[OutputCallback], process_id: Optional[str],
                keep_output: bool, wait_response: bool = True,
-               on_gate_call: Optional[GateCallCallback] = None) -> "Process":
+               on_gate_call: Optional[GateCallCallback] = None, tty: Optional[Tuple[int, int]] = None,
+               arg0: Optional[str] = None) -> "Process":
         pid = process_id or "p%d" % next(self._process_ids)
         proc = Process(self, sb, pid, argv, on_output, keep_output, stdin, on_gate_call)
         p: Dict[str, Any] = {"processId": pid, "sandboxId": sb.id, "argv": argv}
@@ -1972,6 +1973,12 @@ class Client:
         t = _ms(timeout, "timeout")
         if t is not None:
             p["timeoutMs"] = t
+        if tty is not None:
+            rows, cols = tty
+            p["tty"] = {"rows": int(rows), "cols": int(cols)}
+            proc._tty = True
+        if arg0 is not None:
+            p["arg0"] = arg0
         with self._lock:
             if pid in self._processes:
                 raise ConflictError("process id %r is in use" % pid)
@@ -2088,6 +2095,8 @@ class Sandbox:
         on_output: Optional[OutputCallback] = None,
         timeout_ms: Optional[int] = None,
         on_gate_call: Optional[GateCallCallback] = None,
+        tty: Optional[Tuple[int, int]] = None,
+        arg0: Optional[str] = None,
     ) -> RunResult:
         """Runs a command to its end and returns its :class:`RunResult`.
 
@@ -2098,7 +2107,8 @@ class Sandbox:
         the server's, ``limits["defaultTimeoutMs"]``). ``on_output``:
         called with ``(stream, bytes)`` as output arrives. ``on_gate_call``:
         called with each :class:`GateCallReport` as the call is answered
-        (the result's ``gate_calls`` lists them either way).
+        (the result's ``gate_calls`` lists them either way). ``tty`` and
+        ``arg0``: as in :meth:`start`.
 
         Deprecated, for one release: ``timeout_ms=`` (milliseconds), and
         ``timeout_ms, cwd, env`` by position after ``stdin`` (both warn
@@ -2115,10 +2125,10 @@ class Sandbox:
             # wake-up of this thread instead of two, the response and the
             # exit).
             p = self.client._start(self, _argv(command), False, timeout, cwd, env, on_output, None, True,
-                                   wait_response=False, on_gate_call=on_gate_call)
+                                   wait_response=False, on_gate_call=on_gate_call, tty=tty, arg0=arg0)
         else:
             p = self.start(command, stdin=True, timeout=timeout, cwd=cwd, env=env, on_output=on_output,
-                           on_gate_call=on_gate_call)
+                           on_gate_call=on_gate_call, tty=tty, arg0=arg0)
         try:
             if stdin is not None:
                 try:
@@ -2151,6 +2161,8 @@ class Sandbox:
         keep_output: bool = True,
         timeout_ms: Optional[int] = None,
         on_gate_call: Optional[GateCallCallback] = None,
+        tty: Optional[Tuple[int, int]] = None,
+        arg0: Optional[str] = None,
     ) -> "Process":
         """Starts a command in the background and returns its
         :class:`Process`.
@@ -2164,13 +2176,22 @@ class Sandbox:
         ``timeout``: seconds, as in :meth:`run` (``timeout_ms`` is its
         deprecated name in milliseconds). ``on_gate_call(report)`` is
         called for each gate call, as in :meth:`run`, on the events
-        thread, in order with ``on_output``."""
+        thread, in order with ``on_output``.
+
+        ``tty=(rows, cols)`` runs it on a pseudo-terminal of that size:
+        its output is one stream (``stdout``, with ``\\r\\n`` line ends;
+        stderr is merged into it), what you write is typed at the terminal
+        and :meth:`Process.close_stdin` sends end-of-file (Ctrl-D);
+        :meth:`Process.resize` changes the size. ``arg0``: the ``argv[0]``
+        the command sees. A backend that cannot do either (the sh agent;
+        bwrap before 0.9 for ``arg0``) raises :class:`InvalidParamsError`
+        naming it."""
         timeout = _deprecated_ms(timeout, "timeout", timeout_ms, "timeout_ms")
         data: Optional[bytes] = None
         if not isinstance(stdin, bool):
             data, stdin = _to_bytes(stdin), True
         p = self.client._start(self, _argv(command), stdin, timeout, cwd, env, on_output, process_id, keep_output,
-                               on_gate_call=on_gate_call)
+                               on_gate_call=on_gate_call, tty=tty, arg0=arg0)
         if data is not None:
             try:
                 p.write(data)
@@ -2371,6 +2392,7 @@ class Process:
         self._inline = on_output is None and on_gate_call is None
         self._keep = keep_output
         self._has_stdin = has_stdin
+        self._tty = False  # started with tty: resize applies
         self._cond = threading.Condition()
         self._stdout: List[bytes] = []
         self._stderr: List[bytes] = []
@@ -2458,6 +2480,22 @@ class Process:
         """Closes the process's stdin (it reads EOF after what was written)."""
         if self._has_stdin:
             self.client.request("process/closeStdin", {"processId": self.id})
+
+    def resize(self, rows: int, cols: int) -> bool:
+        """``process/resize``: changes the size of the terminal of a process
+        started with ``tty`` (it gets SIGWINCH). Returns False if the
+        process had already exited."""
+        if not self._tty:
+            raise InvalidParamsError("process %r was started without tty" % self.id)
+        if not self.running:
+            return False
+        try:
+            self.client.request("process/resize", {"processId": self.id, "rows": int(rows), "cols": int(cols)})
+        except GatebridgeError as e:
+            if e.code == NOT_FOUND:
+                return False
+            raise
+        return True
 
     def signal(self, sig: Union[str, int] = "TERM") -> bool:
         """Sends a signal ("INT", "TERM", "KILL", "HUP", or a

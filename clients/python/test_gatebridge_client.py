@@ -48,6 +48,7 @@ from gatebridge_client import (  # noqa: E402
     ConnectionClosedError,
     GateCall,
     GatebridgeError,
+    InvalidParamsError,
     Sandbox,
 )
 
@@ -297,6 +298,55 @@ class BackendTests:
         self.assertEqual(r.exit_code, 0)
         self.assertEqual(r.stdout, b"got:one\ngot:two\neof\n")
         self.assertEqual(rec.text(), r.stdout)
+
+    def test_tty(self) -> None:
+        r = self.sb.run("test -t 0 && echo tty || echo notty")
+        self.assertEqual(r.stdout, b"notty\n")
+        rec = Recorder()
+        script = ("tty -s && echo tty; stty size; echo to-stderr >&2; "
+                  "trap 'echo \"winch $(stty size)\"; W=1' WINCH; stty -echo; echo ready; "
+                  "while [ -z \"$W\" ]; do sleep 0.05; done; read line; echo \"got $line\"; exit 7")
+        try:
+            p = self.sb.start(["sh", "-c", script], tty=(20, 70), on_output=rec)
+        except InvalidParamsError as e:
+            if self.BACKEND != "docker":
+                raise
+            self.assertIn("docker", e.message)
+            self.skipTest("this docker sandbox cannot open a terminal: %s" % e)
+        self.assertTrue(rec.wait_for(b"ready"), rec.chunks)
+        self.assertTrue(p.resize(40, 100))
+        self.assertTrue(rec.wait_for(b"winch"), rec.chunks)
+        p.write(b"hello\n")
+        r = p.wait(timeout=WAIT)
+        self.assertEqual(r.exit_code, 7)
+        self.assertEqual(r.stdout.replace(b"\r\n", b"\n"), b"tty\n20 70\nto-stderr\nready\nwinch 40 100\ngot hello\n")
+        self.assertEqual(r.stderr, b"")
+        self.assertFalse(p.resize(10, 10))  # exited
+        with self.assertRaises(InvalidParamsError):
+            self.sb.start("true", stdin=False).resize(10, 10)
+
+    def test_tty_timeout(self) -> None:
+        try:
+            r = self.sb.run("echo started; sleep 600", tty=(24, 80), timeout=0.5)
+        except InvalidParamsError as e:
+            if self.BACKEND != "docker":
+                raise
+            self.skipTest("this docker sandbox cannot open a terminal: %s" % e)
+        self.assertTrue(r.timed_out)
+        self.assertEqual(r.exit_code, 124)
+
+    def test_arg0(self) -> None:
+        # busybox (the docker test image) picks its applet by argv[0]: a
+        # login shell's -sh works everywhere.
+        cmd = ["sh", "-c", "tr '\\0' ' ' < /proc/$$/cmdline; echo"]
+        try:
+            r = self.sb.run(cmd, arg0="-sh")
+        except InvalidParamsError as e:
+            if self.BACKEND not in ("bwrap", "docker"):
+                raise
+            self.assertIn('"%s"' % self.BACKEND, e.message)
+            self.skipTest("refused, naming the backend: %s" % e)
+        self.assertTrue(r.stdout.startswith(b"-sh -c "), r.stdout)
 
     def test_waiting_thread_reads_for_others(self) -> None:
         # A thread waiting for a process's exit reads the server's lines

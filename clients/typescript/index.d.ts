@@ -324,6 +324,16 @@ export interface RunOptions {
   onGateCall?: GateCallCallback;
   processId?: string;
   keepOutput?: boolean;
+  /** Run on a pseudo-terminal of this size: one stream (stdout, "\r\n"
+   * line ends, stderr merged), write types at it, closeStdin sends
+   * end-of-file (Ctrl-D); Process.resize changes the size. */
+  tty?: TTYSize;
+  /** The argv[0] the command sees (argv[0] stays the program run). */
+  arg0?: string;
+}
+export interface TTYSize {
+  rows: number;
+  cols: number;
 }
 export interface ProcessStartOptions extends Omit<RunOptions, "stdin"> {
   /** true (default): a pipe for write/closeStdin; false: /dev/null; data: written, then closed. */
@@ -457,6 +467,8 @@ export declare class Process implements AsyncIterable<Chunk> {
   closeStdin(): Promise<void>;
   /** false if it had already exited. */
   signal(sig?: SignalName | 1 | 2 | 9 | 15): Promise<boolean>;
+  /** process/resize (started with tty); false if it had already exited. */
+  resize(rows: number, cols: number): Promise<boolean>;
   terminate(): Promise<boolean>;
   kill(): Promise<boolean>;
   wait(opts?: { timeout?: number }): Promise<RunResult>;

@@ -1052,7 +1052,10 @@ export class Sandbox {
 
   /** Starts a command in the background. stdin: true (default) gives a
    * pipe (Process.write, closeStdin); false /dev/null; a string or bytes
-   * are written, then stdin is closed.
+   * are written, then stdin is closed. tty: {rows, cols} runs it on a
+   * pseudo-terminal (one stream, stdout; Process.resize); arg0: the
+   * argv[0] it sees. A backend that cannot rejects with InvalidParamsError
+   * naming it.
    * @param {string | readonly string[]} command @param {any} [opts] */
   async start(command, opts = {}) {
     const c = this.client;
@@ -1072,6 +1075,11 @@ export class Sandbox {
     if (hasStdin) p.stdin = true;
     const t = ms(opts.timeout, "timeout");
     if (t) p.timeoutMs = t;
+    if (opts.tty != null) {
+      p.tty = { rows: Number(opts.tty.rows), cols: Number(opts.tty.cols) };
+      proc._tty = true;
+    }
+    if (opts.arg0 != null) p.arg0 = String(opts.arg0);
     c._processes.set(id, proc); // before the request: output may come before its response
     try {
       await c.request("process/start", p);
@@ -1284,6 +1292,7 @@ export class Process {
     this._reported = [];
     this._keep = keepOutput;
     this._hasStdin = hasStdin;
+    this._tty = false; // started with tty: resize applies
     /** @type {{seq: number, stream: string, data: Buffer}[]} */
     this._chunks = [];
     this._lastSeq = 0;
@@ -1347,6 +1356,20 @@ export class Process {
     if (!this.running) return false;
     try {
       await this.client.request("process/signal", { processId: this.id, signal: name });
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+    return true;
+  }
+  /** process/resize: the new size of the terminal of a process started
+   * with tty (it gets SIGWINCH); false if it had already exited.
+   * @param {number} rows @param {number} cols */
+  async resize(rows, cols) {
+    if (!this._tty) throw new InvalidParamsError(`process ${JSON.stringify(this.id)} was started without tty (start(..., {tty: {rows, cols}}))`);
+    if (!this.running) return false;
+    try {
+      await this.client.request("process/resize", { processId: this.id, rows: Number(rows), cols: Number(cols) });
     } catch (e) {
       if (e instanceof NotFoundError) return false;
       throw e;

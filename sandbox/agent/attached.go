@@ -149,6 +149,9 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 	if len(spec.Command) == 0 {
 		return fail("run", errors.New("empty command"), "")
 	}
+	if err := sandbox.CheckSpecSupport(a, spec); err != nil {
+		return nil, err
+	}
 	root := strings.TrimSuffix(filepath.Clean(a.Root), "/") + "/"
 	for _, p := range []string{spec.Session.Root, spec.Session.Bin, spec.Session.Calls, spec.Session.Responses, spec.Session.Tmp} {
 		if p != "" && !strings.HasPrefix(filepath.Clean(p), root) {
@@ -200,4 +203,26 @@ func (a *Attached) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result
 	}
 	env := sandbox.MergeEnv(sandbox.SessionEnv(spec, spec.Session, a.Conn.Path()), spec.Env)
 	return a.Conn.Run(ctx, Command{Argv: spec.Command, Env: env, Dir: wd}, spec)
+}
+
+var (
+	_ sandbox.TTYRunner  = (*Attached)(nil)
+	_ sandbox.Arg0Runner = (*Attached)(nil)
+)
+
+// TTYSupport: the Go agent opens a terminal inside; the sh agent cannot.
+func (a *Attached) TTYSupport() error { return named(a.Conn.TTYSupport()) }
+
+// Arg0Support: the Go agent sets argv[0]; the sh agent cannot.
+func (a *Attached) Arg0Support() error { return named(a.Conn.Arg0Support()) }
+
+// named gives the connection's refusal this backend's name.
+func named(err error) error {
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		c := *se
+		c.Backend = Name
+		return &c
+	}
+	return err
 }

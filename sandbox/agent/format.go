@@ -63,6 +63,7 @@ const (
 	extStdin   = ".in"
 	extLease   = ".lease"
 	extSignal  = ".sig."
+	extSize    = ".size."
 	extStdout  = ".stdout"
 	extStderr  = ".stderr"
 	extExit    = ".exit"
@@ -78,6 +79,20 @@ type Request struct {
 	Dir string `json:"dir"`
 	// Stdin: the command's stdin is the FIFO req/<id>.in; else /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// TTY runs the command on a pseudo-terminal of this size the agent
+	// opens (only when the hello says "tty"): the command's stdin,
+	// stdout and stderr, its output all in <id>.stdout; req/<id>.size.<n>
+	// ("rows cols") resizes it.
+	TTY *TTYSize `json:"tty,omitempty"`
+	// Arg0 is the argv[0] the command sees (only when the hello says
+	// "arg0"); Argv[0] stays the program run.
+	Arg0 string `json:"arg0,omitempty"`
+}
+
+// TTYSize is a terminal's size ([Request.TTY]).
+type TTYSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Hello is what the agent writes to out/agent.json when it starts.
@@ -90,6 +105,10 @@ type Hello struct {
 	// Sh is set by the sh agent ([ShScript]): it runs req/<id>.sh, which
 	// the host then writes beside <id>.json.
 	Sh bool `json:"sh,omitempty"`
+	// TTY and Arg0 are set by an agent that runs [Request.TTY] and
+	// [Request.Arg0] (the Go agent); one that does not is never sent them.
+	TTY  bool `json:"tty,omitempty"`
+	Arg0 bool `json:"arg0,omitempty"`
 }
 
 // validID reports whether id is a command id: 32 lowercase hex digits.
@@ -117,6 +136,33 @@ func parseSignalName(name string) (id string, n int, ok bool) {
 		return "", 0, false
 	}
 	return id, n, true
+}
+
+// parseSizeName splits "<id>.size.<n>" into id and n.
+func parseSizeName(name string) (id string, n int, ok bool) {
+	id, rest, found := strings.Cut(name, extSize)
+	if !found || !validID(id) {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return id, n, true
+}
+
+// parseSize parses a size file: "rows cols", each 1..65535.
+func parseSize(b []byte) (TTYSize, bool) {
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return TTYSize{}, false
+	}
+	r, err1 := strconv.ParseUint(f[0], 10, 16)
+	c, err2 := strconv.ParseUint(f[1], 10, 16)
+	if err1 != nil || err2 != nil || r == 0 || c == 0 {
+		return TTYSize{}, false
+	}
+	return TTYSize{Rows: uint16(r), Cols: uint16(c)}, true
 }
 
 // parseExit parses an exit file: a decimal status 0..255 and an optional

@@ -288,6 +288,9 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 	if len(cmd.Argv) == 0 {
 		return nil, &sandbox.Error{Backend: "agent", Op: "run", Err: errors.New("empty command")}
 	}
+	if err := c.check(spec); err != nil {
+		return nil, err
+	}
 	id := newID()
 	wake := make(chan struct{}, 1)
 	c.mu.Lock()
@@ -347,7 +350,11 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 		}
 		r.sent = true
 	}
-	req, _ := json.Marshal(Request{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: spec.Stdin != nil})
+	rq := Request{Argv: cmd.Argv, Env: cmd.Env, Dir: cmd.Dir, Stdin: spec.Stdin != nil, Arg0: spec.Arg0}
+	if spec.TTY != nil {
+		rq.TTY = &TTYSize{Rows: spec.TTY.Rows, Cols: spec.TTY.Cols}
+	}
+	req, _ := json.Marshal(rq)
 	// Readable by the agent's user: not ours when gatebridge is root.
 	if err := hostilefs.WriteFileAt(c.reqFd, id+extRequest, req, 0o644); err != nil {
 		return nil, r.errorf("write request", err)
@@ -407,7 +414,72 @@ func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandb
 			return nil, r.errorf("wait", errors.New("the command did not end 5s after SIGKILL: the agent is not answering"))
 		case sig := <-spec.Signals:
 			r.signal(sig)
+		case sz := <-spec.Resize:
+			r.resize(sz)
 		}
+	}
+}
+
+// TTYSupport is nil when the agent runs commands on a terminal
+// ([sandbox.Spec.TTY]): the Go agent does, the sh agent cannot.
+func (c *Conn) TTYSupport() error {
+	c.mu.Lock()
+	ok := c.hello.TTY
+	c.mu.Unlock()
+	if !ok {
+		return &sandbox.Error{Backend: "agent", Op: "run on a terminal", Err: fmt.Errorf("%s: %s cannot open a pseudo-terminal", c.dir, c.agentName()),
+			Help: "start the process without tty, or run the sandbox with the Go agent (sandbox.docker.agent: the gatebridge binary, not sh)"}
+	}
+	return nil
+}
+
+// Arg0Support is nil when the agent gives commands an argv[0] of their
+// own ([sandbox.Spec.Arg0]): the Go agent does, the sh agent cannot.
+func (c *Conn) Arg0Support() error {
+	c.mu.Lock()
+	ok := c.hello.Arg0
+	c.mu.Unlock()
+	if !ok {
+		return &sandbox.Error{Backend: "agent", Op: "set argv[0]", Err: fmt.Errorf("%s: %s cannot give a command its own argv[0]", c.dir, c.agentName()),
+			Help: "start the process without arg0, or run the sandbox with the Go agent (sandbox.docker.agent: the gatebridge binary, not sh)"}
+	}
+	return nil
+}
+
+func (c *Conn) agentName() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hello.Sh {
+		return "the sh agent"
+	}
+	return "this agent (version " + strconv.Quote(c.hello.Version) + ")"
+}
+
+// check refuses what spec asks and the agent cannot do, rather than run
+// the command without it.
+func (c *Conn) check(spec *sandbox.Spec) error {
+	if spec.TTY != nil {
+		if err := c.TTYSupport(); err != nil {
+			return err
+		}
+	}
+	if spec.Arg0 != "" {
+		return c.Arg0Support()
+	}
+	return nil
+}
+
+// resize asks the agent to resize the command's terminal.
+func (r *run) resize(sz sandbox.TTYSize) {
+	r.sizes++
+	name := r.id + extSize + strconv.Itoa(r.sizes)
+	if hostilefs.WriteFileAt(r.c.reqFd, name, []byte(strconv.Itoa(int(sz.Rows))+" "+strconv.Itoa(int(sz.Cols))), 0o644) == nil {
+		r.c.wake()
+	}
+	// Only the latest size counts: one file per command in req/ however
+	// often it is resized (the agent lists req/ up to a cap).
+	if r.sizes > 1 {
+		unix.Unlinkat(r.c.reqFd, r.id+extSize+strconv.Itoa(r.sizes-1), 0)
 	}
 }
 
@@ -450,6 +522,7 @@ type run struct {
 	spec           *sandbox.Spec
 	sent           bool
 	sigs           int
+	sizes          int
 	stdout, stderr *stream
 	closers        []func()
 	over           string // why the output stopped being read
@@ -505,6 +578,9 @@ func (r *run) cleanup() {
 	names := []string{r.id + extRequest, r.id + extScript, r.id + extLease, r.id + extStdin}
 	for i := 1; i <= r.sigs; i++ {
 		names = append(names, r.id+extSignal+strconv.Itoa(i))
+	}
+	if r.sizes > 0 {
+		names = append(names, r.id+extSize+strconv.Itoa(r.sizes))
 	}
 	for _, n := range names {
 		unix.Unlinkat(r.c.reqFd, n, 0)

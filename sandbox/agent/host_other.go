@@ -33,3 +33,9 @@ func (c *Conn) Close() error { return nil }
 func (c *Conn) Run(ctx context.Context, cmd Command, spec *sandbox.Spec) (*sandbox.Result, error) {
 	return nil, errNotLinux
 }
+
+// TTYSupport fails outside Linux.
+func (c *Conn) TTYSupport() error { return errNotLinux }
+
+// Arg0Support fails outside Linux.
+func (c *Conn) Arg0Support() error { return errNotLinux }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,6 +33,11 @@ type command struct {
 	pgid    int
 	lastSig int
 	done    bool
+	// On a terminal (Request.TTY): its master, the last size file
+	// applied, and closed when the master's output is all in <id>.stdout.
+	master   *os.File
+	lastSize int
+	copied   chan struct{}
 }
 
 type agent struct {
@@ -149,7 +155,7 @@ func (a *agent) open(ctx context.Context) error {
 }
 
 func (a *agent) hello() error {
-	b, _ := json.Marshal(Hello{Protocol: Protocol, PID: os.Getpid(), Version: a.opts.Version, Path: os.Getenv("PATH")})
+	b, _ := json.Marshal(Hello{Protocol: Protocol, PID: os.Getpid(), Version: a.opts.Version, Path: os.Getenv("PATH"), TTY: true, Arg0: true})
 	if err := writeAtomic(a.outFd, FileHello, b); err != nil {
 		return fmt.Errorf("agent: write %s: %w", FileHello, err)
 	}
@@ -169,10 +175,14 @@ func (a *agent) scan() {
 		id string
 		n  int
 	}
-	var sigs []sig
+	var sigs, sizes []sig
 	for _, name := range names {
 		if id, ok := strings.CutSuffix(name, extRequest); ok && validID(id) {
 			present[id] = true
+			continue
+		}
+		if id, n, ok := parseSizeName(name); ok {
+			sizes = append(sizes, sig{id, n})
 			continue
 		}
 		if id, n, ok := parseSignalName(name); ok {
@@ -198,6 +208,23 @@ func (a *agent) scan() {
 	sort.Strings(start)
 	for _, id := range start {
 		a.start(id)
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i].n < sizes[j].n })
+	for _, s := range sizes {
+		a.mu.Lock()
+		c := a.cmds[s.id]
+		if c == nil || c.done || c.master == nil || s.n <= c.lastSize {
+			a.mu.Unlock()
+			continue
+		}
+		c.lastSize = s.n
+		master := c.master
+		a.mu.Unlock()
+		if b, err := hostilefs.ReadFileAt(a.reqFd, s.id+extSize+strconv.Itoa(s.n), 32); err == nil {
+			if sz, ok := parseSize(b); ok {
+				proc.SetSize(master, sandbox.TTYSize{Rows: sz.Rows, Cols: sz.Cols})
+			}
+		}
 	}
 	sort.Slice(sigs, func(i, j int) bool { return sigs[i].n < sigs[j].n })
 	for _, s := range sigs {
@@ -238,13 +265,15 @@ func (a *agent) start(id string) {
 	}
 	var stdin *os.File
 	var inErr error
+	defer func() {
+		if stdin != nil {
+			stdin.Close()
+		}
+	}()
 	if rerr == nil && req.Stdin {
 		stdin, inErr = openFIFO(a.reqFd, id+extStdin)
 	} else {
 		stdin, inErr = os.Open(os.DevNull)
-	}
-	if stdin != nil {
-		defer stdin.Close()
 	}
 	stdout, err1 := createOut(a.outFd, id+extStdout)
 	stderr, err2 := createOut(a.outFd, id+extStderr)
@@ -286,9 +315,61 @@ func (a *agent) start(id string) {
 	}
 	attr := &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: []*os.File{stdin, stdout, stderr},
 		Sys: &syscall.SysProcAttr{Setsid: true}}
+	var master, slave *os.File
+	if req.TTY != nil {
+		// A terminal of the command's own: the controlling terminal of
+		// its new session; the agent types stdin at it and copies what
+		// it shows to <id>.stdout.
+		if req.TTY.Rows == 0 || req.TTY.Cols == 0 {
+			fail(1, "invalid request: tty needs rows and cols")
+			return
+		}
+		if master, slave, err = proc.OpenPTY(sandbox.TTYSize{Rows: req.TTY.Rows, Cols: req.TTY.Cols}); err != nil {
+			fail(1, "open a pseudo-terminal: %v", err)
+			return
+		}
+		attr.Files = []*os.File{slave, slave, slave}
+		attr.Sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	argv := req.Argv
+	if req.Arg0 != "" {
+		argv = append([]string{req.Arg0}, req.Argv[1:]...)
+	}
 	var ch chan unix.WaitStatus
 	a.mu.Lock()
-	p, err := os.StartProcess(path, req.Argv, attr)
+	p, err := os.StartProcess(path, argv, attr)
+	if slave != nil {
+		slave.Close()
+	}
+	if err == nil && master != nil {
+		c.master, c.copied = master, make(chan struct{})
+		go func(out *os.File) {
+			defer close(c.copied)
+			defer out.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := master.Read(buf)
+				if n > 0 {
+					if _, werr := out.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}(stdout)
+		stdout = nil   // the copy closes it
+		if req.Stdin { // else the terminal gets no input, not even an end
+			go func(in *os.File) {
+				defer in.Close()
+				proc.TypeInput(master, in)
+			}(stdin)
+			stdin = nil
+		}
+	} else if master != nil {
+		master.Close()
+	}
 	if err == nil {
 		c.pgid = p.Pid
 		if a.opts.Reap {
@@ -351,6 +432,18 @@ func (a *agent) wait(c *command, pid int, reaped chan unix.WaitStatus, lease *os
 	code := ws.ExitStatus()
 	if ws.Signaled() {
 		code = 128 + int(ws.Signal())
+	}
+	if c.master != nil {
+		// Every output is in <id>.stdout before the exit file says the
+		// command is over: the master reads EIO once no process holds
+		// the terminal; one that escaped the group is waited for a
+		// moment at most.
+		c.master.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+		<-c.copied
+		a.mu.Lock()
+		master := c.master
+		a.mu.Unlock()
+		master.Close()
 	}
 	a.finish(c, code)
 	if lease != nil {

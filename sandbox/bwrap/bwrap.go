@@ -76,9 +76,32 @@ type Backend struct {
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Checker = (*Backend)(nil)
+	_ sandbox.Backend    = (*Backend)(nil)
+	_ sandbox.Checker    = (*Backend)(nil)
+	_ sandbox.TTYRunner  = (*Backend)(nil)
+	_ sandbox.Arg0Runner = (*Backend)(nil)
 )
+
+// TTYSupport: bwrap runs a command on a pseudo-terminal the host opens
+// ([sandbox.Spec.TTY]). That terminal is the session's controlling
+// terminal (gatebridge starts bwrap with setsid and TIOCSCTTY), so bwrap
+// runs without --new-session then: TIOCSTI reaches only that terminal,
+// whose input is the command's own, never gatebridge's terminal.
+func (*Backend) TTYSupport() error { return nil }
+
+// Arg0Support: bubblewrap 0.9 and later have --argv0; before, a command
+// cannot get its own argv[0] (refused, not ignored).
+func (b *Backend) Arg0Support() error {
+	bin, err := b.binary()
+	if err != nil {
+		return err
+	}
+	if !probeBwrap(context.Background(), bin).argv0 {
+		return &sandbox.Error{Backend: "bwrap", Op: "set argv[0]", Err: fmt.Errorf("%s has no --argv0 (bubblewrap 0.9 added it)", bin),
+			Help: "start the process without arg0, upgrade bubblewrap to 0.9 or later, or use docker"}
+	}
+	return nil
+}
 
 // DefaultEtc is what of /etc a command usually needs: the dynamic linker
 // cache, users and groups, name service and locale configuration, time
@@ -124,6 +147,9 @@ func (b *Backend) binary() (string, error) {
 func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "bwrap", Op: "run", Err: errors.New("empty command")}
+	}
+	if err := sandbox.CheckSpecSupport(b, spec); err != nil {
+		return nil, err
 	}
 	bin, err := b.binary()
 	if err != nil {
@@ -318,10 +344,14 @@ func (b *Backend) args(spec *sandbox.Spec, inside sandbox.SessionDirs, workspace
 	if hostname == "" {
 		hostname = "gatebridge"
 	}
-	a := []string{"bwrap",
-		"--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--hostname", hostname,
+	a := []string{"bwrap", "--unshare-all", "--die-with-parent"}
+	if spec.TTY == nil {
+		// Without it a command could push input into gatebridge's
+		// terminal (TIOCSTI). On a terminal of its own, gatebridge starts
+		// bwrap in a new session whose controlling terminal is that one.
+		a = append(a, "--new-session")
 	}
+	a = append(a, "--cap-drop", "ALL", "--hostname", hostname)
 	if feat.disableUserns {
 		// No user namespace inside: a nested one gives the command every
 		// capability over its own mounts and network (a tmpfs of any size
@@ -411,7 +441,11 @@ func (b *Backend) args(spec *sandbox.Spec, inside sandbox.SessionDirs, workspace
 		dir = "/tmp"
 	}
 	a = append(a, "--remount-ro", "/dev", "--remount-ro", "/")
-	a = append(a, "--chdir", dir, "--json-status-fd", "3", "--")
+	a = append(a, "--chdir", dir, "--json-status-fd", "3")
+	if spec.Arg0 != "" && feat.argv0 {
+		a = append(a, "--argv0", spec.Arg0)
+	}
+	a = append(a, "--")
 	return append(a, spec.Command...)
 }
 
@@ -510,6 +544,7 @@ type bwrapFeatures struct {
 	disableUserns bool // --disable-userns (bubblewrap 0.8)
 	bindFd        bool // --bind-fd and --ro-bind-fd (bubblewrap 0.5)
 	bindData      bool // --ro-bind-data
+	argv0         bool // --argv0 (bubblewrap 0.9)
 }
 
 var bwrapProbes struct {
@@ -531,7 +566,8 @@ func probeBwrap(ctx context.Context, bin string) bwrapFeatures {
 		return bwrapFeatures{} // not cached: try again next time
 	}
 	f := bwrapFeatures{disableUserns: bytes.Contains(out, []byte("--disable-userns")),
-		bindFd: bytes.Contains(out, []byte("--ro-bind-fd")), bindData: bytes.Contains(out, []byte("--ro-bind-data"))}
+		bindFd: bytes.Contains(out, []byte("--ro-bind-fd")), bindData: bytes.Contains(out, []byte("--ro-bind-data")),
+		argv0: bytes.Contains(out, []byte("--argv0"))}
 	if bwrapProbes.done == nil {
 		bwrapProbes.done = map[string]bwrapFeatures{}
 	}

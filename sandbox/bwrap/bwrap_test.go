@@ -261,3 +261,8 @@ func TestBwrapRefusesGroupRoot(t *testing.T) {
 		t.Errorf("with allow_root: stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 }
+
+func TestBwrapTTY(t *testing.T) {
+	newBwrap(t)
+	sandboxtest.RunTTY(t, func(t *testing.T) sandbox.Backend { return newBwrap(t) }, sandboxtest.Options{Isolated: true})
+}

@@ -70,6 +70,45 @@ func TestConformancePersistentShAgent(t *testing.T) {
 }
 
 func persistentConformance(t *testing.T, cfg Config) {
+	sb := startPersistent(t, cfg)
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sb }, sandboxtest.Options{Isolated: false})
+}
+
+// TestTTYPersistentAgent runs the terminal suite through the Go agent,
+// which opens the terminal inside the sandbox.
+func TestTTYPersistentAgent(t *testing.T) {
+	engine(t)
+	sb := startPersistent(t, Config{Agent: agentBinary(t)})
+	sandboxtest.RunTTY(t, func(t *testing.T) sandbox.Backend { return sb }, sandboxtest.Options{})
+	t.Run("Arg0", func(t *testing.T) {
+		f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+		spec := f.Spec(`tr '\0' ' ' < /proc/$$/cmdline; echo`)
+		spec.Arg0 = "-sh" // busybox picks its applet by argv[0]: a login shell
+		res, err := sb.Run(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(res.Stdout), "-sh -c ") {
+			t.Errorf("cmdline %q (exit %d, stderr %q)", res.Stdout, res.ExitCode, res.Stderr)
+		}
+	})
+}
+
+// The sh agent and docker exec cannot open a terminal: they say so,
+// naming docker, and run nothing.
+func TestTTYPersistentRefused(t *testing.T) {
+	engine(t)
+	for _, cfg := range []Config{{Agent: AgentSh}, {}} {
+		sb := startPersistent(t, cfg)
+		f := sandboxtest.NewFixture(t, sandboxtest.Options{})
+		sandboxtest.RunTTYRefused(t, sb, f)
+		if err := sandbox.Arg0Support(sb); err == nil {
+			t.Errorf("agent %q: Arg0Support = nil", cfg.Agent)
+		}
+	}
+}
+
+func startPersistent(t *testing.T, cfg Config) *Sandbox {
 	b, _ := newBackend(t, cfg)
 	// The suite's fixtures live under os.TempDir: point it at a directory
 	// of this test's own, so the sessions root does not overlap another
@@ -88,7 +127,7 @@ func persistentConformance(t *testing.T, cfg Config) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background(), name) })
-	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sb }, sandboxtest.Options{Isolated: false})
+	return sb
 }
 
 // TestConformanceRunsc runs the suite under gVisor (OCI runtime runsc):
@@ -133,4 +172,15 @@ func TestConformancePodman(t *testing.T) {
 // commands through the agent.
 func TestConformancePersistentPodman(t *testing.T) {
 	persistentConformance(t, Config{Client: podman(t), Agent: agentBinary(t)})
+}
+
+// TestTTY runs the terminal suite on a container of its own per command
+// (docker's own terminal).
+func TestTTY(t *testing.T) {
+	engine(t)
+	sandboxtest.RunTTY(t, func(t *testing.T) sandbox.Backend {
+		b, tag := newBackend(t, Config{})
+		tags.Store(t.Name(), tag)
+		return b
+	}, sandboxtest.Options{Isolated: true, NoLeftovers: noLeftovers})
 }

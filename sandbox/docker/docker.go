@@ -571,6 +571,11 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
 	}
+	if spec.TTY != nil || spec.Arg0 != "" {
+		if err := sandbox.CheckSpecSupport(b, spec); err != nil {
+			return nil, err
+		}
+	}
 	user, uid, gid, err := b.containerUser(spec.UID, spec.GID, spec.AllowRoot)
 	if err != nil {
 		return nil, err
@@ -642,19 +647,31 @@ func (b *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if spec.Stdin != nil {
 		cfg.AttachStdin, cfg.OpenStdin, cfg.StdinOnce = true, true, true
 	}
-
-	if testHookBeforeCreate != nil {
-		testHookBeforeCreate(spec.Workspace)
-	}
 	hc, err := b.hostConfig(ctx, mounts)
 	if err != nil {
 		return nil, err
+	}
+	hc = b.scalePids(ctx, withLimits(hc, spec.Limits))
+	if spec.TTY != nil {
+		// docker's own terminal: made by the runtime inside the
+		// container, its controlling terminal; the host's is not involved.
+		cfg.Tty = true
+		hc.ConsoleSize = [2]uint{uint(spec.TTY.Rows), uint(spec.TTY.Cols)}
+		// Engines before API 1.42 ignore ConsoleSize and size the
+		// terminal only when resized after the start, after the command
+		// may have asked: set it inside first.
+		cfg.Cmd = append([]string{"/bin/sh", "-c", ttySizeScript, "gatebridge-tty",
+			strconv.Itoa(int(spec.TTY.Rows)), strconv.Itoa(int(spec.TTY.Cols))}, spec.Command...)
+	}
+
+	if testHookBeforeCreate != nil {
+		testHookBeforeCreate(spec.Workspace)
 	}
 	start := time.Now()
 	// Create with a context the caller cannot cancel: a create that
 	// succeeds after we stopped listening would leak the container.
 	cctx, cancel := cleanupCtx(ctx)
-	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: b.scalePids(ctx, withLimits(hc, spec.Limits))})
+	created, err := b.cli.ContainerCreate(cctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
 	cancel()
 	if err != nil {
 		return nil, b.createError(err)
@@ -774,6 +791,10 @@ func (b *Backend) attachStartWait(ctx context.Context, id string, spec *sandbox.
 			st.Step()
 		case sig := <-spec.Signals:
 			b.signalAll(ctx, id, sig)
+		case sz := <-spec.Resize:
+			rctx, cancel := cleanupCtx(ctx)
+			_, _ = b.cli.ContainerResize(rctx, id, client.ContainerResizeOptions{Height: uint(sz.Rows), Width: uint(sz.Cols)})
+			cancel()
 		}
 	}
 	// The container has exited: its output ends promptly.
@@ -938,9 +959,15 @@ func pump(att *client.HijackedResponse, spec *sandbox.Spec) (out *streams, copie
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if spec.TTY != nil { // one raw stream
+			_, _ = io.Copy(out.stdout, att.Reader)
+			return
+		}
 		_, _ = stdcopy.StdCopy(out.stdout, out.stderr, att.Reader)
 	}()
-	if spec.Stdin != nil {
+	if spec.Stdin != nil && spec.TTY != nil {
+		go typeTTY(att.Conn, spec.Stdin)
+	} else if spec.Stdin != nil {
 		go func() {
 			_, _ = io.Copy(att.Conn, spec.Stdin)
 			if cw, ok := att.Conn.(client.CloseWriter); ok {
@@ -950,3 +977,39 @@ func pump(att *client.HijackedResponse, spec *sandbox.Spec) (out *streams, copie
 	}
 	return out, done
 }
+
+// typeTTY types what in gives at a container's terminal, then its end as
+// the terminal's end-of-file character, Ctrl-D (twice when the last line
+// has no newline: the first one only ends that line). The connection's
+// write side stays open: closing it would end the terminal's input at
+// once, before the command has read what was typed.
+func typeTTY(w io.Writer, in io.Reader) {
+	buf := make([]byte, 32<<10)
+	last := byte('\n')
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			last = buf[n-1]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if last != '\n' {
+		w.Write([]byte{4})
+	}
+	w.Write([]byte{4})
+}
+
+var _ sandbox.TTYRunner = (*Backend)(nil)
+
+// TTYSupport: a container of its own runs on docker's own terminal
+// (Config.Tty), sized at the create and resized through the engine.
+func (b *Backend) TTYSupport() error { return nil }
+
+// ttySizeScript sizes the container's terminal ($1 rows, $2 columns)
+// before it runs the command (the rest).
+const ttySizeScript = `stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`

@@ -2,8 +2,11 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/gatebridge/gatebridge/sandbox"
+	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
 
 // What the docker backend can do beyond running a command: the optional
@@ -65,4 +68,55 @@ func (b *Backend) Facts() sandbox.Facts { return sandbox.Facts{Network: b.networ
 // Facts: one container for every command, so /tmp is kept between them.
 func (s *Sandbox) Facts() sandbox.Facts {
 	return sandbox.Facts{Network: s.b.networkFact(), TmpKept: true}
+}
+
+var (
+	_ sandbox.TTYRunner  = (*Sandbox)(nil)
+	_ sandbox.Arg0Runner = (*Sandbox)(nil)
+)
+
+// TTYSupport: a long-lived sandbox runs a command on a terminal only
+// through the Go agent, which opens one inside; not through docker exec
+// (whose wrapper starts the command in a session of its own, away from
+// the terminal) nor the sh agent.
+func (s *Sandbox) TTYSupport() error {
+	c, err := s.agentFor("run on a terminal")
+	if err != nil {
+		return err
+	}
+	if err := c.TTYSupport(); err != nil {
+		return &sandbox.Error{Backend: "docker", Op: "run on a terminal in " + s.name, Err: err, Help: hintOf(err)}
+	}
+	return nil
+}
+
+// Arg0Support: as TTYSupport, only through the Go agent.
+func (s *Sandbox) Arg0Support() error {
+	c, err := s.agentFor("set argv[0]")
+	if err != nil {
+		return err
+	}
+	if err := c.Arg0Support(); err != nil {
+		return &sandbox.Error{Backend: "docker", Op: "set argv[0] in " + s.name, Err: err, Help: hintOf(err)}
+	}
+	return nil
+}
+
+func (s *Sandbox) agentFor(what string) (*agent.Conn, error) {
+	if s.agentDir == "" {
+		return nil, &sandbox.Error{Backend: "docker", Op: what + " in " + s.name,
+			Err:  errors.New("a long-lived docker sandbox without the agent runs commands through docker exec, which cannot"),
+			Help: "start the process without it, or run the sandbox with the Go agent (sandbox.docker.agent)"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.agentConn(ctx)
+}
+
+func hintOf(err error) string {
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
 }

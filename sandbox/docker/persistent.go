@@ -599,6 +599,11 @@ func (s *Sandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "docker", Op: "run", Err: errors.New("empty command")}
 	}
+	if spec.TTY != nil || spec.Arg0 != "" {
+		if err := sandbox.CheckSpecSupport(s, spec); err != nil {
+			return nil, err
+		}
+	}
 	var in sandbox.SessionDirs
 	for _, m := range []struct {
 		host string

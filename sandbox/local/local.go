@@ -30,9 +30,18 @@ import (
 type Backend struct{}
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Checker = (*Backend)(nil)
+	_ sandbox.Backend    = (*Backend)(nil)
+	_ sandbox.Checker    = (*Backend)(nil)
+	_ sandbox.TTYRunner  = (*Backend)(nil)
+	_ sandbox.Arg0Runner = (*Backend)(nil)
 )
+
+// TTYSupport: a host process can always run on a pseudo-terminal the
+// host opens ([sandbox.Spec.TTY]).
+func (*Backend) TTYSupport() error { return nil }
+
+// Arg0Support: a host process can always get its own argv[0].
+func (*Backend) Arg0Support() error { return nil }
 
 // New returns the local backend.
 func New() *Backend { return &Backend{} }
@@ -47,6 +56,10 @@ func (*Backend) Check(context.Context) error { return nil }
 func (l *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	if len(spec.Command) == 0 {
 		return nil, &sandbox.Error{Backend: "local", Op: "run", Err: errors.New("empty command")}
+	}
+	args := spec.Command
+	if spec.Arg0 != "" {
+		args = append([]string{spec.Arg0}, spec.Command[1:]...)
 	}
 	basePath, ok := sandbox.EnvValue(spec.Env, "PATH")
 	if !ok {
@@ -65,7 +78,7 @@ func (l *Backend) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result,
 	return proc.Run(ctx, spec, &proc.Process{
 		Backend: "local",
 		Path:    path,
-		Args:    spec.Command,
+		Args:    args,
 		Env:     env,
 		Dir:     dir,
 		Tree:    proc.NewGroupTree,

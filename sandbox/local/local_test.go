@@ -73,3 +73,7 @@ while [ ! -s "$TMPDIR/esc" ]; do sleep 0.01; done; echo done`)
 		t.Error("the escaped sleep is not visible to HostProcesses")
 	}
 }
+
+func TestLocalTTY(t *testing.T) {
+	sandboxtest.RunTTY(t, func(*testing.T) sandbox.Backend { return local.New() }, sandboxtest.Options{})
+}

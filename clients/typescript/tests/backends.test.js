@@ -152,6 +152,52 @@ for (const backend of ["local", "bwrap", "docker"]) {
       assert.equal(again.join(""), seen.map((s) => s[2]).join(""));
     });
 
+    test("tty: a terminal, its size, resize, stdin typed at it, one stream, exit code", async (t) => {
+      assert.equal((await sb.run("test -t 0 && echo tty || echo notty")).stdoutText, "notty\n");
+      const rec = new Recorder();
+      const script = "tty -s && echo tty; stty size; echo to-stderr >&2; " +
+        "trap 'echo \"winch $(stty size)\"; W=1' WINCH; stty -echo; echo ready; " +
+        "while [ -z \"$W\" ]; do sleep 0.05; done; read line; echo \"got $line\"; exit 7";
+      let p;
+      try {
+        p = await sb.start(["sh", "-c", script], { tty: { rows: 20, cols: 70 }, onOutput: rec.cb });
+      } catch (e) {
+        if (backend !== "docker" || !(e instanceof InvalidParamsError)) throw e;
+        assert.match(e.message, /docker/);
+        t.skip(`this docker sandbox cannot open a terminal: ${e.message}`);
+        return;
+      }
+      await rec.waitFor("ready");
+      assert.equal(await p.resize(40, 100), true);
+      await rec.waitFor("winch");
+      await p.write("hello\n");
+      const r = await p.wait();
+      assert.equal(r.exitCode, 7);
+      assert.equal(r.stdoutText.replaceAll("\r\n", "\n"), "tty\n20 70\nto-stderr\nready\nwinch 40 100\ngot hello\n");
+      assert.equal(r.stderr.length, 0);
+      assert.equal(await p.resize(10, 10), false); // exited
+      const plain = await sb.start("true", { stdin: false });
+      await assert.rejects(plain.resize(10, 10), InvalidParamsError);
+      await plain.wait();
+      const timed = await sb.run("echo started; sleep 600", { tty: { rows: 24, cols: 80 }, timeout: 0.5 });
+      assert.equal(timed.timedOut, true);
+      assert.equal(timed.exitCode, 124);
+    });
+
+    test("arg0: the argv[0] the command sees, or refused naming the backend", async (t) => {
+      // busybox (the docker test image) picks its applet by argv[0]: a login shell's -sh works everywhere.
+      let r;
+      try {
+        r = await sb.run(["sh", "-c", "tr '\\0' ' ' < /proc/$$/cmdline; echo"], { arg0: "-sh" });
+      } catch (e) {
+        if (!["bwrap", "docker"].includes(backend) || !(e instanceof InvalidParamsError)) throw e;
+        assert.ok(e.message.includes(`"${backend}"`), e.message);
+        t.skip(`refused, naming the backend: ${e.message}`);
+        return;
+      }
+      assert.ok(r.stdoutText.startsWith("-sh -c "), r.stdoutText);
+    });
+
     test("stdin: interactive writes, then end of file", async () => {
       const rec = new Recorder();
       const p = await sb.start(["sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"], { onOutput: rec.cb });

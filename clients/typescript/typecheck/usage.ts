@@ -37,6 +37,9 @@ async function use(): Promise<number> {
   }
   await p.signal("TERM");
   await p.signal(9);
+  const term = await sb.start(["sh"], { tty: { rows: 24, cols: 80 }, arg0: "-sh" });
+  const resized: boolean = await term.resize(50, 132);
+  void resized;
   const res = await p.wait({ timeout: 1.5 });
   try {
     await Client.connectTcp("127.0.0.1", 7800, { token: "t", cafile: "/tmp/cert.pem" });

@@ -40,6 +40,9 @@ func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, 
 		}
 		closers = nil
 	}
+	if spec.TTY != nil {
+		return runTTY(ctx, spec, p)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, &sandbox.Error{Backend: p.Backend, Op: "create stdout pipe", Err: err}
@@ -104,36 +107,8 @@ func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, 
 	}
 
 	start := time.Now()
-	started := make(chan error, 1)
-	waited := make(chan struct{})
-	// Pdeathsig belongs to the thread that forks: keep this goroutine on
-	// its thread until the process is reaped, so that the thread outlives
-	// the child and the child dies only with gatebridge.
-	go func() {
-		runtime.LockOSThread()
-		if p.Prepare != nil {
-			// Prepare may change this thread's credentials (its session
-			// keyring): never hand the thread back to the scheduler.
-			if err := p.Prepare(); err != nil {
-				started <- err
-				return
-			}
-		} else {
-			defer runtime.UnlockOSThread()
-		}
-		err := cmd.Start()
-		if p.Started != nil {
-			p.Started()
-		}
-		if err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait() // the outcome is in cmd.ProcessState
-		close(waited)
-	}()
-	if err := <-started; err != nil {
+	waited, err := startLocked(cmd, p)
+	if err != nil {
 		closeAll()
 		outR.Close()
 		errR.Close()
@@ -201,6 +176,41 @@ func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, 
 	res.Stderr, res.StderrDropped = errCap.Bytes(), errCap.Dropped()
 	res.Truncated = res.StdoutDropped > 0 || res.StderrDropped > 0
 	return res, nil
+}
+
+// startLocked starts cmd and returns a channel closed once it has been
+// reaped (its outcome is then in cmd.ProcessState). Pdeathsig belongs to
+// the thread that forks: the goroutine that starts cmd stays on its
+// thread until the process is reaped, so that the thread outlives the
+// child and the child dies only with gatebridge.
+func startLocked(cmd *exec.Cmd, p *Process) (<-chan struct{}, error) {
+	started := make(chan error, 1)
+	waited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if p.Prepare != nil {
+			// Prepare may change this thread's credentials (its session
+			// keyring): never hand the thread back to the scheduler.
+			if err := p.Prepare(); err != nil {
+				started <- err
+				return
+			}
+		} else {
+			defer runtime.UnlockOSThread()
+		}
+		err := cmd.Start()
+		if p.Started != nil {
+			p.Started()
+		}
+		if err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait() // the outcome is in cmd.ProcessState
+		close(waited)
+	}()
+	return waited, <-started
 }
 
 // isTerminal reports whether f is a terminal.
