@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
@@ -61,17 +62,25 @@ func (f *FS) CopyFileOut(src, dst string, stdout io.Writer) (to string, n int64,
 	defer d.Close()
 	pr, pw := io.Pipe()
 	readErr := make(chan error, 1)
+	var readFailed atomic.Bool
 	go func() {
 		_, err := f.ReadTo(src, pw)
+		if err != nil {
+			readFailed.Store(true) // before the write can see it
+		}
 		pw.CloseWithError(err)
 		readErr <- err
 	}()
 	n, err = d.WriteAtomicFrom(name, pr, -1, hostilefs.WriteOptions{Perm: 0o600})
+	byRead := readFailed.Load()
 	pr.CloseWithError(io.ErrClosedPipe) // a write that stopped early stops the read
-	if rerr := <-readErr; rerr != nil {
+	rerr := <-readErr
+	switch {
+	case err != nil && !byRead: // the write failed first (the read then on the closed pipe)
+		return "", 0, copyDestErr(filepath.Join(dir, name), err)
+	case rerr != nil:
 		return "", 0, rerr
-	}
-	if err != nil {
+	case err != nil:
 		return "", 0, copyDestErr(filepath.Join(dir, name), err)
 	}
 	return filepath.Join(dir, name), n, nil

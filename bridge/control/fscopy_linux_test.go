@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,5 +133,24 @@ func TestCopyFileOutAsRootOtherUsersDir(t *testing.T) {
 		if _, _, err := f.CopyFileOut("f", dst, nil); err != nil {
 			t.Errorf("copy to %s: %v", dst, err)
 		}
+	}
+}
+
+// A destination the file cannot be made in reports that, not the read
+// side's broken pipe.
+func TestCopyFileOutWriteError(t *testing.T) {
+	ws, local := t.TempDir(), t.TempDir()
+	f, err := NewFS(FSOptions{Workspace: ws, Writable: true})
+	mustT(t, err)
+	mustT(t, os.WriteFile(filepath.Join(ws, "f"), bytes.Repeat([]byte("x"), 1<<20), 0o644))
+	dir := filepath.Join(local, "frozen")
+	mustT(t, os.Mkdir(dir, 0o755))
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i (to make a directory nothing can be made in): %v %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", dir).Run()
+	_, _, err = f.CopyFileOut("f", dir+"/", nil)
+	if err == nil || !strings.Contains(err.Error(), "not permitted") || strings.Contains(err.Error(), "closed pipe") {
+		t.Fatalf("copy into an immutable directory: %v", err)
 	}
 }
