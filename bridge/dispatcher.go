@@ -35,10 +35,14 @@ const (
 // Args are the caller's bytes (capped). In JSON an argument that is not
 // UTF-8 reads with U+FFFD for its bad bytes, and ArgsBase64 carries the
 // exact bytes of every such argument (nil for the others; no ArgsBase64
-// when all are UTF-8): the one rule of docs/json.md.
+// when all are UTF-8): the one rule of docs/json.md. So with Gate: a name
+// the sandbox called that is no gate (an unknown gate's, which nothing
+// validated) may be any bytes, and GateBase64 carries them when they are
+// not UTF-8.
 type CallRecord struct {
 	ID         string   `json:"id"`
 	Gate       string   `json:"gate"`
+	GateBase64 []byte   `json:"gate_base64,omitempty"`
 	Args       []string `json:"args"` // capped: 64 args of 256 bytes each
 	ArgsBase64 [][]byte `json:"args_base64,omitempty"`
 	ExitCode   int      `json:"exit_code"`
@@ -266,6 +270,7 @@ func (d *Dispatcher) done(resp *Response, rec CallRecord) *Response {
 	rec.Duration = time.Since(rec.Start)
 	rec.DurationMS = float64(rec.Duration.Microseconds()) / 1000
 	rec.ArgsBase64 = lossless.List(rec.Args)
+	rec.GateBase64 = lossless.Bytes(rec.Gate)
 	resp.Record = rec
 	return resp
 }
@@ -349,6 +354,7 @@ func (d *Dispatcher) Record(rec CallRecord) {
 	rec = d.redact(rec) // the transport may have added to it
 	rec.Args = capRecordArgs(rec.Args, d.cfg.Limits.MaxRecordBytes, d.cfg.limitKey)
 	rec.ArgsBase64 = lossless.List(rec.Args)
+	rec.GateBase64 = lossless.Bytes(rec.Gate)
 	d.mu.Lock()
 	if len(d.records) < d.cfg.Limits.MaxRecords {
 		d.records = append(d.records, rec)

@@ -57,11 +57,14 @@ func (g *readFile) run(ctx context.Context, c *Call, p parsedArgs) (int, error) 
 		return 0, err
 	}
 	path := pathArg(p.pos[0])
-	r, rel, err := g.ws.open(name, c.Cwd, path)
-	if err != nil {
-		return 0, err
-	}
-	defer r.Close()
+	return g.ws.call(name, c.Cwd, path, func(r *os.Root, rel string) (int, error) {
+		return g.read(ctx, c, r, rel, path, p, offset, limit)
+	})
+}
+
+// read prints the file rel of the workspace opened as r.
+func (g *readFile) read(ctx context.Context, c *Call, r *os.Root, rel, path string, p parsedArgs, offset, limit int64) (int, error) {
+	const name = "read_file"
 	f, fi, err := openRegular(name, r, rel, path)
 	if err != nil {
 		return 0, err
@@ -144,19 +147,22 @@ func newListDir(ws *workspace, o Options) Gate {
 		if len(p.pos) == 1 {
 			path = pathArg(p.pos[0])
 		}
-		r, rel, err := ws.open(name, c.Cwd, path)
+		var ents []fs.DirEntry
+		var more bool
+		_, err := ws.call(name, c.Cwd, path, func(r *os.Root, rel string) (int, error) {
+			d, err := openDir(name, r, rel, path)
+			if err != nil {
+				return 0, err
+			}
+			defer d.Close()
+			ents, more, err = readDirBounded(ctx, d, maxEntries)
+			if err != nil {
+				return 0, pathErr(name, "read directory", path, err)
+			}
+			return 0, nil
+		})
 		if err != nil {
 			return 0, err
-		}
-		defer r.Close()
-		d, err := openDir(name, r, rel, path)
-		if err != nil {
-			return 0, err
-		}
-		defer d.Close()
-		ents, more, err := readDirBounded(ctx, d, maxEntries)
-		if err != nil {
-			return 0, pathErr(name, "read directory", path, err)
 		}
 		var sb strings.Builder
 		for _, e := range ents {
@@ -264,7 +270,10 @@ var testHookAfterCheck func(rel string)
 //
 // As root, what this makes belongs to the owner of the workspace root (the
 // identity a sandboxed command runs as, see sandbox.Spec.UID) instead of
-// root; a file replaced keeps its owner, group and mode.
+// root. On Linux the walk and the write act as that owner ([workspace.do]):
+// a directory or file the owner could not write is refused, and a file
+// replaced keeps its mode but becomes the owner's, as when the sandbox
+// replaces it. Elsewhere a file replaced keeps its owner, group and mode.
 func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected []string) error {
 	const name = "write_file"
 	if rel == "." {
@@ -282,10 +291,20 @@ func writeWorkspaceFile(ws *workspace, rel, path string, data []byte, protected 
 	if !ws.sameAs(st.Dev, st.Ino) {
 		return ws.replaced(name)
 	}
+	// Acting as the workspace's owner (ws.as), what this makes is
+	// theirs; else, as root, it is given to the root's owner.
 	var owner *hostilefs.Owner
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && ws.as == nil {
 		owner = &hostilefs.Owner{UID: st.UID, GID: st.GID}
 	}
+	_, err = ws.do(func() (int, error) { return 0, writeBeneath(root, rel, path, data, protected, owner) })
+	return err
+}
+
+// writeBeneath is writeWorkspaceFile's walk and write from the workspace
+// root opened as root.
+func writeBeneath(root *hostilefs.Dir, rel, path string, data []byte, protected []string, owner *hostilefs.Owner) error {
+	const name = "write_file"
 	check := func(sub string) error {
 		if err := checkProtected(name, path, sub, protected); err != nil {
 			return err

@@ -72,54 +72,57 @@ func newSearch(ws *workspace, o Options) Gate {
 		if len(p.pos) == 2 {
 			path = pathArg(p.pos[1])
 		}
-		r, rel, err := ws.open(name, c.Cwd, path)
-		if err != nil {
-			return 0, err
-		}
-		defer r.Close()
-		fi, err := r.Stat(rel)
-		if err != nil {
-			return 0, pathErr(name, "stat", path, err)
-		}
-		bw := bufio.NewWriter(stdout(c))
-		s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o, ws: ws, cwd: c.Cwd,
-			every: max(256, matchBudget/max(ninst, 1))}
-		switch {
-		case fi.Mode().IsRegular():
-			skipped, err := s.file(rel)
-			if err != nil {
-				if ctx.Err() != nil {
-					return 0, ctx.Err()
-				}
-				return 0, pathErr(name, "read", path, err)
-			}
-			if skipped != "" {
-				fmt.Fprintf(stderr(c), "search: skipped %s: %s\n", quoteArg(path), skipped)
-			}
-		case fi.IsDir():
-			if err := s.dir(rel); err != nil {
-				if ctx.Err() != nil {
-					return 0, ctx.Err()
-				}
-				return 0, pathErr(name, "read", path, err)
-			}
-		default:
-			return 0, Deniedf("%s: %s is %s; only regular files and directories are searched", name, quoteArg(path), kind(fi.Mode()))
-		}
-		if s.matches > o.MaxSearchMatches {
-			fmt.Fprintf(bw, "... %d more matches\n", s.matches-o.MaxSearchMatches)
-		}
-		if err := bw.Flush(); err != nil {
-			return 0, fmt.Errorf("%s: write: %w", name, err)
-		}
-		if s.stopped {
-			fmt.Fprintf(stderr(c), "search: stopped after reading %d files; narrow PATH\n", o.MaxSearchFiles)
-		}
-		if s.matches == 0 {
-			return ExitFailure, nil
-		}
-		return ExitOK, nil
+		return ws.call(name, c.Cwd, path, func(r *os.Root, rel string) (int, error) {
+			return runSearch(ctx, c, r, rel, path, re, ninst, ws, o)
+		})
 	})
+}
+
+// runSearch is one search call in the workspace opened as r.
+func runSearch(ctx context.Context, c *Call, r *os.Root, rel, path string, re *regexp.Regexp, ninst int, ws *workspace, o Options) (int, error) {
+	const name = "search"
+	fi, err := r.Stat(rel)
+	if err != nil {
+		return 0, pathErr(name, "stat", path, err)
+	}
+	bw := bufio.NewWriter(stdout(c))
+	s := &searchRun{ctx: ctx, root: r, re: re, out: bw, o: o, ws: ws, cwd: c.Cwd,
+		every: max(256, matchBudget/max(ninst, 1))}
+	switch {
+	case fi.Mode().IsRegular():
+		skipped, err := s.file(rel)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, pathErr(name, "read", path, err)
+		}
+		if skipped != "" {
+			fmt.Fprintf(stderr(c), "search: skipped %s: %s\n", quoteArg(path), skipped)
+		}
+	case fi.IsDir():
+		if err := s.dir(rel); err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, pathErr(name, "read", path, err)
+		}
+	default:
+		return 0, Deniedf("%s: %s is %s; only regular files and directories are searched", name, quoteArg(path), kind(fi.Mode()))
+	}
+	if s.matches > o.MaxSearchMatches {
+		fmt.Fprintf(bw, "... %d more matches\n", s.matches-o.MaxSearchMatches)
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("%s: write: %w", name, err)
+	}
+	if s.stopped {
+		fmt.Fprintf(stderr(c), "search: stopped after reading %d files; narrow PATH\n", o.MaxSearchFiles)
+	}
+	if s.matches == 0 {
+		return ExitFailure, nil
+	}
+	return ExitOK, nil
 }
 
 // searchRun is the state of one search call.

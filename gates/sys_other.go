@@ -13,3 +13,6 @@ const (
 
 // fileID cannot tell here (write_file is Unix-only: see hostilefs).
 func fileID(fs.FileInfo) (dev, ino uint64, ok bool) { return 0, 0, false }
+
+// fileOwner cannot tell here.
+func fileOwner(fs.FileInfo) (uid, gid int, ok bool) { return 0, 0, false }

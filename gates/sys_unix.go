@@ -22,3 +22,12 @@ func fileID(fi fs.FileInfo) (dev, ino uint64, ok bool) {
 	}
 	return uint64(st.Dev), uint64(st.Ino), true
 }
+
+// fileOwner returns the owner and group of fi (from os.Stat or Lstat).
+func fileOwner(fi fs.FileInfo) (uid, gid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}

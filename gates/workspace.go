@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
@@ -25,11 +26,20 @@ import (
 // or another directory in its place at any moment: each call checks that
 // what it opened is the directory the gates were made on (same device and
 // inode), and refuses otherwise.
+//
+// As root (on Linux), when someone else owns the workspace, each call
+// opens the workspace root as root and then acts as its owner, the
+// identity sandboxed commands run as ([workspace.call],
+// [hostilefs.AsOwner]): the kernel refuses what the sandbox could not
+// read or change itself, and what a call makes is the owner's.
 type workspace struct {
 	field   string      // the option naming it ("root", "writable_root")
 	dir     string      // absolute, cleaned host path
 	aliases []string    // absolute prefixes that name dir (dir, its real path, the sandbox mount point)
 	id      fs.FileInfo // what dir was when the gates were made
+	// as is the identity calls act as (nil: this process's): as root,
+	// the owner of dir when that is not root.
+	as *hostilefs.Owner
 }
 
 // newWorkspace checks that dir is an existing directory. alias, if set, is
@@ -50,6 +60,9 @@ func newWorkspace(field, dir, alias string) (*workspace, error) {
 		return nil, fmt.Errorf("gates: options: %s: %q is not a directory", field, abs)
 	}
 	w := &workspace{field: field, dir: abs, aliases: []string{abs}, id: fi}
+	if uid, gid, ok := fileOwner(fi); ok {
+		w.as = hostilefs.ActAs(uid, gid)
+	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		w.aliases = append(w.aliases, real)
 	}
@@ -83,6 +96,32 @@ func (w *workspace) open(gate, cwd, path string) (*os.Root, string, error) {
 		return nil, "", w.replaced(gate)
 	}
 	return r, rel, nil
+}
+
+// call opens the workspace for one call ([workspace.open], as this
+// process) and runs fn with it: on a thread acting as the workspace's
+// owner when w.as is set, else here.
+func (w *workspace) call(gate, cwd, path string, fn func(r *os.Root, rel string) (int, error)) (int, error) {
+	r, rel, err := w.open(gate, cwd, path)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return w.do(func() (int, error) { return fn(r, rel) })
+}
+
+// do runs fn as the identity the workspace's calls act as (w.as).
+func (w *workspace) do(fn func() (int, error)) (int, error) {
+	if w.as == nil {
+		return fn()
+	}
+	var code int
+	err := hostilefs.AsOwner(*w.as, func() error {
+		var err error
+		code, err = fn()
+		return err
+	})
+	return code, err
 }
 
 // replaced is the error of a call that found another directory (or a

@@ -59,7 +59,7 @@ type FSOptions struct {
 // file renamed over the name).
 //
 // As root (on Linux), every call acts as the workspace's owner, the
-// identity sandboxed commands run as (asIdentity): the kernel refuses
+// identity sandboxed commands run as (hostilefs.AsOwner): the kernel refuses
 // what they could not read or change, and what a call makes is theirs.
 //
 // Paths are relative to the workspace, or absolute under it as commands
@@ -102,15 +102,13 @@ func NewFS(o FSOptions) (*FS, error) {
 		return nil, fsErr("stat the workspace", o.Workspace, err)
 	}
 	f := &FS{o: o, dev: st.Dev, ino: st.Ino}
-	if identityChecks && os.Geteuid() == 0 && st.UID != 0 {
-		f.as = &hostilefs.Owner{UID: st.UID, GID: st.GID}
-	}
+	f.as = hostilefs.ActAs(st.UID, st.GID)
 	return f, nil
 }
 
 // call runs fn with the FS a call uses: f itself, or, when f acts as the
 // workspace's owner, a copy holding the workspace root opened by this
-// process, run on a thread with the owner's identity (asIdentity).
+// process, run on a thread with the owner's identity (hostilefs.AsOwner).
 func (f *FS) call(fn func(f *FS) error) error {
 	if f.as == nil {
 		return fn(f)
@@ -122,7 +120,7 @@ func (f *FS) call(fn func(f *FS) error) error {
 	defer root.Close()
 	g := *f
 	g.pre = root
-	return asIdentity(*f.as, func() error { return fn(&g) })
+	return hostilefs.AsOwner(*f.as, func() error { return fn(&g) })
 }
 
 // FS is the file API of the sandbox's workspace, made at the first call

@@ -13,9 +13,12 @@ import (
 // tool's structured result: run --json's calls, in the same snake_case
 // (docs/json.md). Secrets are redacted (the control plane's records).
 type gateCall struct {
-	ID   string   `json:"id"`
-	Gate string   `json:"gate"`
-	Args []string `json:"args" jsonschema:"the arguments (capped: 64 of 256 bytes each); a non-UTF-8 one has U+FFFD for each bad byte"`
+	ID   string `json:"id"`
+	Gate string `json:"gate" jsonschema:"the gate called; an unknown gate's name as given, U+FFFD for each byte that is not UTF-8"`
+	// GateBase64 is the exact bytes of a gate name that is not UTF-8
+	// (an unknown gate's), in base64; absent for the others.
+	GateBase64 *string  `json:"gate_base64,omitempty" jsonschema:"only when the gate's name is not valid UTF-8: its exact bytes in base64"`
+	Args       []string `json:"args" jsonschema:"the arguments (capped: 64 of 256 bytes each); a non-UTF-8 one has U+FFFD for each bad byte"`
 	// ArgsBase64 has, for each argument that is not UTF-8, its exact
 	// bytes in base64 (null for the others); absent when all are.
 	ArgsBase64 []*string `json:"args_base64,omitempty" jsonschema:"only when an argument is not valid UTF-8: per argument its exact bytes in base64, null for the valid ones"`
@@ -32,6 +35,10 @@ func gateCalls(recs []bridge.CallRecord) []gateCall {
 	for _, r := range recs {
 		c := gateCall{ID: r.ID, Gate: r.Gate, Args: r.Args, ExitCode: r.ExitCode, Decision: string(r.Decision),
 			DecidedBy: r.DecidedBy, DurationMS: r.DurationMS, Error: r.Error}
+		if b := lossless.Bytes(r.Gate); b != nil {
+			e := base64.StdEncoding.EncodeToString(b)
+			c.GateBase64 = &e
+		}
 		if c.Args == nil {
 			c.Args = []string{}
 		}

@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/gates/secrets"
 )
 
@@ -56,5 +60,32 @@ func TestGateCallLinesBounded(t *testing.T) {
 	if n := strings.Count(got, "[gate call: "); n != maxCallLines || !strings.HasSuffix(got, "[… 7 more gate calls]\n") ||
 		strings.Contains(got, "\x1b") || !strings.Contains(got, `[gate call: g "0" "a\x1b[2J" → exit 0]`) {
 		t.Fatalf("%d lines: %q", n, got)
+	}
+}
+
+// An unknown gate's name is whatever bytes the call file held: the bash
+// tool's calls carry one that is not UTF-8 exactly, in gate_base64.
+func TestMCPGateCallsUnknownGateExact(t *testing.T) {
+	d, err := bridge.NewDispatcher(bridge.Config{Gates: gates.NewRegistry()}, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Record(d.Dispatch(context.Background(), &bridge.Request{ID: "u", Gate: "no\xff"}).Record)
+	recs, _ := d.Records()
+	b, err := json.Marshal(gateCalls(recs)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m["gate"].(string)
+	if s, ok := m["gate_base64"].(string); ok {
+		raw, _ := base64.StdEncoding.DecodeString(s)
+		got = string(raw)
+	}
+	if got != "no\xff" {
+		t.Errorf("call %s: the gate reads %q", b, got)
 	}
 }

@@ -492,7 +492,7 @@ func sortProcs(ps []ProcessInfo) {
 // session) on the wire; its callId is the one gate/call and
 // approval/request give the call.
 func gateCallReport(procID string, r bridge.CallRecord) GateCallReport {
-	return GateCallReport{CallID: procID + ":" + r.ID, Gate: r.Gate, Args: r.Args, ArgsBase64: r.ArgsBase64, ExitCode: r.ExitCode,
+	return GateCallReport{CallID: procID + ":" + r.ID, Gate: r.Gate, GateBase64: r.GateBase64, Args: r.Args, ArgsBase64: r.ArgsBase64, ExitCode: r.ExitCode,
 		Decision: string(r.Decision), DecidedBy: r.DecidedBy, DurationMs: r.DurationMS, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
 		Error: r.Error, Events: r.Events, EventsOmitted: r.EventsOmitted}
 }

@@ -222,6 +222,8 @@ var fieldNotes = map[string]fieldNote{
 	"ProcessExitedParams.gateCallsDropped": {description: "Gate calls made but not listed in gateCalls (past limits.maxGateCalls or the server's bridge.limits.max_records, or refused in a flood past max_calls)."},
 	"ProcessStartParams.reportGateCalls":   {description: "Send a process/gateCall notification for each gate call the command makes (process/exited lists them either way)."},
 	"GateCallReport.callId":                {description: "The call's id in the process's session (not a gate/call callId)."},
+	"GateCallReport.gate":                  {description: "The gate called; for an unknown gate (decision unknown) the name as the caller gave it, any bytes: one that is not UTF-8 has U+FFFD here and its exact bytes in gateBase64."},
+	"GateCallReport.gateBase64":            {description: bytesSibling("gate", false)},
 	"GateCallReport.args":                  {description: "The arguments after the gate's name (after the JSON-object convention), capped as `run --json` caps them, secret values shown as [secret:NAME]; one that is not UTF-8 has U+FFFD here and its exact bytes in argsBase64."},
 	"GateCallReport.argsBase64":            {nullableItems: true, description: bytesSibling("args", true)},
 	"GateCallReport.exitCode":              {description: "The exit code the caller got."},

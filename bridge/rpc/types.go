@@ -355,6 +355,7 @@ type ProcessExitedParams struct {
 type GateCallReport struct {
 	CallID        string            `json:"callId"`
 	Gate          string            `json:"gate"`
+	GateBase64    []byte            `json:"gateBase64,omitempty"`
 	Args          []string          `json:"args"`
 	ArgsBase64    [][]byte          `json:"argsBase64,omitempty"`
 	ExitCode      int               `json:"exitCode"`
@@ -370,6 +371,10 @@ type GateCallReport struct {
 
 // ExactArgs are the arguments with their exact bytes.
 func (r *GateCallReport) ExactArgs() ([]string, error) { return lossless.Strings(r.Args, r.ArgsBase64) }
+
+// ExactGate is the gate's name with its exact bytes (an unknown gate's
+// may be any).
+func (r *GateCallReport) ExactGate() string { return lossless.String(r.Gate, r.GateBase64) }
 
 // ProcessGateCallParams are the params of the process/gateCall
 // notification: one gate call of a process started with reportGateCalls,

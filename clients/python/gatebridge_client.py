@@ -510,7 +510,7 @@ class GateCallReport:
     @classmethod
     def _from_wire(cls, c: Mapping[str, Any]) -> "GateCallReport":
         ev = c.get("events")
-        return cls(str(c.get("callId", "")), str(c.get("gate", "")), _exact_list(c.get("args"), c.get("argsBase64")),
+        return cls(str(c.get("callId", "")), _exact(c.get("gate"), c.get("gateBase64")), _exact_list(c.get("args"), c.get("argsBase64")),
                    int(c.get("exitCode", 0)), str(c.get("decision", "")), c.get("decidedBy") or None,
                    float(c.get("durationMs", 0)) / 1000.0, int(c.get("bytesIn", 0)), int(c.get("bytesOut", 0)),
                    c.get("error") or None, [e for e in ev if isinstance(e, dict)] if isinstance(ev, list) else [],

@@ -113,7 +113,10 @@ export declare class GateCallReport {
   constructor(wire: unknown);
   /** The call's id: the callId its gate/call (a runtime gate's) and approval/request had. */
   readonly callId: string;
+  /** The gate's name (an unknown gate's: U+FFFD for bytes that are not UTF-8). */
   readonly gate: string;
+  /** The gate's name, exact bytes. */
+  readonly gateBytes: Uint8Array;
   /** The arguments, exact bytes (secret values read [secret:NAME]). */
   readonly argsBytes: Uint8Array[];
   /** The arguments as text (U+FFFD for bytes that are not UTF-8). */

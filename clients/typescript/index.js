@@ -241,6 +241,8 @@ export class GateCallReport {
   constructor(c) {
     /** @type {string} */ this.callId = String(c?.callId ?? "");
     /** @type {string} */ this.gate = String(c?.gate ?? "");
+    /** The gate's name, exact bytes (an unknown gate's may be any). */
+    this.gateBytes = exactBytes(c?.gate, c?.gateBase64);
     /** The arguments, exact bytes. */
     this.argsBytes = exactList(c?.args, c?.argsBase64);
     /** The arguments as text (U+FFFD for bytes that are not UTF-8). */

@@ -26,7 +26,14 @@ The sandbox's side follows the file API's rules (docs/jsonrpc.md, "Files"):
 no link is followed, nothing outside the workspace or under a protected path
 (sandbox.protected_paths) is reached, only regular files with one link are
 read, a file is written atomically and at most gates.max_file_bytes. A
-read-only workspace takes no copy in.`,
+read-only workspace takes no copy in.
+
+The host's side is written the same way: a link at DST is not followed
+(refused), the file is made as a temporary file in DST's directory and
+renamed over the name. As root, a DST directory that someone other than
+root controls (owned by another user, reached through their directory or
+link, or writable by group or others without the sticky bit) is refused:
+copy to - and write it as that user instead.`,
 		Example: `  gatebridge sandbox cp report.md work:docs/
   gatebridge sandbox cp work:out/result.json ./result.json
   gatebridge sandbox cp work:log.txt - | tail`,

@@ -37,3 +37,6 @@ func (d *Dir) LstatTime(string) (Info, time.Time, error)              { return I
 func (d *Dir) ReplaceFrom(string, io.Reader, int64, WriteOptions) (int64, error) {
 	return 0, errUnsupported
 }
+
+// PathSteps fails: see the package doc.
+func PathSteps(string) ([]PathStep, string, error) { return nil, "", errUnsupported }

@@ -1,27 +1,38 @@
-package control
+package hostilefs
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
-// identityChecks: as root, the file API acts as the workspace's owner
-// (asIdentity), here.
-const identityChecks = true
+// CanActAsOwner: [AsOwner] changes the identity of the thread it runs fn
+// on, here (Linux: per-thread setfsuid/setfsgid).
+const CanActAsOwner = true
 
-// asIdentity runs fn on an OS thread of its own whose filesystem identity
+// ActAs returns the identity a root process acts as on a tree owned by
+// uid:gid ([AsOwner]): that owner when this process is root and the owner
+// is someone else, nil (act as this process) otherwise, and always nil
+// where [CanActAsOwner] is false.
+func ActAs(uid, gid int) *Owner {
+	if os.Geteuid() != 0 || uid == 0 {
+		return nil
+	}
+	return &Owner{UID: uid, GID: gid}
+}
+
+// AsOwner runs fn on an OS thread of its own whose filesystem identity
 // is id (setfsuid, setfsgid, and id.GID as its only supplementary group):
 // the kernel then checks what fn opens, makes, renames and removes as it
 // does for the sandbox's commands, which run as id, and the capabilities
 // that would override those checks (CAP_DAC_OVERRIDE, CAP_FOWNER, ...)
 // leave the thread's effective set with the fsuid. The thread is never
 // reused: the goroutine ends locked to it, and the runtime ends the
-// thread with it.
-func asIdentity(id hostilefs.Owner, fn func() error) error {
+// thread with it. Only fn's own syscalls carry the identity: fn must not
+// hand file system work to other goroutines.
+func AsOwner(id Owner, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
