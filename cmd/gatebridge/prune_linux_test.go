@@ -81,6 +81,8 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(list)
 	case path == "/info":
 		w.Write([]byte(`{"OperatingSystem":"fake"}`))
+	case path == "/version": // the backend asks what the engine is (Docker, not Podman)
+		w.Write([]byte(`{"Version":"20.10.24","ApiVersion":"1.41","Components":[{"Name":"Engine","Version":"20.10.24"}]}`))
 	case strings.HasPrefix(path, "/images/") && strings.HasSuffix(path, "/json"):
 		if !f.imagePresent {
 			fail(404, "No such image")
