@@ -130,6 +130,25 @@ func TestProcessStartPolicyAsk(t *testing.T) {
 	}
 }
 
+// A process/signal while the question waits withdraws it: the process
+// exits 126 without starting (its marker is not made), stderr saying
+// why, even when the client answers allow afterwards.
+func TestProcessStartPolicyAskSignal(t *testing.T) {
+	opts := testOptions(t)
+	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
+	c := newClient(t, opts)
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"touch", "made"}}, nil)
+	m, _ := c.nextRequest(MethodApprovalRequest)
+	c.Call(MethodProcessSignal, ProcessSignalParams{ProcessID: "p", Signal: "TERM"}, nil)
+	o := c.Collect("p", 30*time.Second, nil)
+	c.Respond(m, ApprovalResult{Decision: DecisionAllow}, nil) // too late
+	if _, err := os.Stat(filepath.Join(ws, "made")); !errors.Is(err, os.ErrNotExist) || o.Exited.ExitCode != 126 ||
+		!strings.Contains(string(o.Stderr), "withdrawn: a signal (terminated) came before the command started") {
+		t.Fatalf("signal while asking: %+v %q (%v)", o.Exited, o.Stderr, err)
+	}
+}
+
 // sandbox.max_command_bytes and sandbox.max_commands: a command over the
 // size is refused before it starts, the sandbox's commands past the count
 // too; both name their key, and initialize says both.
