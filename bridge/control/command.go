@@ -55,7 +55,7 @@ func (h *Host) checkCommand(argv, env []string) error {
 // checkCommandAsk is checkCommand for a front end that can wait for an
 // answer after it has replied (Prepare, then Run): a command the policy
 // marks ask is not refused but returned (ask), to be asked about before
-// it starts (Process.Run: Sandbox.AskCommand).
+// it starts (Process.Run: askStart, as Sandbox.AskCommand with the process).
 func (h *Host) checkCommandAsk(argv, env []string) (ask *cmdpolicy.Result, err error) {
 	if err := CheckCommandSize(argv, h.opts.MaxCommandBytes); err != nil {
 		return nil, err
