@@ -45,24 +45,35 @@ func CheckCommandSize(argv []string, max int64) error {
 // its size (Options.MaxCommandBytes), then the command policy
 // (Options.Approvals.Commands; PATH or BASH_ENV in env is unknown).
 func (h *Host) checkCommand(argv, env []string) error {
+	ask, err := h.checkCommandAsk(argv, env)
+	if err == nil && ask != nil {
+		return askCommand(*ask)
+	}
+	return err
+}
+
+// checkCommandAsk is checkCommand for a front end that can wait for an
+// answer after it has replied (Prepare, then Run): a command the policy
+// marks ask is not refused but returned (ask), to be asked about before
+// it starts (Process.Run: askStart, as Sandbox.AskCommand with the process).
+func (h *Host) checkCommandAsk(argv, env []string) (ask *cmdpolicy.Result, err error) {
 	if err := CheckCommandSize(argv, h.opts.MaxCommandBytes); err != nil {
-		return err
+		return nil, err
 	}
 	r := h.opts.Approvals.Commands.CheckArgvEnv(argv, env)
 	switch r.Decision {
 	case cmdpolicy.Allow:
-		return nil
+		return nil, nil
 	case cmdpolicy.Ask:
-		return askCommand(r)
+		return &r, nil
 	}
-	return policyError(r, "")
+	return nil, policyError(r, "")
 }
 
-// askCommand refuses a command the policy marks ask. The person is asked
-// on the terminal (run, sandbox exec: Decider.DecideCommand); process/start
-// and the MCP bash tool decide on the connection's read loop, before the
-// reply, where waiting for an answer from the same connection cannot work,
-// so they refuse ask as deny.
+// askCommand refuses a command the policy marks ask, for a caller of
+// checkCommand that cannot ask. Sandbox.Prepare (process/start, the MCP
+// bash tool) does not refuse: it asks in Run, after the reply
+// (checkCommandAsk).
 func askCommand(r cmdpolicy.Result) error {
 	return policyError(r, "this command needs approval (policy.commands says ask); commands are asked about on the terminal "+
 		"(gatebridge run, sandbox exec), not here: change the rule to allow in policy.commands to run it here "+

@@ -353,7 +353,7 @@ type Approver interface {
 type ApprovalRequest struct {
 	*approval.Request
 	Sandbox *Sandbox
-	Process *Process // nil when unknown (a command not yet started)
+	Process *Process // nil when unknown; for a command, the process it would be (not started yet)
 }
 
 // PresentApprover is an Approver that may have no one behind it for a

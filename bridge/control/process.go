@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
@@ -65,7 +66,9 @@ type Exit struct {
 	Signal   string // the signal an exit 128+N says ended it ("": none)
 	TimedOut bool
 	Answer   *string // the command's answer (gb_answer), if any
-	// Err is why the command could not run (then Code is 125).
+	// Err is why the command could not run (then Code is 125), or why
+	// it was not started: a command the policy marks ask that was not
+	// allowed (then Code is 126, and Err wraps a *cmdpolicy.DeniedError).
 	Err error
 	// GateCalls are the records of the gate calls the command made, in
 	// order, secrets redacted: the first Options.MaxGateCalls (and at
@@ -87,6 +90,7 @@ type Process struct {
 	session  string
 	run      func()
 	resize   chan sandbox.TTYSize // nil: not on a terminal
+	ask      *cmdpolicy.Result    // the policy says ask: Run asks before the start
 
 	mu     sync.Mutex
 	outCap *sandbox.Capture
@@ -130,7 +134,11 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	if spec.Timeout < 0 {
 		return nil, invalid("timeoutMs", "%q must not be negative", "timeoutMs")
 	}
-	if err := sb.h.checkCommand(argv, sandbox.MergeEnv(sb.env, spec.Env)); err != nil { // before anything starts
+	// Before anything starts; an ask is asked in Run, after the caller's
+	// reply (process/start answers at once, and its connection answers
+	// the question).
+	ask, err := sb.h.checkCommandAsk(argv, sandbox.MergeEnv(sb.env, spec.Env))
+	if err != nil {
 		return nil, err
 	}
 	if err := checkTerminal(sb.backend, spec); err != nil {
@@ -141,7 +149,7 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		return nil, err
 	}
 	pctx, cancel := context.WithCancelCause(ctx)
-	p := &Process{sb: sb, id: spec.ID, argv: argv, cancel: cancel, signals: spec.Signals, done: make(chan struct{}), released: make(chan struct{}),
+	p := &Process{sb: sb, id: spec.ID, argv: argv, cancel: cancel, signals: spec.Signals, done: make(chan struct{}), released: make(chan struct{}), ask: ask,
 		outCap: sandbox.NewCapture(o.MaxRetainedBytes), errCap: sandbox.NewCapture(o.MaxRetainedBytes)}
 	if p.signals == nil {
 		p.signals = NewSignals()
@@ -210,7 +218,12 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	p.run = func() {
 		defer close(p.released)
 		defer unlist()
-		res, runErr := sess.Run(pctx, sb.backend, pspec)
+		var res *bridge.Result
+		var runErr error
+		refused := p.askStart(pctx) // nil unless the policy asks and the answer is not allow
+		if refused == nil {
+			res, runErr = sess.Run(pctx, sb.backend, pspec)
+		}
 		// Every call the command made has been answered: the exit can be
 		// reported before the session is removed.
 		defer func() {
@@ -225,6 +238,13 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		}()
 		var ex Exit
 		switch {
+		case refused != nil:
+			ex.Code, ex.Err = 126, refused
+			hn := hint.Of(refused)
+			if pe, ok := cmdpolicy.IsDenied(refused); ok && hn == "" {
+				hn = pe.Hint()
+			}
+			pspec.Stderr.Write([]byte("gatebridge: " + refused.Error() + "\ngatebridge: hint: " + hn + "\n"))
 		case runErr != nil:
 			ex.Code, ex.Err = 125, runErr
 			msg := "gatebridge: " + runErr.Error() + "\n"
@@ -242,6 +262,38 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		p.finish(ex, spec.OnExit)
 	}
 	return p, nil
+}
+
+// askStart asks the sandbox's Approver about the command when the policy
+// marks it ask (p.ask), before anything of it starts: nil to start it,
+// else the refusal. A signal sent meanwhile (Process.Signal) withdraws
+// the question, and the command does not start; one that comes with the
+// answer is kept for the command.
+func (p *Process) askStart(ctx context.Context) error {
+	if p.ask == nil {
+		return nil
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop, got := make(chan struct{}), make(chan syscall.Signal, 1)
+	go func() {
+		select {
+		case sig := <-p.signals:
+			cancel(fmt.Errorf("a signal (%v) came before the command started", sig))
+			got <- sig
+		case <-stop:
+			got <- 0
+		}
+	}()
+	err := p.sb.h.decider.DecideCommand(actx, p.argv, *p.ask, p.sb.session, p.sb.asker(p))
+	close(stop)
+	if sig := <-got; sig != 0 && err == nil {
+		select { // allowed as the signal came: the command gets it
+		case p.signals <- sig:
+		default:
+		}
+	}
+	return err
 }
 
 // Run runs a prepared process's command to its end (once).

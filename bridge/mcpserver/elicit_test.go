@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
+	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 )
 
 // elicitSession is a session whose client declares elicitation and
@@ -21,7 +24,14 @@ import (
 // workspace (holding f, "secret") and the questions asked.
 func elicitSession(t *testing.T, timeout time.Duration, version string, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, string, func() []*mcp.ElicitParams, *approval.Store) {
 	t.Helper()
+	return elicitSessionPolicy(t, timeout, version, nil, answer)
+}
+
+// elicitSessionPolicy is elicitSession with the command policy pol.
+func elicitSessionPolicy(t *testing.T, timeout time.Duration, version string, pol *cmdpolicy.Policy, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, string, func() []*mcp.ElicitParams, *approval.Store) {
+	t.Helper()
 	c := testControl()
+	c.Approvals.Commands = pol
 	c.Approvals.Settings = map[string]approval.Setting{"read_file": approval.Ask}
 	c.Approvals.Timeout = timeout
 	dir := filepath.Join(t.TempDir(), "gatebridge")
@@ -182,5 +192,39 @@ func TestMCPElicitNotOnNewProtocol(t *testing.T) {
 	res, out := bash(t, cs, map[string]any{"command": "read_file f"})
 	if out.ExitCode != 126 || !strings.Contains(out.Stderr, "no one to ask over MCP") || !strings.Contains(out.Stderr, "gatebridge grants add read_file") || len(asked()) != 0 {
 		t.Fatalf("a client on 2026-07-28: %q %+v, %d questions", text(res), out, len(asked()))
+	}
+}
+
+// A command the policy marks ask was refused over MCP, like a deny. Now a
+// client that declares elicitation (on 2025-11-25) is asked, the
+// question naming the command and the rule, before anything of the line
+// starts: allowed, the line runs; declined, it exits 126 and nothing of
+// it ran (its marker file is not made), stderr naming the rule.
+func TestMCPElicitCommandAsk(t *testing.T) {
+	pol := testPolicy(t, cmdpolicy.Rule{Command: "touch", Decision: "ask"})
+	var allow bool
+	cs, ws, asked, _ := elicitSessionPolicy(t, time.Minute, "2025-11-25", pol, func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		if allow {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"choice": choiceOnce}}, nil
+		}
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	})
+	for i, a := range []bool{true, false} {
+		allow = a
+		marker := fmt.Sprint("made-", a)
+		res, out := bash(t, cs, map[string]any{"command": "touch " + marker + " && echo ran"})
+		q := asked()
+		if len(q) != i+1 || !strings.Contains(q[i].Message, "approval needed: command bash -c \"touch "+marker) ||
+			!strings.Contains(q[i].Message, "rule 0 {command: touch, decision: ask}") {
+			t.Fatalf("allow %v: questions %d %q", a, len(q), q[len(q)-1].Message)
+		}
+		_, statErr := os.Stat(filepath.Join(ws, marker))
+		if a && (res.IsError || out.Stdout != "ran\n" || statErr != nil) {
+			t.Fatalf("allowed: %q %+v (%v)", text(res), out, statErr)
+		}
+		if !a && (!res.IsError || out.ExitCode != 126 || out.Stdout != "" || !errors.Is(statErr, os.ErrNotExist) ||
+			!strings.Contains(out.Stderr, "needs approval by rule 0") || !strings.Contains(out.Stderr, "denied by the person")) {
+			t.Fatalf("declined: %q %+v (%v)", text(res), out, statErr)
+		}
 	}
 }

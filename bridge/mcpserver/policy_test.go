@@ -1,11 +1,15 @@
 package mcpserver
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
@@ -48,17 +52,26 @@ func TestMCPCommandPolicyDenies(t *testing.T) {
 	}
 }
 
-// A command the policy marks ask is refused (the control plane decides
-// commands before they start, where no one is asked), with the rule and a
-// hint that says how to run it: nothing of the line runs.
+// A command the policy marks ask, the client not having declared
+// elicitation: no one is asked, and the line exits 126 without any of it
+// running, stderr naming the rule and why no one was asked, in the
+// foreground and in the background (bash_output reads the exit).
 func TestMCPCommandPolicyAsk(t *testing.T) {
 	cs, ws := mcpSession(t, Options{Writable: true, Policy: testPolicy(t, cmdpolicy.Rule{Command: "git", Args: []string{"push"}, Decision: "ask"})}, nil)
 	for _, background := range []bool{false, true} {
 		res, out := bash(t, cs, map[string]any{"command": "touch ran && git push origin main", "background": background})
-		got := text(res)
-		if !res.IsError || !strings.Contains(got, "policy: command git push origin main needs approval by rule 0") ||
-			!strings.Contains(got, "\nhint: ") || !strings.Contains(got, "policy.commands") || out.ProcessID != "" {
-			t.Fatalf("background %v: an ask command: %q", background, got)
+		for i := 0; background && out.ProcessID != "" && out.Running && i < 50; i++ {
+			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash_output", Arguments: map[string]any{"process_id": out.ProcessID, "wait_ms": 20000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, out = r, bashOutput{}
+			b, _ := json.Marshal(r.StructuredContent)
+			json.Unmarshal(b, &out)
+		}
+		if !res.IsError || out.ExitCode != 126 || out.Running || !strings.Contains(out.Stderr, "policy: command git push origin main needs approval by rule 0") ||
+			!strings.Contains(out.Stderr, "did not declare elicitation") || !strings.Contains(out.Stderr, "\ngatebridge: hint: ") {
+			t.Fatalf("background %v: an ask command: %q %+v", background, text(res), out)
 		}
 		if _, err := os.Stat(filepath.Join(ws, "ran")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("background %v: the line ran (%v)", background, err)

@@ -253,8 +253,9 @@ func TestApprovalBoundsServe(t *testing.T) {
 // is refused at call time (126, the rule named); an ask rule asks the
 // client, naming the rule.
 func TestCommandPolicyAtGateCall(t *testing.T) {
-	// unknown: allow, so the scripts below start (process/start refuses
-	// what the policy marks ask) and the gate calls meet the policy.
+	// unknown: allow, so the scripts below start without a question of
+	// their own (process/start would ask about what the policy marks
+	// ask) and the gate calls meet the policy.
 	pol, err := cmdpolicy.New(cmdpolicy.Config{Unknown: "allow", Rules: []cmdpolicy.Rule{
 		{Command: "read_file", Decision: "deny"},
 		{Command: "list_dir", Args: []string{"secret.*"}, Decision: "ask"},

@@ -2,11 +2,13 @@ package rpc_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
@@ -25,7 +27,7 @@ func policyOf(t *testing.T, cfg cmdpolicy.Config) *cmdpolicy.Policy {
 // process/start checks the command policy before anything starts: a
 // script that would remove a file after creating another is refused
 // whole (-32007, data naming the command and the rule), and neither
-// file is touched; ask is refused too, with a hint naming approvals.
+// file is touched.
 func TestProcessStartPolicyDenied(t *testing.T) {
 	opts := testOptions(t)
 	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{
@@ -66,13 +68,84 @@ func TestProcessStartPolicyDenied(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "made")); err == nil {
 		t.Errorf("part of the refused script ran")
 	}
-	e = c.CallErr(MethodProcessStart, ProcessStartParams{ProcessID: "p2", SandboxID: "sb", Argv: []string{"git", "push"}})
-	if e == nil || e.Code != CodePolicyDenied || !strings.Contains(e.Hint(), "approval") {
-		t.Fatalf("process/start of an ask command: %+v, want code %d with a hint naming approvals", e, CodePolicyDenied)
-	}
 	// Allowed commands still run.
 	if out := c.Run("sb", "p3", nil, "sh", "-c", "echo ok"); strings.TrimSpace(string(out.Stdout)) != "ok" {
 		t.Errorf("an allowed command: %+v", out)
+	}
+}
+
+// A command the policy marks ask was refused by process/start like a
+// deny: the check ran before the reply, where waiting for the same
+// connection's answer could not work. Now process/start answers at once,
+// the client gets approval/request with the command and the rule (the
+// connection keeps serving meanwhile: process/list answers, the process
+// listed as running), and the command starts only once allowed: allowed,
+// it runs; denied, it exits 126 without starting (its marker file is not
+// made), its stderr naming the rule and the reason.
+func TestProcessStartPolicyAsk(t *testing.T) {
+	opts := testOptions(t)
+	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
+	c := newClient(t, opts)
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	for _, allow := range []bool{true, false} {
+		id, marker := fmt.Sprint("allow-", allow), fmt.Sprint("made-", allow)
+		script := "touch " + marker + " && echo ran"
+		c.Call(MethodProcessStart, ProcessStartParams{ProcessID: id, SandboxID: "sb", Argv: []string{"sh", "-c", script}}, nil)
+		m, raw := c.nextRequest(MethodApprovalRequest)
+		var ap ApprovalRequestParams
+		if err := json.Unmarshal(raw, &ap); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ap.Command, " ") != "sh -c "+script || !strings.Contains(ap.Rule, "rule 0 {command: touch, decision: ask}") ||
+			ap.Gate != "" || ap.ProcessID != id || ap.SandboxID != "sb" {
+			t.Fatalf("approval/request: %s", raw)
+		}
+		var list ProcessListResult // the question waits; the connection serves
+		c.Call(MethodProcessList, struct{}{}, &list)
+		running := false
+		for _, pi := range list.Processes {
+			running = running || pi.ProcessID == id && pi.Running
+		}
+		if !running {
+			t.Fatalf("process/list while asking: %+v", list)
+		}
+		if _, err := os.Stat(filepath.Join(ws, marker)); err == nil {
+			t.Fatalf("%s: the command started before the answer", id)
+		}
+		ans := ApprovalResult{Decision: DecisionAllow}
+		if !allow {
+			ans = ApprovalResult{Decision: DecisionDeny, Reason: "not today"}
+		}
+		c.Respond(m, ans, nil)
+		o := c.Collect(id, 30*time.Second, nil)
+		_, statErr := os.Stat(filepath.Join(ws, marker))
+		if allow && (o.Exited.ExitCode != 0 || string(o.Stdout) != "ran\n" || statErr != nil) {
+			t.Fatalf("allowed: %+v %q %q (%v)", o.Exited, o.Stdout, o.Stderr, statErr)
+		}
+		if !allow && (o.Exited.ExitCode != 126 || len(o.Stdout) != 0 || !errors.Is(statErr, os.ErrNotExist) ||
+			!strings.Contains(string(o.Stderr), "rule 0 {command: touch, decision: ask}") || !strings.Contains(string(o.Stderr), "not today") ||
+			!strings.Contains(string(o.Stderr), "gatebridge: hint: ")) {
+			t.Fatalf("denied: %+v %q %q (%v)", o.Exited, o.Stdout, o.Stderr, statErr)
+		}
+	}
+}
+
+// A process/signal while the question waits withdraws it: the process
+// exits 126 without starting (its marker is not made), stderr saying
+// why, even when the client answers allow afterwards.
+func TestProcessStartPolicyAskSignal(t *testing.T) {
+	opts := testOptions(t)
+	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
+	c := newClient(t, opts)
+	ws, _ := c.openSandbox("sb", local.Name, true)
+	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"touch", "made"}}, nil)
+	m, _ := c.nextRequest(MethodApprovalRequest)
+	c.Call(MethodProcessSignal, ProcessSignalParams{ProcessID: "p", Signal: "TERM"}, nil)
+	o := c.Collect("p", 30*time.Second, nil)
+	c.Respond(m, ApprovalResult{Decision: DecisionAllow}, nil) // too late
+	if _, err := os.Stat(filepath.Join(ws, "made")); !errors.Is(err, os.ErrNotExist) || o.Exited.ExitCode != 126 ||
+		!strings.Contains(string(o.Stderr), "withdrawn: a signal (terminated) came before the command started") {
+		t.Fatalf("signal while asking: %+v %q (%v)", o.Exited, o.Stderr, err)
 	}
 }
 
