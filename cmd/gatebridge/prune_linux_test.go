@@ -81,6 +81,8 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(list)
 	case path == "/info":
 		w.Write([]byte(`{"OperatingSystem":"fake"}`))
+	case path == "/version": // which engine it is (docker's facts)
+		w.Write([]byte(`{"Version":"fake"}`))
 	case strings.HasPrefix(path, "/images/") && strings.HasSuffix(path, "/json"):
 		if !f.imagePresent {
 			fail(404, "No such image")
