@@ -18,30 +18,6 @@ import (
 // before it started (as a shell's "cannot execute").
 const ExitPolicy = 126
 
-// compilePolicy builds the command policy of cfg (nil without
-// policy.commands).
-func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
-	if cfg.Policy.Commands == nil {
-		return nil, nil
-	}
-	pc := cfg.Policy.Commands // the values in effect, for config show
-	pc.Default = cmp.Or(pc.Default, "allow")
-	pc.Unknown = cmp.Or(pc.Unknown, "ask")
-	var gateNames []string
-	for _, g := range cfg.Gates.Commands {
-		gateNames = append(gateNames, g.Name)
-	}
-	for _, g := range cfg.Gates.HTTP {
-		gateNames = append(gateNames, g.Name)
-	}
-	p, err := cmdpolicy.New(*cfg.Policy.Commands, cmdpolicy.WithGates(gateNames...))
-	var ce *cmdpolicy.ConfigError
-	if errors.As(err, &ce) {
-		return nil, &configError{Key: ce.Key, Msg: ce.Msg, Help: ce.Help}
-	}
-	return p, err
-}
-
 // checkCommandPolicy decides argv before anything starts (run, sandbox
 // exec): a deny is the refusal (exit 126; a command over
 // sandbox.max_command_bytes: 125); an ask is returned, for

@@ -217,7 +217,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
-	store, err := grantsStore(cfg)
+	store, err := cfg.GrantsStore()
 	if err != nil {
 		closeAudit()
 		return rpc.Options{}, nil, err
@@ -234,7 +234,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
-		Approvals:       approvalConfig(cfg, store, audit),
+		Approvals:       cfg.ApprovalConfig(store, cfg.policy, audit, cfg.secrets.Redactor().String),
 		Bridge:          bcfg,
 		Process:         cfg.SpecTemplate(),
 		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
@@ -250,7 +250,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 // file, the grants file, or, writable, the audit log
 // (config.CheckServeWorkspace).
 func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
-	if store, err := grantsStore(cfg); err != nil {
+	if store, err := cfg.GrantsStore(); err != nil {
 		return err
 	} else if err := store.Inside(workspace); err != nil {
 		return err
