@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,12 +20,10 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// sandboxName mirrors the names sandbox/docker accepts, so a bad name is a
-// usage error before the engine is contacted.
-var sandboxName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
+// checkSandboxName refuses a name sandbox/docker would refuse, as a usage
+// error, before the engine is contacted.
 func checkSandboxName(name string) error {
-	if !sandboxName.MatchString(name) {
+	if !docker.ValidName(name) {
 		return withHint(fmt.Errorf("sandbox: invalid name %q", name),
 			"a name is 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}

@@ -72,7 +72,7 @@ read-only workspace takes no copy in.`,
 // / or . (./a:b).
 func cpRemote(s string) (name, path string, ok bool) {
 	name, path, ok = strings.Cut(s, ":")
-	if !ok || !sandboxName.MatchString(name) || path == "" {
+	if !ok || !docker.ValidName(name) || path == "" {
 		return "", "", false
 	}
 	return name, path, true
