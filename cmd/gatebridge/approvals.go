@@ -9,28 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
-	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/tty"
 )
-
-// newRunApprovals is the decider of run and sandbox exec: it asks the
-// person at the controlling terminal (term; nil when no gate asks or
-// there is no terminal) and records every decision in the audit log.
-func newRunApprovals(cfg *Config, reg *gates.Registry, workspace string, local bool, audit io.Writer) (*approval.Decider, *approval.Terminal, error) {
-	store, err := cfg.GrantsStore()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := store.Inside(workspace); err != nil {
-		return nil, nil, err
-	}
-	note := ""
-	if local {
-		note = approval.LocalNote
-	}
-	d, term := approval.WithTerminal(cfg.ApprovalConfig(store, cfg.policy, audit, cfg.secrets.Redactor().String), reg, note)
-	return d, term, nil
-}
 
 // termStdin is what the sandbox reads: when stdin is the terminal the
 // person answers on, what the Terminal routes to it (never an answer).

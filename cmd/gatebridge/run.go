@@ -169,15 +169,17 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		defer f.Close()
 		audit = f
 	}
-	decider, term, err := newRunApprovals(cfg, reg, workspace, chosen.Entry.Strength == 0, audit)
+	decider, term, err := cfg.RunApprovals(reg, workspace, chosen.Entry.Strength == 0, cfg.policy, audit, cfg.secrets.Redactor().String)
 	if err != nil {
 		return err
 	}
 	if term != nil {
 		defer term.Close()
 	}
-	if err := askCommandPolicy(ctx, decider, args, policy); err != nil {
-		return err
+	if policy.Decision == cmdpolicy.Ask { // with the approval prompt (the command, the rule; y/n)
+		if err := decider.DecideCommand(ctx, args, policy, "run", nil); err != nil {
+			return err
+		}
 	}
 	bcfg := cfg.SessionConfig()
 	bcfg.Gates, bcfg.Keep, bcfg.Audit, bcfg.Sandbox = reg, cfg.Bridge.KeepSession, audit, cfg.Sandbox.Docker.Reuse

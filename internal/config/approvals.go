@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/gates"
 )
 
 // CompilePolicy builds the command policy (policy.commands; nil without
@@ -71,4 +72,25 @@ func (c *Config) ApprovalConfig(store *approval.Store, policy *cmdpolicy.Policy,
 				audit.Write(append(line, '\n'))
 			}
 		}}
+}
+
+// RunApprovals is the decider of run and sandbox exec: it asks the
+// person at the controlling terminal (term; nil when no gate asks or
+// there is no terminal) and records every decision in audit. local marks
+// an unsandboxed backend in the prompt. A grants file inside workspace
+// is refused.
+func (c *Config) RunApprovals(reg *gates.Registry, workspace string, local bool, policy *cmdpolicy.Policy, audit io.Writer, redact func(string) string) (*approval.Decider, *approval.Terminal, error) {
+	store, err := c.GrantsStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := store.Inside(workspace); err != nil {
+		return nil, nil, err
+	}
+	note := ""
+	if local {
+		note = approval.LocalNote
+	}
+	d, term := approval.WithTerminal(c.ApprovalConfig(store, policy, audit, redact), reg, note)
+	return d, term, nil
 }
