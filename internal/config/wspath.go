@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
 // CheckWorkspacePath refuses, when gatebridge is root, a workspace whose
@@ -30,52 +31,13 @@ func CheckWorkspacePath(workspace string) error {
 	if err != nil {
 		return err
 	}
-	type step struct {
-		path string
-		st   unix.Stat_t
-		link bool
-	}
-	var steps []step
-	resolved := "/"
-	rest := strings.Split(abs, "/")
-	for links := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		// The directory c is in is on the way (an entry of it names what
-		// follows); so is a link.
-		var dir unix.Stat_t
-		if err := unix.Lstat(resolved, &dir); err != nil {
-			return err
-		}
-		steps = append(steps, step{path: resolved, st: dir})
-		p := filepath.Join(resolved, c)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			steps = append(steps, step{path: p, st: st, link: true})
-			if links++; links > 40 {
-				return fmt.Errorf("%s: too many levels of symbolic links", workspace)
-			}
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			if filepath.IsAbs(target) {
-				resolved = "/"
-			}
-			rest = append(strings.Split(target, "/"), rest...)
-			continue
-		}
-		resolved = p
+	var steps []hostilefs.PathStep
+	resolved, err := hostilefs.WalkPath(abs, func(s hostilefs.PathStep) error {
+		steps = append(steps, s)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	var ws unix.Stat_t
 	if err := unix.Stat(resolved, &ws); err != nil {
@@ -89,19 +51,19 @@ func CheckWorkspacePath(workspace string) error {
 	}
 	seen := map[string]bool{}
 	for _, s := range steps {
-		if seen[s.path] {
+		if seen[s.Path] {
 			continue
 		}
-		seen[s.path] = true
-		what := "directory " + s.path
-		if s.link {
-			what = "symbolic link " + s.path
+		seen[s.Path] = true
+		what := "directory " + s.Path
+		if s.Link {
+			what = "symbolic link " + s.Path
 		}
-		if s.st.Uid != 0 && s.st.Uid != owner {
-			return refuse(fmt.Sprintf("the %s on the way is owned by uid %d, who could put any directory there", what, s.st.Uid))
+		if s.Stat.Uid != 0 && s.Stat.Uid != owner {
+			return refuse(fmt.Sprintf("the %s on the way is owned by uid %d, who could put any directory there", what, s.Stat.Uid))
 		}
-		if !s.link && s.st.Mode&0o022 != 0 && s.st.Mode&unix.S_ISVTX == 0 {
-			return refuse(fmt.Sprintf("the %s on the way is writable by group or others (mode %v, not sticky), who could put any directory there", what, os.FileMode(s.st.Mode&0o777)))
+		if !s.Link && s.Stat.Mode&0o022 != 0 && s.Stat.Mode&unix.S_ISVTX == 0 {
+			return refuse(fmt.Sprintf("the %s on the way is writable by group or others (mode %v, not sticky), who could put any directory there", what, os.FileMode(s.Stat.Mode&0o777)))
 		}
 	}
 	return nil
