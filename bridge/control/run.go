@@ -9,6 +9,7 @@ import (
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -49,7 +50,7 @@ func Run(ctx context.Context, spec RunSpec) (*bridge.Result, error) {
 	}
 	sess, err := bridge.Open(bcfg)
 	if err != nil {
-		return nil, &SessionError{err, "check bridge.session_dir (or $XDG_RUNTIME_DIR, /dev/shm): it must be a directory you own that others cannot write"}
+		return nil, &SessionError{hint.Hinted{Err: err, Help: "check bridge.session_dir (or $XDG_RUNTIME_DIR, /dev/shm): it must be a directory you own that others cannot write"}}
 	}
 	sessID = sess.ID()
 	if bcfg.Keep && spec.Kept != nil {
@@ -62,7 +63,7 @@ func Run(ctx context.Context, spec RunSpec) (*bridge.Result, error) {
 	if p := spec.Process; p.UID != os.Geteuid() && c.Entry.Strength > 0 {
 		if err := sess.Allow(p.UID, p.GID); err != nil {
 			sess.Close()
-			return nil, &SessionError{err, "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners"}
+			return nil, &SessionError{hint.Hinted{Err: err, Help: "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners"}}
 		}
 	}
 	res, runErr := sess.Run(ctx, c.Backend, spec.Process)
@@ -78,16 +79,7 @@ func Run(ctx context.Context, spec RunSpec) (*bridge.Result, error) {
 
 // SessionError is a session that could not be set up (bridge.Open, its
 // ACLs), with how to fix it.
-type SessionError struct {
-	Err  error
-	Help string
-}
-
-func (e *SessionError) Error() string { return e.Err.Error() }
-func (e *SessionError) Unwrap() error { return e.Err }
-
-// Hint implements the internal/hint carrier.
-func (e *SessionError) Hint() string { return e.Help }
+type SessionError struct{ hint.Hinted }
 
 // InsideWorkspace is where the chosen sandbox sees the host workspace
 // ("" when it does not).
