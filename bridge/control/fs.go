@@ -321,11 +321,8 @@ func (f *FS) Stat(path string) (*FileInfo, error) {
 // Mkdir makes the directory path; with parents, missing parents too and
 // an existing directory is no error.
 func (f *FS) Mkdir(path string, parents bool) error {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return err
 	}
 	if rel == "." {
@@ -361,11 +358,8 @@ func (f *FS) Mkdir(path string, parents bool) error {
 // when empty unless recursive. With force, a missing path is no error.
 // The workspace itself and protected paths are refused.
 func (f *FS) Remove(path string, recursive, force bool) error {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return err
 	}
 	if rel == "." {
@@ -403,7 +397,7 @@ func (f *FS) Rename(path, newPath string, replace bool) error {
 	if rel == "." || nrel == "." {
 		return refused(path, "or the new path is the workspace itself")
 	}
-	if err := f.checkWritable(path); err != nil {
+	if _, err := f.writableRel(path); err != nil {
 		return err
 	}
 	d, base, err := f.walkParent(path, rel, false)
@@ -536,11 +530,8 @@ func (f *FS) walkParent(path, rel string, create bool) (*hostilefs.Dir, string, 
 // writeParent is walkParent for a change: the workspace must be
 // writable, missing parents are made.
 func (f *FS) writeParent(path string) (*hostilefs.Dir, string, *hostilefs.Owner, error) {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return nil, "", nil, err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return nil, "", nil, err
 	}
 	// Refused at once, before any directory is made.
@@ -555,12 +546,15 @@ func (f *FS) writeParent(path string) (*hostilefs.Dir, string, *hostilefs.Owner,
 	return d, base, owner, err
 }
 
-func (f *FS) checkWritable(path string) error {
-	if !f.o.Writable {
-		return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", quote(path)),
-			Help: "open the sandbox with a writable workspace (writableWorkspace / --writable-workspace) to write files"}
+// writableRel is path relative to the workspace (rel) for a change: the
+// workspace must be writable.
+func (f *FS) writableRel(path string) (string, error) {
+	rel, err := f.rel(path)
+	if err != nil || f.o.Writable {
+		return rel, err
 	}
-	return nil
+	return "", &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", quote(path)),
+		Help: "open the sandbox with a writable workspace (writableWorkspace / --writable-workspace) to write files"}
 }
 
 // owner is who owns what the file API makes: as root, the workspace
