@@ -355,19 +355,8 @@ func checkPlace(p string, untrusted []string) error {
 	if d, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
 		real = filepath.Join(d, filepath.Base(clean))
 	}
-	for _, u := range untrusted {
-		if u == "" {
-			continue
-		}
-		ru, err := filepath.EvalSymlinks(u)
-		if err != nil {
-			ru = filepath.Clean(u)
-		}
-		for _, q := range []string{clean, real} {
-			if fspath.Within(q, ru) || fspath.Within(q, filepath.Clean(u)) {
-				return fmt.Errorf("%s is inside %s, which the sandbox can write", p, ru)
-			}
-		}
+	if ru := fspath.UntrustedDir(untrusted, clean, real); ru != "" {
+		return fmt.Errorf("%s is inside %s, which the sandbox can write", p, ru)
 	}
 	return nil
 }
