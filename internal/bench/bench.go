@@ -214,37 +214,32 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Machine: machineInfo(), Sandbox: en.Backend.Name()}
-	progress := e.Progress
-
-	progress(fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N))
-	if rep.RoundTrip, rep.Alone, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N); err != nil {
-		return nil, err
+	// The rows, in order: whether it is measured, what progress says, how.
+	steps := []struct {
+		on   bool
+		what string
+		run  func() error
+	}{
+		{true, fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N), func() (err error) {
+			rep.RoundTrip, rep.Alone, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N)
+			return err
+		}},
+		{true, fmt.Sprintf("parallel, %d x %d calls", o.K, o.M), func() (err error) { rep.Parallel, err = e.parallel(ctx, o.K, o.M); return err }},
+		{true, fmt.Sprintf("poll mode, %d calls", o.PollN), func() (err error) { rep.Poll, err = e.pollRoundTrip(ctx, o.PollN); return err }},
+		{true, fmt.Sprintf("slow gate, %d calls", o.SlowN), func() (err error) { rep.Slow, err = e.slow(ctx, o.SlowN); return err }},
+		{o.HTTPN > 0, fmt.Sprintf("http gate and curl, %d requests each", o.HTTPN), func() (err error) { rep.HTTP, err = e.httpRow(ctx, o.HTTPN); return err }},
+		{true, fmt.Sprintf("session, %d runs each", o.SessionN), func() (err error) { rep.Session, err = e.session(ctx, o.SessionN); return err }},
+		{o.MemCalls > 0, fmt.Sprintf("memory, %d calls", o.MemCalls), func() (err error) {
+			rep.Memory, err = e.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers)
+			return err
+		}},
 	}
-	progress(fmt.Sprintf("parallel, %d x %d calls", o.K, o.M))
-	if rep.Parallel, err = e.parallel(ctx, o.K, o.M); err != nil {
-		return nil, err
-	}
-	progress(fmt.Sprintf("poll mode, %d calls", o.PollN))
-	if rep.Poll, err = e.pollRoundTrip(ctx, o.PollN); err != nil {
-		return nil, err
-	}
-	progress(fmt.Sprintf("slow gate, %d calls", o.SlowN))
-	if rep.Slow, err = e.slow(ctx, o.SlowN); err != nil {
-		return nil, err
-	}
-	if o.HTTPN > 0 {
-		progress(fmt.Sprintf("http gate and curl, %d requests each", o.HTTPN))
-		if rep.HTTP, err = e.httpRow(ctx, o.HTTPN); err != nil {
-			return nil, err
+	for _, st := range steps {
+		if !st.on {
+			continue
 		}
-	}
-	progress(fmt.Sprintf("session, %d runs each", o.SessionN))
-	if rep.Session, err = e.session(ctx, o.SessionN); err != nil {
-		return nil, err
-	}
-	if o.MemCalls > 0 {
-		progress(fmt.Sprintf("memory, %d calls", o.MemCalls))
-		if rep.Memory, err = e.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers); err != nil {
+		e.Progress(st.what)
+		if err := st.run(); err != nil {
 			return nil, err
 		}
 	}
