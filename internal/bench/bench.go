@@ -381,13 +381,18 @@ func writeFloor(tmp string) error {
 // seqScript calls each command given after N in turn, N times, timing each
 // call with $EPOCHREALTIME and checking its output; it prints one line per
 // call (T cmd start_us end_us, or F cmd exit output) and then `times`.
-const seqScript = `n=$1; shift
-o=${TMPDIR:-/tmp}/bench-out.$$
-log=
+var seqScript = "n=$1; shift\no=${TMPDIR:-/tmp}/bench-out.$$\n" + timedCalls(`"$c" hello`) + "echo TIMES\ntimes\n"
+
+// timedCalls is the loop of seqScript and httpScript: each command in
+// "$@" in turn, n times, called as call (which names it "$c") with its
+// output to "$o", timed with $EPOCHREALTIME and checked to be hello; one
+// line per call (T cmd start_us end_us, or F cmd exit output).
+func timedCalls(call string) string {
+	return fmt.Sprintf(`log=
 for ((i=0; i<n; i++)); do
 	for c in "$@"; do
 		a=$EPOCHREALTIME
-		"$c" hello > "$o"; x=$?
+		%s > "$o"; x=$?
 		b=$EPOCHREALTIME
 		r=; read -r r < "$o"
 		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
@@ -397,10 +402,9 @@ for ((i=0; i<n; i++)); do
 		fi
 	done
 done
-printf '%s' "$log"
-echo TIMES
-times
-`
+printf '%%s' "$log"
+`, call)
+}
 
 // latencies parses seqScript output into a row per command name.
 func latencies(out string) (map[string]*LatencyRow, [4]float64, error) {
@@ -808,24 +812,7 @@ func (r *Report) Print(w io.Writer) {
 
 // httpScript is seqScript for requests: it runs each command given after
 // N and URL as `CMD -s URL`, N times, and the server answers hello.
-const httpScript = `n=$1 u=$2; shift 2
-o=${TMPDIR:-/tmp}/bench-http.$$
-log=
-for ((i=0; i<n; i++)); do
-	for c in "$@"; do
-		a=$EPOCHREALTIME
-		"$c" -s "$u" > "$o"; x=$?
-		b=$EPOCHREALTIME
-		r=; read -r r < "$o"
-		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
-			log+="T ${c##*/} ${a/[.,]/} ${b/[.,]/}"$'\n'
-		else
-			log+="F ${c##*/} $x ${r:0:40}"$'\n'
-		fi
-	done
-done
-printf '%s' "$log"
-`
+var httpScript = "n=$1 u=$2; shift 2\no=${TMPDIR:-/tmp}/bench-http.$$\n" + timedCalls(`"$c" -s "$u"`)
 
 // httpRow serves "hello" on 127.0.0.1, makes an http gate for it (in the
 // session's registry, while the row runs), and times n requests through
