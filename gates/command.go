@@ -297,21 +297,7 @@ func untrustedPathDir(d string, untrusted []string) string {
 // written, or "" when none does. paths must be clean and absolute; ""
 // entries of untrusted are skipped.
 func UntrustedDir(untrusted []string, paths ...string) string {
-	for _, u := range untrusted {
-		if u == "" {
-			continue
-		}
-		ru, err := filepath.EvalSymlinks(u)
-		if err != nil {
-			ru = filepath.Clean(u)
-		}
-		for _, p := range paths {
-			if fspath.Within(p, ru) || fspath.Within(p, filepath.Clean(u)) {
-				return ru
-			}
-		}
-	}
-	return ""
+	return fspath.UntrustedDir(untrusted, paths...)
 }
 
 func (g *commandGate) makeSpec(s CommandSpec) Spec {

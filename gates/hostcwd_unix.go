@@ -56,10 +56,7 @@ func untrustedCwd(dir string, untrusted []string, workspace string, protected []
 		if u == "" {
 			continue
 		}
-		ru, err := filepath.EvalSymlinks(u)
-		if err != nil {
-			ru = filepath.Clean(u)
-		}
+		ru := fspath.Resolved(u)
 		in := fspath.Within(real, ru)
 		if !in && (fspath.Within(clean, ru) || fspath.Within(clean, filepath.Clean(u))) {
 			return nil, nil, fmt.Errorf("%s lies in %s, which the sandbox can write, and leads out of it through a link: name the directory the link points to", dir, ru)

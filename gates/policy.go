@@ -2,6 +2,7 @@ package gates
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -317,11 +318,7 @@ func (p *argPolicy) optionsText() string {
 	if len(p.options) == 0 {
 		return "; this gate takes no options"
 	}
-	names := make([]string, 0, len(p.options))
-	for n := range p.options {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(p.options))
 	return "; allowed: " + strings.Join(names, ", ")
 }
 
@@ -335,11 +332,7 @@ func (p *argPolicy) usage() (string, []Param) {
 			Description: "Each argument must be " + p.legacyText() + "."})
 		return b.String(), params
 	}
-	names := make([]string, 0, len(p.options))
-	for n := range p.options {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(p.options))
 	for _, n := range names {
 		r := p.options[n]
 		if r.re != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,14 +258,5 @@ func parse(path string, data []byte) ([]Grant, error) {
 	return doc.Grants, nil
 }
 
-// hinted is an error with a hint for the person (internal/hint).
-type hinted struct {
-	err  error
-	hint string
-}
-
-func (e *hinted) Error() string { return e.err.Error() }
-func (e *hinted) Unwrap() error { return e.err }
-func (e *hinted) Hint() string  { return e.hint }
-
-func withHint(err error, h string) error { return &hinted{err, h} }
+// withHint is err with a hint for the person (internal/hint).
+func withHint(err error, h string) error { return hint.With(err, h) }

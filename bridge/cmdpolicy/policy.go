@@ -273,6 +273,16 @@ func (r Result) show() string {
 // Go-quoted (so a quoted word always holds a backslash and a raw one
 // never does: neither can pass for the other, or forge a line).
 func showSource(words []string) string {
+	return showWords(words, func(w string) bool {
+		return !utf8.ValidString(w) || strings.ContainsFunc(w, func(c rune) bool {
+			return c == '\\' || c != ' ' && !strconv.IsGraphic(c)
+		})
+	})
+}
+
+// showWords joins words by spaces for a message, at most 16 of them, each
+// cut at 200 bytes (the cut said) and Go-quoted when quote says so.
+func showWords(words []string, quote func(string) bool) string {
 	const maxWords, maxWord = 16, 200
 	var b strings.Builder
 	for i, w := range words {
@@ -288,9 +298,7 @@ func showSource(words []string) string {
 			cut = fmt.Sprintf("…(%d bytes)", len(w))
 			w = w[:maxWord]
 		}
-		if !utf8.ValidString(w) || strings.ContainsFunc(w, func(c rune) bool {
-			return c == '\\' || c != ' ' && !strconv.IsGraphic(c)
-		}) {
+		if quote(w) {
 			w = strconv.Quote(w)
 		}
 		b.WriteString(w)
@@ -339,30 +347,11 @@ func (r Result) String() string {
 // and cut when long, so a command from a sandbox cannot pass for another
 // line or another word.
 func ShowCommand(argv []string) string {
-	const maxWords, maxWord = 16, 200
-	var b strings.Builder
-	for i, w := range argv {
-		if i == maxWords {
-			fmt.Fprintf(&b, " …(%d more words)", len(argv)-maxWords)
-			break
-		}
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		cut := ""
-		if len(w) > maxWord {
-			cut = fmt.Sprintf("…(%d bytes)", len(w))
-			w = w[:maxWord]
-		}
-		if w == "" || strings.ContainsFunc(w, func(c rune) bool {
+	return showWords(argv, func(w string) bool {
+		return w == "" || strings.ContainsFunc(w, func(c rune) bool {
 			return c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f || c == 0xfffd || !strconv.IsPrint(c)
-		}) {
-			w = strconv.Quote(w)
-		}
-		b.WriteString(w)
-		b.WriteString(cut)
-	}
-	return b.String()
+		})
+	})
 }
 
 // worse reports whether r is more restrictive than o.

@@ -386,11 +386,8 @@ func (f *FS) Mkdir(path string, parents bool) error {
 }
 
 func (f *FS) mkdir(path string, parents bool) error {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return err
 	}
 	if rel == "." {
@@ -430,11 +427,8 @@ func (f *FS) Remove(path string, recursive, force bool) error {
 }
 
 func (f *FS) remove(path string, recursive, force bool) error {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return err
 	}
 	if rel == "." {
@@ -479,7 +473,7 @@ func (f *FS) rename(path, newPath string, replace bool) error {
 	if rel == "." || nrel == "." {
 		return refused(path, "or the new path is the workspace itself")
 	}
-	if err := f.checkWritable(path); err != nil {
+	if _, err := f.writableRel(path); err != nil {
 		return err
 	}
 	// A directory renamed onto the parent of a protected entry of more
@@ -649,11 +643,8 @@ func (f *FS) walkParent(path, rel string, create bool) (*hostilefs.Dir, string, 
 // writeParent is walkParent for a change: the workspace must be
 // writable, missing parents are made.
 func (f *FS) writeParent(path string) (*hostilefs.Dir, string, *hostilefs.Owner, error) {
-	rel, err := f.rel(path)
+	rel, err := f.writableRel(path)
 	if err != nil {
-		return nil, "", nil, err
-	}
-	if err := f.checkWritable(path); err != nil {
 		return nil, "", nil, err
 	}
 	// Refused at once, before any directory is made.
@@ -668,12 +659,15 @@ func (f *FS) writeParent(path string) (*hostilefs.Dir, string, *hostilefs.Owner,
 	return d, base, owner, err
 }
 
-func (f *FS) checkWritable(path string) error {
-	if !f.o.Writable {
-		return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", quote(path)),
-			Help: "open the sandbox with a writable workspace (writableWorkspace / --writable-workspace) to write files"}
+// writableRel is path relative to the workspace (rel) for a change: the
+// workspace must be writable.
+func (f *FS) writableRel(path string) (string, error) {
+	rel, err := f.rel(path)
+	if err != nil || f.o.Writable {
+		return rel, err
 	}
-	return nil
+	return "", &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", quote(path)),
+		Help: "open the sandbox with a writable workspace (writableWorkspace / --writable-workspace) to write files"}
 }
 
 // owner is who owns what the file API makes: as root, the workspace

@@ -17,7 +17,7 @@ import (
 func TestServeOpenErrorKeepsHint(t *testing.T) {
 	c := testControl()
 	c.CheckWorkspace = func(string, bool) error {
-		return &hinted{errors.New("it holds the token file"), "keep the token file outside every workspace"}
+		return hint.With(errors.New("it holds the token file"), "keep the token file outside every workspace")
 	}
 	st, _ := mcp.NewInMemoryTransports()
 	err := testServer(t, Options{Control: c}).Serve(context.Background(), st)

@@ -11,21 +11,11 @@ import (
 // its refusal, a control.KindPolicy error, is a tool error (toolError)
 // that names the command and the rule, then its hint.
 
-// hinted is an error with a hint (internal/hint).
-type hinted struct {
-	err  error
-	help string
-}
-
-func (e *hinted) Error() string { return e.err.Error() }
-func (e *hinted) Unwrap() error { return e.err }
-func (e *hinted) Hint() string  { return e.help }
-
 // toolError is err as a model reads it in a tool error: the message,
 // then its hint on a line of its own.
 func toolError(err error) error {
 	if h := hint.Of(err); h != "" {
-		return &hinted{fmt.Errorf("%w\nhint: %s", err, h), h}
+		return hint.With(fmt.Errorf("%w\nhint: %s", err, h), h)
 	}
 	return err
 }

@@ -5,7 +5,9 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -320,11 +322,7 @@ func Schema() ([]byte, error) {
 	if err := g.envelope(); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(protocolMethods))
-	for m := range protocolMethods {
-		names = append(names, m)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(protocolMethods))
 	var client, server []*jsonSchema
 	for _, m := range names {
 		spec := protocolMethods[m]

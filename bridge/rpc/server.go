@@ -277,30 +277,27 @@ func (c *conn) writeLoop(w io.Writer) {
 		}
 	}
 	out, prio := c.out, c.prio
+	// take writes a line received from *ch, or, when *ch is closed, stops
+	// receiving from it.
+	take := func(ch *chan []byte, line []byte, ok bool) {
+		if !ok {
+			*ch = nil
+			return
+		}
+		write(line)
+	}
 	for out != nil || prio != nil {
-		select {
+		select { // prio first
 		case line, ok := <-prio:
-			if !ok {
-				prio = nil
-				continue
-			}
-			write(line)
+			take(&prio, line, ok)
 			continue
 		default:
 		}
 		select {
 		case line, ok := <-prio:
-			if !ok {
-				prio = nil
-				continue
-			}
-			write(line)
+			take(&prio, line, ok)
 		case line, ok := <-out:
-			if !ok {
-				out = nil
-				continue
-			}
-			write(line)
+			take(&out, line, ok)
 		}
 	}
 	if !failed {

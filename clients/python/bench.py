@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gatebridge_client import Client  # noqa: E402
@@ -61,21 +62,32 @@ def raw_protocol(starts: int, ws: str) -> None:
         send(100000 + i, "process/start", {"processId": "w%d" % i, "sandboxId": "s", "argv": ["true"]})
         until(lambda m: m.get("method") == "process/exited")
         subprocess.run(["true"], check=True)
+
+    def start(i: int) -> None:
+        send(10 + i, "process/start", {"processId": "p%d" % i, "sandboxId": "s", "argv": ["true"]})
+        until(lambda m: m.get("method") == "process/exited")
+
+    spawn, serve = interleaved(starts, start)
+    inp.close()
+    srv.wait()
+    print("one command, local, %d each%s, bare protocol loop: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
+          % (starts, gap_note(), serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+
+
+def interleaved(n: int, start: Callable[[int], None]) -> Tuple[float, float]:
+    """n rounds, each after GAP: subprocess.run(["true"]), then start(i);
+    the seconds each took in all, (spawn, serve)."""
     spawn = serve = 0.0
-    for i in range(starts):
+    for i in range(n):
         time.sleep(GAP)
         t0 = time.perf_counter()
         subprocess.run(["true"], check=True)
         spawn += time.perf_counter() - t0
         time.sleep(GAP)
         t1 = time.perf_counter()
-        send(10 + i, "process/start", {"processId": "p%d" % i, "sandboxId": "s", "argv": ["true"]})
-        until(lambda m: m.get("method") == "process/exited")
+        start(i)
         serve += time.perf_counter() - t1
-    inp.close()
-    srv.wait()
-    print("one command, local, %d each%s, bare protocol loop: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
-          % (starts, gap_note(), serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
+    return spawn, serve
 
 
 def gap_note() -> str:
@@ -98,20 +110,14 @@ def main() -> int:
             for _ in range(WARM):  # the same warm-up as the bare loop's
                 sb.run(["true"])
                 subprocess.run(["true"], check=True)
-            spawn = serve = 0.0
             starts = rounds * BATCH
-            for _ in range(starts):
-                time.sleep(GAP)
-                t0 = time.perf_counter()
-                subprocess.run(["true"], check=True)
-                spawn += time.perf_counter() - t0
-                time.sleep(GAP)
-                t1 = time.perf_counter()
+
+            def run_true(_: int) -> None:
                 r = sb.run(["true"])
-                serve += time.perf_counter() - t1
                 if r.exit_code != 0:
-                    print("true failed: %r" % r.stderr, file=sys.stderr)
-                    return 1
+                    raise SystemExit("true failed: %r" % r.stderr)  # exit 1, the message on stderr
+
+            spawn, serve = interleaved(starts, run_true)
             print("one command, local, %d each%s, this client: through serve %.2f ms, subprocess.run %.2f ms, ratio %.2f"
                   % (starts, gap_note(), serve / starts * 1e3, spawn / starts * 1e3, serve / spawn))
             raw_protocol(starts, ws)

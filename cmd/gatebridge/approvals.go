@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,67 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge/approval"
-	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/tty"
 )
-
-// grantsStore is the grants file: approvals.grants_file, or
-// $XDG_CONFIG_HOME/gatebridge/grants.yaml.
-func grantsStore(cfg *Config) (*approval.Store, error) {
-	s, err := approval.OpenStore(cfg.Approvals.GrantsFile)
-	if err != nil {
-		return nil, &configError{Key: "approvals.grants_file", Msg: err.Error(), Help: "an absolute path outside every workspace"}
-	}
-	return s, nil
-}
-
-// newRunApprovals is the decider of run and sandbox exec: it asks the
-// person at the controlling terminal (term; nil when no gate asks or
-// there is no terminal) and records every decision in the audit log.
-func newRunApprovals(cfg *Config, reg *gates.Registry, workspace string, local bool, audit io.Writer) (*approval.Decider, *approval.Terminal, error) {
-	store, err := grantsStore(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := store.Inside(workspace); err != nil {
-		return nil, nil, err
-	}
-	note := ""
-	if local {
-		note = approval.LocalNote
-	}
-	d, term := approval.WithTerminal(approvalConfig(cfg, store, audit), reg, note)
-	return d, term, nil
-}
-
-// approvalConfig is the approval decider's config (run, sandbox exec,
-// serve): approvals.*, the gates' settings, the command policy (checked
-// again at each gate call), the audit log.
-func approvalConfig(cfg *Config, store *approval.Store, audit io.Writer) approval.Config {
-	return approval.Config{Timeout: cfg.Approvals.Timeout, MaxPending: cfg.Approvals.MaxPending,
-		Store: store, Settings: approvalSettings(cfg), Commands: cfg.policy,
-		Record: func(r approval.Record) { auditLine(audit, r) }, Redact: cfg.secrets.Redactor().String}
-}
-
-// approvalSettings are the settings of command and http gates, by name
-// (MCP tools carry their own).
-func approvalSettings(cfg *Config) map[string]approval.Setting {
-	settings := map[string]approval.Setting{}
-	for _, c := range cfg.Gates.Commands {
-		settings[c.Name], _ = approval.ParseSetting(c.Approval)
-	}
-	for _, h := range cfg.Gates.HTTP {
-		settings[h.Name], _ = approval.ParseSetting(h.Approval)
-	}
-	return settings
-}
-
-// auditLine writes v as one JSON line to w (nil: nowhere).
-func auditLine(w io.Writer, v any) {
-	if line, err := json.Marshal(v); err == nil && w != nil {
-		w.Write(append(line, '\n'))
-	}
-}
 
 // termStdin is what the sandbox reads: when stdin is the terminal the
 // person answers on, what the Terminal routes to it (never an answer).
@@ -94,7 +34,7 @@ policy refuses. Grants live in approvals.grants_file
 	}
 	ls := &cobra.Command{Use: "ls", Short: "List the grants, each with what it allows in words", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := grantsStore(a.cfg)
+			store, err := a.cfg.GrantsStore()
 			if err != nil {
 				return err
 			}
@@ -121,7 +61,7 @@ policy refuses. Grants live in approvals.grants_file
 			if err != nil {
 				return &usageError{err}
 			}
-			store, err := grantsStore(a.cfg)
+			store, err := a.cfg.GrantsStore()
 			if err != nil {
 				return err
 			}
@@ -137,7 +77,7 @@ policy refuses. Grants live in approvals.grants_file
 	add.Flags().DurationVar(&f.For, "for", 0, "the grant expires after this long (e.g. 1h)")
 	rm := &cobra.Command{Use: "rm ID...", Short: "Remove grants (running gatebridge processes stop using them at once)", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := grantsStore(a.cfg)
+			store, err := a.cfg.GrantsStore()
 			for _, id := range args {
 				if err == nil {
 					if err = store.Remove(id); err == nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/config"
-	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/agent"
 )
 
@@ -35,17 +33,9 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared conf
 		return nil, &usageError{withHint(fmt.Errorf("serve: --attach %s: %w", dir, err), hint)}
 	}
 	if protected := opts.Process.ProtectedPaths; !readOnlyWorkspace && len(protected) > 0 {
-		ws := agent.ProtectedWorkspaces(protected, declared.ReadOnlyPaths)
-		if len(ws) == 0 {
-			var eg []string
-			for _, p := range protected {
-				eg = append(eg, path.Join("/workspace", p))
-			}
-			return nil, &usageError{withHint(
-				fmt.Errorf("serve: --attach with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container for any workspace (sandbox.attach.read_only_paths %q): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
-					strings.Join(protected, ", "), declared.ReadOnlyPaths),
-				fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare where, as absolute paths: for a workspace /workspace, sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
-					strings.Join(eg, ", "), strings.Join(eg, ",")))}
+		ws, err := agent.CheckDeclared(protected, declared.ReadOnlyPaths)
+		if err != nil {
+			return nil, &usageError{fmt.Errorf("serve: --attach %w", err)}
 		}
 		if opts.Logf != nil {
 			opts.Logf("gatebridge: serve: --attach: writable workspaces with their protected paths declared read-only (sandbox.attach.read_only_paths): %s", strings.Join(ws, ", "))
@@ -55,13 +45,10 @@ func attach(opts *rpc.Options, dir string, readOnlyWorkspace bool, declared conf
 		gatesFor := opts.Gates
 		opts.Gates = func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			if writable {
-				if un := agent.Uncovered(inside, protected, declared.ReadOnlyPaths); len(un) > 0 {
-					return nil, nil, &rpc.Error{Code: rpc.CodeInvalidParams,
-						Message: fmt.Sprintf("invalid params: \"workspace\" %s: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): the sandbox could write it", inside, strings.Join(un, ", ")),
-						Data:    map[string]string{"hint": agent.ProtectedHint(protected, declared.ReadOnlyPaths)}}
-				}
-				// No link on the way to one (see agent.Attached.Run).
-				if _, err := sandbox.ProtectedPaths(agent.Name, &sandbox.Spec{Workspace: inside, WorkspaceWritable: true, ProtectedPaths: protected}); err != nil {
+				var pe *agent.ProtectedError
+				if err := agent.CheckWritable(inside, protected, declared.ReadOnlyPaths); errors.As(err, &pe) {
+					return nil, nil, &rpc.Error{Code: rpc.CodeInvalidParams, Message: "invalid params: " + pe.Error(), Data: map[string]string{"hint": pe.Help}}
+				} else if err != nil {
 					return nil, nil, err
 				}
 			}

@@ -17,34 +17,6 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// chosenBackend is the backend a run uses, why, and what to release.
-type chosenBackend struct {
-	backend      sandbox.Backend
-	entry        sandbox.BackendEntry
-	reason       string
-	sessionsRoot string // persistent docker: sessions must live here
-	// reuseWorkspace is the host workspace a persistent sandbox was
-	// started with, symlinks resolved ("" when unknown or none).
-	reuseWorkspace string
-	closers        []func()
-}
-
-func (c *chosenBackend) close() {
-	for _, f := range c.closers {
-		f()
-	}
-}
-
-// insideWorkspace is where the sandbox sees the host workspace ("" when
-// it does not).
-func (c *chosenBackend) insideWorkspace(host string) string {
-	if m, ok := c.backend.(sandbox.WorkspaceMapper); ok {
-		in, _ := m.WorkspaceInside(host)
-		return in
-	}
-	return host
-}
-
 func dockerConfig(cfg *Config) docker.Config {
 	d, l := cfg.Sandbox.Docker, cfg.Sandbox.Limits
 	dc := docker.Config{
@@ -102,7 +74,7 @@ func choice(cfg *Config) control.Choice {
 // to an unsandboxed backend (with a warning here) only when
 // sandbox.allow_unsandboxed is set; sandbox.docker.reuse reopens a
 // persistent docker sandbox.
-func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry, stderr io.Writer) (*chosenBackend, error) {
+func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry, stderr io.Writer) (*control.Chosen, error) {
 	ch := choice(cfg)
 	if reuse := cfg.Sandbox.Docker.Reuse; reuse != "" {
 		if cfg.Sandbox.Backend != autoBackend && cfg.Sandbox.Backend != docker.Name {
@@ -115,17 +87,13 @@ func chooseBackend(ctx context.Context, cfg *Config, backends *sandbox.Registry,
 	if err != nil {
 		return nil, cliChoiceError(err)
 	}
-	chosen := &chosenBackend{backend: c.Backend, entry: c.Entry, reason: c.Reason, closers: []func(){c.Close}}
 	if c.Reason == "" {
-		chosen.reason = "chosen with sandbox.backend=" + c.Entry.Name
-	}
-	if p := c.Persistent; p != nil {
-		chosen.sessionsRoot, chosen.reuseWorkspace = p.SessionsRoot(), persistentWorkspace(p)
-	} else if c.Entry.Strength == 0 && strings.HasPrefix(c.Reason, autoBackend+":") {
+		c.Reason = "chosen with sandbox.backend=" + c.Entry.Name
+	} else if c.Entry.Strength == 0 && c.Persistent == nil && strings.HasPrefix(c.Reason, autoBackend+":") {
 		fmt.Fprintf(stderr, "gatebridge: warning: no sandbox available (%s); the command runs UNSANDBOXED on the host\n", strings.TrimPrefix(c.Reason, autoBackend+": "))
 		fmt.Fprintf(stderr, "gatebridge: hint: install bubblewrap or start Docker with the image present; sandbox.allow_unsandboxed allowed this\n")
 	}
-	return chosen, nil
+	return c, nil
 }
 
 // chooseAuto is what --sandbox auto picks (doctor): control.PickAuto, its
@@ -159,26 +127,12 @@ func (e *noSandboxError) Error() string {
 }
 func (e *noSandboxError) Unwrap() error { return e.err }
 
-// persistentWorkspace is the host workspace sb was started with, symlinks
-// resolved, or "" (none). It comes from the labels Open read: no second
-// request to the engine.
-func persistentWorkspace(sb sandbox.Persistent) string {
-	ws := sb.Workspace()
-	if ws == "" {
-		return ""
-	}
-	if r, err := filepath.EvalSymlinks(ws); err == nil {
-		return r
-	}
-	return filepath.Clean(ws)
-}
-
-// reused is what the config's place checks need of a persistent sandbox
+// reused is what the config's place checks need of a reopened sandbox
 // (none: the zero value).
-func (c *chosenBackend) reused(cfg *Config) config.Reused {
-	r := config.Reused{Name: cfg.Sandbox.Docker.Reuse, Workspace: c.reuseWorkspace, SessionsRoot: c.sessionsRoot}
-	if sb, ok := c.backend.(*docker.Sandbox); ok {
-		r.Mapper = sb
+func reused(cfg *Config, c *control.Chosen) config.Reused {
+	r := config.Reused{Name: cfg.Sandbox.Docker.Reuse, Workspace: c.ReusedWorkspace(), SessionsRoot: c.SessionsRoot()}
+	if m, ok := c.Persistent.(sandbox.WorkspaceMapper); ok {
+		r.Mapper = m
 	}
 	return r
 }

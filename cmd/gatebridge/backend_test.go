@@ -102,11 +102,11 @@ func TestChooseBackendExplicit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer chosen.close()
-	if chosen.backend.Name() != local.Name || chosen.entry.Strength != 0 || chosen.reason != "chosen with sandbox.backend=local" {
+	defer chosen.Close()
+	if chosen.Backend.Name() != local.Name || chosen.Entry.Strength != 0 || chosen.Reason != "chosen with sandbox.backend=local" {
 		t.Errorf("chosen = %+v", chosen)
 	}
-	if in := chosen.insideWorkspace("/some/ws"); in != "/some/ws" {
+	if in := chosen.InsideWorkspace("/some/ws"); in != "/some/ws" {
 		t.Errorf("local sees the workspace at %q", in)
 	}
 }

@@ -90,25 +90,25 @@ func runBench(cmd *cobra.Command, a *app, o bench.Options, asJSON bool) (retErr 
 	if err != nil {
 		return err
 	}
-	defer chosen.close()
+	defer chosen.Close()
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	runCmd := []string{self, "run", "--sandbox", chosen.backend.Name()}
-	if img := cfg.Sandbox.Docker.Image; img != "" && chosen.entry.Name == docker.Name {
+	runCmd := []string{self, "run", "--sandbox", chosen.Backend.Name()}
+	if img := cfg.Sandbox.Docker.Image; img != "" && chosen.Entry.Name == docker.Name {
 		runCmd = append(runCmd, "--image", img)
 	}
 	env := bench.Env{
-		Backend:         chosen.backend,
-		InsideWorkspace: chosen.insideWorkspace,
+		Backend:         chosen.Backend,
+		InsideWorkspace: chosen.InsideWorkspace,
 		SessionDir:      cfg.Bridge.SessionDir,
 		Limits:          cfg.BridgeLimits(),
 		RescanInterval:  cfg.Bridge.RescanInterval,
 		RunCommand:      runCmd,
 	}
-	if chosen.sessionsRoot != "" {
-		env.SessionDir = chosen.sessionsRoot
+	if root := chosen.SessionsRoot(); root != "" {
+		env.SessionDir = root
 	}
 	if !asJSON {
 		env.Progress = func(what string) { fmt.Fprintf(stderr, "gatebridge: bench: %s…\n", what) }

@@ -47,7 +47,7 @@ func loadConfig(path string, flags *pflag.FlagSet, backends *sandbox.Registry) (
 		return nil, used, err
 	}
 	cfg := &Config{Config: *l.Config}
-	if cfg.policy, err = compilePolicy(cfg); err != nil {
+	if cfg.policy, err = cfg.CompilePolicy(); err != nil {
 		return nil, used, err
 	}
 	if cfg.secrets, err = cfg.LoadSecrets(l.Data); err != nil {

@@ -129,7 +129,7 @@ func buildRegistry(ctx context.Context, kinds *gates.KindRegistry, cfg *Config, 
 		return nil, nil, err
 	}
 	// approval: deny refuses on every front end, asking or not
-	if err := approval.Refuse(reg, approvalSettings(cfg)); err != nil {
+	if err := approval.Refuse(reg, cfg.ApprovalSettings()); err != nil {
 		reg.Close()
 		return nil, nil, err
 	}

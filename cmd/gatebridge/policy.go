@@ -2,14 +2,12 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 )
@@ -18,34 +16,10 @@ import (
 // before it started (as a shell's "cannot execute").
 const ExitPolicy = 126
 
-// compilePolicy builds the command policy of cfg (nil without
-// policy.commands).
-func compilePolicy(cfg *Config) (*cmdpolicy.Policy, error) {
-	if cfg.Policy.Commands == nil {
-		return nil, nil
-	}
-	pc := cfg.Policy.Commands // the values in effect, for config show
-	pc.Default = cmp.Or(pc.Default, "allow")
-	pc.Unknown = cmp.Or(pc.Unknown, "ask")
-	var gateNames []string
-	for _, g := range cfg.Gates.Commands {
-		gateNames = append(gateNames, g.Name)
-	}
-	for _, g := range cfg.Gates.HTTP {
-		gateNames = append(gateNames, g.Name)
-	}
-	p, err := cmdpolicy.New(*cfg.Policy.Commands, cmdpolicy.WithGates(gateNames...))
-	var ce *cmdpolicy.ConfigError
-	if errors.As(err, &ce) {
-		return nil, &configError{Key: ce.Key, Msg: ce.Msg, Help: ce.Help}
-	}
-	return p, err
-}
-
 // checkCommandPolicy decides argv before anything starts (run, sandbox
 // exec): a deny is the refusal (exit 126; a command over
-// sandbox.max_command_bytes: 125); an ask is returned, for
-// askCommandPolicy once the terminal is open.
+// sandbox.max_command_bytes: 125); an ask is returned, for run to ask
+// once the terminal is open (no terminal: refused at once, with a hint).
 func checkCommandPolicy(cfg *Config, argv []string) (cmdpolicy.Result, error) {
 	if err := control.CheckCommandSize(argv, cmp.Or(cfg.Sandbox.MaxCommandBytes, control.DefaultMaxCommandBytes)); err != nil {
 		return cmdpolicy.Result{}, &usageError{err}
@@ -55,17 +29,6 @@ func checkCommandPolicy(cfg *Config, argv []string) (cmdpolicy.Result, error) {
 		return r, r.Err()
 	}
 	return r, nil
-}
-
-// askCommandPolicy asks the person at the controlling terminal about
-// argv when the policy said ask (r), with the approval prompt (the
-// command, the rule; y/n): nil to run it, else the refusal (exit 126; no
-// terminal: at once, with a hint).
-func askCommandPolicy(ctx context.Context, d *approval.Decider, argv []string, r cmdpolicy.Result) error {
-	if r.Decision != cmdpolicy.Ask {
-		return nil
-	}
-	return d.DecideCommand(ctx, argv, r, "run", nil)
 }
 
 func newPolicyCmd(a *app) *cobra.Command {

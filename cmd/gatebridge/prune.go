@@ -128,13 +128,5 @@ func pruneEngine(ctx context.Context, cfg *Config) (*docker.Backend, error) {
 			return nil, nil // no engine here
 		}
 	}
-	d, err := newDocker(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.Ping(ctx); err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return engine(ctx, cfg)
 }

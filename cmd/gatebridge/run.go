@@ -15,11 +15,11 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/lossless"
 	"github.com/gatebridge/gatebridge/internal/tty"
-	"github.com/gatebridge/gatebridge/sandbox"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -93,38 +93,16 @@ func printJSONError(w io.Writer, err error) {
 	enc.Encode(res)
 }
 
-// errorKind classifies a gatebridge failure for run --json.
+// errorKind classifies a gatebridge failure for run --json: a bad config
+// or usage is cmd's to name, the rest control's.
 func errorKind(err error) string {
 	var ce *configError
 	var ue *usageError
-	var se *sandbox.Error
-	var be *bridgeError
-	if _, ok := cmdpolicy.IsDenied(err); ok {
-		return "policy_denied"
-	}
-	switch {
-	case errors.As(err, &ce), errors.As(err, &ue):
+	if _, denied := cmdpolicy.IsDenied(err); !denied && (errors.As(err, &ce) || errors.As(err, &ue)) {
 		return "config"
-	case errors.Is(err, sandbox.ErrImageRefused):
-		return "image_refused"
-	case errors.Is(err, sandbox.ErrImagePull):
-		return "image_pull"
-	case errors.Is(err, sandbox.ErrImageMissing):
-		return "image_missing"
-	case errors.Is(err, sandbox.ErrUnavailable), errors.As(err, &se):
-		return "sandbox_unavailable"
-	case errors.As(err, &be):
-		return "session"
-	default:
-		return "internal"
 	}
+	return control.RunErrorKind(err)
 }
-
-// bridgeError marks a session setup failure (bridge.Open).
-type bridgeError struct{ err error }
-
-func (e *bridgeError) Error() string { return e.err.Error() }
-func (e *bridgeError) Unwrap() error { return e.err }
 
 // jsonResult is what run --json prints.
 type jsonResult struct {
@@ -163,25 +141,25 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		}
 		return err
 	}
-	defer chosen.close()
-	if strings.HasPrefix(chosen.reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
-		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.entry.Name, chosen.reason)
+	defer chosen.Close()
+	if strings.HasPrefix(chosen.Reason, autoBackend+":") && tty.IsTerminal(stderr) { // --json has it as sandbox_reason
+		fmt.Fprintf(stderr, "gatebridge: sandbox: %s (%s)\n", chosen.Entry.Name, chosen.Reason)
 	}
-	if workspace, err = cfg.WorkspaceInReused(workspace, chosen.reused(cfg)); err != nil {
+	if workspace, err = cfg.WorkspaceInReused(workspace, reused(cfg, chosen)); err != nil {
 		return err
 	}
-	if err := cfg.CheckPlaceInSandbox(cfg.configFile, cfg.configGiven, chosen.reused(cfg)); err != nil {
+	if err := cfg.CheckPlaceInSandbox(cfg.configFile, cfg.configGiven, reused(cfg, chosen)); err != nil {
 		return err
 	}
 
-	reg, _, err := buildRegistry(cmd.Context(), a.kinds, cfg, workspace, chosen.insideWorkspace(workspace), func(w string) { fmt.Fprintf(stderr, "gatebridge: warning: %s\n", w) })
+	reg, _, err := buildRegistry(cmd.Context(), a.kinds, cfg, workspace, chosen.InsideWorkspace(workspace), func(w string) { fmt.Fprintf(stderr, "gatebridge: warning: %s\n", w) })
 	if err != nil {
 		return err
 	}
 	defer reg.Close() // stops the MCP servers
 	var audit io.Writer
 	if cfg.Audit.Path != "" {
-		if err := cfg.CheckAuditPlace(workspace, chosen.reused(cfg)); err != nil {
+		if err := cfg.CheckAuditPlace(workspace, reused(cfg, chosen)); err != nil {
 			return err
 		}
 		f, err := cfg.OpenAudit()
@@ -191,63 +169,36 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		defer f.Close()
 		audit = f
 	}
-	decider, term, err := newRunApprovals(cfg, reg, workspace, chosen.entry.Strength == 0, audit)
+	decider, term, err := cfg.RunApprovals(reg, workspace, chosen.Entry.Strength == 0, cfg.policy, audit, cfg.secrets.Redactor().String)
 	if err != nil {
 		return err
 	}
 	if term != nil {
 		defer term.Close()
 	}
-	if err := askCommandPolicy(ctx, decider, args, policy); err != nil {
-		return err
+	if policy.Decision == cmdpolicy.Ask { // with the approval prompt (the command, the rule; y/n)
+		if err := decider.DecideCommand(ctx, args, policy, "run", nil); err != nil {
+			return err
+		}
 	}
-	var sessID string // set once the session is open, before any call
 	bcfg := cfg.SessionConfig()
 	bcfg.Gates, bcfg.Keep, bcfg.Audit, bcfg.Sandbox = reg, cfg.Bridge.KeepSession, audit, cfg.Sandbox.Docker.Reuse
 	bcfg.Redact = cfg.secrets.Redactor()
 	bcfg.Logf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	bcfg.Approve = decider.ApproveFunc(reg, workspace, func() string { return sessID })
-	if chosen.sessionsRoot != "" {
-		bcfg.Dir = chosen.sessionsRoot
-	}
-	if r, ok := chosen.backend.(sandbox.EventsReporter); ok && bcfg.Watch == bridge.WatchAuto && !r.HostEvents(ctx) {
-		bcfg.Watch = bridge.WatchPoll // the OCI runtime hides the container's writes from inotify
-	}
-	sess, err := bridge.Open(bcfg)
-	if err != nil {
-		return withHint(&bridgeError{err}, "check bridge.session_dir (or $XDG_RUNTIME_DIR, /dev/shm): it must be a directory you own that others cannot write")
-	}
-	sessID = sess.ID()
-	if cfg.Bridge.KeepSession {
-		fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", sess.Dirs().Root)
-	}
 	spec := cfg.SpecTemplate()
 	spec.Command, spec.Workspace, spec.Stdin = args, workspace, termStdin(term, cmd.InOrStdin())
 	spec.WorkspaceWritable = cfg.Sandbox.WritableWorkspace
 	spec.UID, spec.GID = cfg.RunAs(workspace)
-	// The command runs as spec.UID in an isolating backend: let that uid
-	// (alone) into the session. An unsandboxed backend (local) runs it as
-	// gatebridge itself, so letting another uid in would only widen who
-	// can read the session.
-	if spec.UID != os.Geteuid() && chosen.entry.Strength > 0 {
-		if err := sess.Allow(spec.UID, spec.GID); err != nil {
-			sess.Close()
-			return withHint(&bridgeError{err}, "put bridge.session_dir on a local filesystem (tmpfs, ext4) where gatebridge, as root, can set ACLs or change owners")
-		}
-	}
 	if !asJSON {
 		spec.Stdout, spec.Stderr = stdout, stderr
 		if term != nil { // held while the person is asked
 			spec.Stdout, spec.Stderr = term.Output(stdout), term.Output(stderr)
 		}
 	}
-	res, runErr := sess.Run(ctx, chosen.backend, spec)
-	closeErr := sess.Close()
-	if runErr != nil {
-		return runErr
-	}
-	if closeErr != nil && !cfg.Bridge.KeepSession {
-		fmt.Fprintf(stderr, "gatebridge: %v\n", closeErr)
+	res, err := control.Run(ctx, control.RunSpec{Chosen: chosen, Bridge: bcfg, Decider: decider, Process: spec,
+		Kept: func(dir string) { fmt.Fprintf(stderr, "gatebridge: session kept at %s\n", dir) }})
+	if err != nil {
+		return err
 	}
 	if !asJSON && res.Answer != nil {
 		// submit's answer is the command's result: show it (stderr, so
@@ -262,7 +213,7 @@ func (a *app) runCommand(cmd *cobra.Command, args []string, asJSON bool) error {
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(jsonResult{Result: res, SandboxReason: chosen.reason}); err != nil {
+		if err := enc.Encode(jsonResult{Result: res, SandboxReason: chosen.Reason}); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,18 +13,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatebridge/gatebridge/bridge"
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/internal/config"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/docker"
 )
 
-// sandboxName mirrors the names sandbox/docker accepts, so a bad name is a
-// usage error before the engine is contacted.
-var sandboxName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
+// checkSandboxName refuses a name sandbox/docker would refuse, as a usage
+// error, before the engine is contacted.
 func checkSandboxName(name string) error {
-	if !sandboxName.MatchString(name) {
+	if !docker.ValidName(name) {
 		return withHint(fmt.Errorf("sandbox: invalid name %q", name),
 			"a name is 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}
@@ -127,55 +125,24 @@ commands in it with 'gatebridge sandbox exec NAME -- CMD' or
 			if err := config.CheckWorkspacePath(workspace); err != nil {
 				return err
 			}
-			root := cfg.Sandbox.Docker.SessionsRoot
-			if root == "" {
-				if root, err = bridge.SandboxSessionsRoot(args[0]); err != nil {
-					return err
-				}
-			}
-			ctx := cmd.Context()
 			d, err := newDocker(cfg)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			// The engine and the image first: a start that fails there
-			// leaves nothing behind.
-			if err := d.Check(ctx); err != nil { // engine, image (pull attempt)
+			uid, gid := cfg.RunAs(workspace)
+			sb, root, err := control.StartNamed(cmd.Context(), d, sandbox.StartSpec{
+				Name: args[0], SessionsRoot: cfg.Sandbox.Docker.SessionsRoot, Workspace: workspace,
+				WorkspaceWritable: cfg.Sandbox.WritableWorkspace, ProtectedPaths: cfg.Sandbox.ProtectedPaths,
+				UID: uid, GID: gid, AllowRoot: cfg.Sandbox.AllowRoot,
+			}, func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) })
+			var re *bridge.SessionsRootError
+			if errors.As(err, &re) {
+				return &configError{Key: "sandbox.docker.sessions_root", Msg: re.Err.Error(), Help: re.Help}
+			} else if err != nil {
 				return imageHintCLI(err)
 			}
-			root, created, err := bridge.PrepareSessionsRoot(root)
-			if err != nil {
-				if created {
-					hostilefs.RemoveTree(root)
-				}
-				var re *bridge.SessionsRootError
-				if errors.As(err, &re) {
-					return &configError{Key: "sandbox.docker.sessions_root", Msg: re.Err.Error(), Help: re.Help}
-				}
-				return err
-			}
-			uid, gid := cfg.RunAs(workspace)
-			sb, err := d.Start(ctx, docker.StartOptions{
-				Name: args[0], SessionsRoot: root, Workspace: workspace,
-				WorkspaceWritable: cfg.Sandbox.WritableWorkspace,
-				UID:               uid, GID: gid, AllowRoot: cfg.Sandbox.AllowRoot,
-				ProtectedPaths: cfg.Sandbox.ProtectedPaths,
-			})
-			if err != nil {
-				if created {
-					// Not there before this start: it goes with it (a
-					// root this start did not make may be another
-					// sandbox's).
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					if rerr := d.RemoveUnusedRoot(cctx, root); rerr != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: could not remove the sessions root %s: %v (`gatebridge prune` retries)\n", root, rerr)
-					}
-					cancel()
-				}
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", sb.ID())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", sb.(*docker.Sandbox).ID())
 			fmt.Fprintf(cmd.ErrOrStderr(), "gatebridge: started sandbox %s (image %s, sessions %s, workspace %s%s)\n",
 				args[0], d.Config().Image, root, workspace, map[bool]string{true: ", writable", false: ", read-only"}[cfg.Sandbox.WritableWorkspace])
 			return nil

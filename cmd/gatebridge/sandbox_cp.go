@@ -79,7 +79,7 @@ copy to - and write it as that user instead.`,
 // / or . (./a:b).
 func cpRemote(s string) (name, path string, ok bool) {
 	name, path, ok = strings.Cut(s, ":")
-	if !ok || !sandboxName.MatchString(name) || path == "" {
+	if !ok || !docker.ValidName(name) || path == "" {
 		return "", "", false
 	}
 	return name, path, true

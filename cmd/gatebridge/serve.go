@@ -217,7 +217,7 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		}
 		audit, closeAudit = f, func() { f.Close() }
 	}
-	store, err := grantsStore(cfg)
+	store, err := cfg.GrantsStore()
 	if err != nil {
 		closeAudit()
 		return rpc.Options{}, nil, err
@@ -229,12 +229,12 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Settings:         backendSettings(cfg),
 		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed,
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
-			if err := serveCheckWorkspace(cfg, workspace, writable); err != nil {
+			if err := cfg.CheckServeWorkspace(workspace, writable, cfg.configFile); err != nil {
 				return nil, nil, err
 			}
 			return buildRegistry(context.Background(), a.kinds, cfg, workspace, inside, func(w string) { logf("gatebridge: warning: %s", w) })
 		},
-		Approvals:       approvalConfig(cfg, store, audit),
+		Approvals:       cfg.ApprovalConfig(store, cfg.policy, audit, cfg.secrets.Redactor().String),
 		Bridge:          bcfg,
 		Process:         cfg.SpecTemplate(),
 		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
@@ -244,16 +244,4 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Version: versionString(),
 		Logf:    logf,
 	}, closeAudit, nil
-}
-
-// serveCheckWorkspace refuses a sandbox whose workspace holds the config
-// file, the grants file, or, writable, the audit log
-// (config.CheckServeWorkspace).
-func serveCheckWorkspace(cfg *Config, workspace string, writable bool) error {
-	if store, err := grantsStore(cfg); err != nil {
-		return err
-	} else if err := store.Inside(workspace); err != nil {
-		return err
-	}
-	return cfg.CheckServeWorkspace(workspace, writable, cfg.configFile)
 }

@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -268,11 +269,7 @@ func (g *Gate) newRule(ctx context.Context, i int, rc Rule) (*rule, error) {
 	if len(r.methods) == 0 {
 		r.methods = []string{"GET", "HEAD"}
 	}
-	names := make([]string, 0, len(rc.Headers))
-	for n := range rc.Headers {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(rc.Headers))
 	for _, n := range names {
 		v := rc.Headers[n]
 		cn := textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(n))
@@ -616,11 +613,7 @@ func resolveRedirect(cur canonURL, loc string) (canonURL, error) {
 func writeHead(w io.Writer, resp *http.Response) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s\r\n", resp.Proto, resp.Status)
-	names := make([]string, 0, len(resp.Header))
-	for n := range resp.Header {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(resp.Header))
 	for _, n := range names {
 		for _, v := range resp.Header[n] {
 			fmt.Fprintf(&b, "%s: %s\r\n", n, v)

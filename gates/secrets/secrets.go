@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,11 +156,7 @@ type entry struct {
 // sources are captured now (see [Store.ScrubEnv]). Errors are [*Error]s.
 func New(srcs map[string]Source, opts Options) (*Store, error) {
 	s := &Store{opts: opts, srcs: map[string]Source{}, env: map[string]string{}, red: NewRedactor(), entries: map[string]*entry{}}
-	names := make([]string, 0, len(srcs))
-	for n := range srcs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(srcs))
 	for _, name := range names {
 		src := srcs[name]
 		bad := func(field, help, format string, a ...any) error {
@@ -220,11 +217,7 @@ func (s *Store) Names() []string {
 	if s == nil {
 		return nil
 	}
-	names := make([]string, 0, len(s.srcs))
-	for n := range s.srcs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(s.srcs))
 	return names
 }
 
@@ -355,19 +348,8 @@ func checkPlace(p string, untrusted []string) error {
 	if d, err := filepath.EvalSymlinks(filepath.Dir(clean)); err == nil {
 		real = filepath.Join(d, filepath.Base(clean))
 	}
-	for _, u := range untrusted {
-		if u == "" {
-			continue
-		}
-		ru, err := filepath.EvalSymlinks(u)
-		if err != nil {
-			ru = filepath.Clean(u)
-		}
-		for _, q := range []string{clean, real} {
-			if fspath.Within(q, ru) || fspath.Within(q, filepath.Clean(u)) {
-				return fmt.Errorf("%s is inside %s, which the sandbox can write", p, ru)
-			}
-		}
+	if ru := fspath.UntrustedDir(untrusted, clean, real); ru != "" {
+		return fmt.Errorf("%s is inside %s, which the sandbox can write", p, ru)
 	}
 	return nil
 }

@@ -31,18 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ -z "${GB:-}" ]; then
-	GB=$tmp/gatebridge
-	# Static, as make build makes it: persistent sandboxes then run it as
-	# their agent (commands without the exec API).
-	CGO_ENABLED=0 go build -o "$GB" ./cmd/gatebridge
-fi
-ws=$tmp/ws
-mkdir -p "$ws"
-chmod 755 "$tmp" "$ws"
-cd "$ws"
+. internal/bench/bench-setup.sh # GB, ws (the current directory), IMG checked
 
-docker image inspect "$IMG" >/dev/null 2>&1 || { echo "image $IMG missing: run make test-image" >&2; exit 1; }
 # Sessions in the default root (a tmpfs when one is writable), like the other rows.
 "$GB" sandbox start --image "$IMG" "$name" >/dev/null 2>&1
 # A plain container for `docker exec`, started like the CLI user would.

@@ -29,17 +29,8 @@ RUNTIMES=${RUNTIMES:-runc runsc}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -z "${GB:-}" ]; then
-	GB=$tmp/gatebridge
-	CGO_ENABLED=0 go build -o "$GB" ./cmd/gatebridge
-fi
-ws=$tmp/ws
-mkdir -p "$ws"
-chmod 755 "$tmp" "$ws"
-cd "$ws"
+. internal/bench/bench-setup.sh # GB, ws (the current directory), IMG checked
 export XDG_CACHE_HOME=$tmp/cache # measure each runtime afresh, once
-
-docker image inspect "$IMG" >/dev/null 2>&1 || { echo "image $IMG missing: run make test-image" >&2; exit 1; }
 have=$(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')
 rts=()
 for r in $RUNTIMES; do

@@ -214,37 +214,32 @@ func Run(ctx context.Context, en Env, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Machine: machineInfo(), Sandbox: en.Backend.Name()}
-	progress := e.Progress
-
-	progress(fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N))
-	if rep.RoundTrip, rep.Alone, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N); err != nil {
-		return nil, err
+	// The rows, in order: whether it is measured, what progress says, how.
+	steps := []struct {
+		on   bool
+		what string
+		run  func() error
+	}{
+		{true, fmt.Sprintf("round trip and floor, %d calls each, interleaved", o.N), func() (err error) {
+			rep.RoundTrip, rep.Alone, rep.Floor, rep.Process, err = e.roundTrip(ctx, o.N)
+			return err
+		}},
+		{true, fmt.Sprintf("parallel, %d x %d calls", o.K, o.M), func() (err error) { rep.Parallel, err = e.parallel(ctx, o.K, o.M); return err }},
+		{true, fmt.Sprintf("poll mode, %d calls", o.PollN), func() (err error) { rep.Poll, err = e.pollRoundTrip(ctx, o.PollN); return err }},
+		{true, fmt.Sprintf("slow gate, %d calls", o.SlowN), func() (err error) { rep.Slow, err = e.slow(ctx, o.SlowN); return err }},
+		{o.HTTPN > 0, fmt.Sprintf("http gate and curl, %d requests each", o.HTTPN), func() (err error) { rep.HTTP, err = e.httpRow(ctx, o.HTTPN); return err }},
+		{true, fmt.Sprintf("session, %d runs each", o.SessionN), func() (err error) { rep.Session, err = e.session(ctx, o.SessionN); return err }},
+		{o.MemCalls > 0, fmt.Sprintf("memory, %d calls", o.MemCalls), func() (err error) {
+			rep.Memory, err = e.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers)
+			return err
+		}},
 	}
-	progress(fmt.Sprintf("parallel, %d x %d calls", o.K, o.M))
-	if rep.Parallel, err = e.parallel(ctx, o.K, o.M); err != nil {
-		return nil, err
-	}
-	progress(fmt.Sprintf("poll mode, %d calls", o.PollN))
-	if rep.Poll, err = e.pollRoundTrip(ctx, o.PollN); err != nil {
-		return nil, err
-	}
-	progress(fmt.Sprintf("slow gate, %d calls", o.SlowN))
-	if rep.Slow, err = e.slow(ctx, o.SlowN); err != nil {
-		return nil, err
-	}
-	if o.HTTPN > 0 {
-		progress(fmt.Sprintf("http gate and curl, %d requests each", o.HTTPN))
-		if rep.HTTP, err = e.httpRow(ctx, o.HTTPN); err != nil {
-			return nil, err
+	for _, st := range steps {
+		if !st.on {
+			continue
 		}
-	}
-	progress(fmt.Sprintf("session, %d runs each", o.SessionN))
-	if rep.Session, err = e.session(ctx, o.SessionN); err != nil {
-		return nil, err
-	}
-	if o.MemCalls > 0 {
-		progress(fmt.Sprintf("memory, %d calls", o.MemCalls))
-		if rep.Memory, err = e.memory(ctx, o.MemFirst, o.MemCalls, o.MemWorkers); err != nil {
+		e.Progress(st.what)
+		if err := st.run(); err != nil {
 			return nil, err
 		}
 	}
@@ -386,13 +381,18 @@ func writeFloor(tmp string) error {
 // seqScript calls each command given after N in turn, N times, timing each
 // call with $EPOCHREALTIME and checking its output; it prints one line per
 // call (T cmd start_us end_us, or F cmd exit output) and then `times`.
-const seqScript = `n=$1; shift
-o=${TMPDIR:-/tmp}/bench-out.$$
-log=
+var seqScript = "n=$1; shift\no=${TMPDIR:-/tmp}/bench-out.$$\n" + timedCalls(`"$c" hello`) + "echo TIMES\ntimes\n"
+
+// timedCalls is the loop of seqScript and httpScript: each command in
+// "$@" in turn, n times, called as call (which names it "$c") with its
+// output to "$o", timed with $EPOCHREALTIME and checked to be hello; one
+// line per call (T cmd start_us end_us, or F cmd exit output).
+func timedCalls(call string) string {
+	return fmt.Sprintf(`log=
 for ((i=0; i<n; i++)); do
 	for c in "$@"; do
 		a=$EPOCHREALTIME
-		"$c" hello > "$o"; x=$?
+		%s > "$o"; x=$?
 		b=$EPOCHREALTIME
 		r=; read -r r < "$o"
 		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
@@ -402,10 +402,9 @@ for ((i=0; i<n; i++)); do
 		fi
 	done
 done
-printf '%s' "$log"
-echo TIMES
-times
-`
+printf '%%s' "$log"
+`, call)
+}
 
 // latencies parses seqScript output into a row per command name.
 func latencies(out string) (map[string]*LatencyRow, [4]float64, error) {
@@ -813,24 +812,7 @@ func (r *Report) Print(w io.Writer) {
 
 // httpScript is seqScript for requests: it runs each command given after
 // N and URL as `CMD -s URL`, N times, and the server answers hello.
-const httpScript = `n=$1 u=$2; shift 2
-o=${TMPDIR:-/tmp}/bench-http.$$
-log=
-for ((i=0; i<n; i++)); do
-	for c in "$@"; do
-		a=$EPOCHREALTIME
-		"$c" -s "$u" > "$o"; x=$?
-		b=$EPOCHREALTIME
-		r=; read -r r < "$o"
-		if [ "$x" -eq 0 ] && [ "$r" = hello ]; then
-			log+="T ${c##*/} ${a/[.,]/} ${b/[.,]/}"$'\n'
-		else
-			log+="F ${c##*/} $x ${r:0:40}"$'\n'
-		fi
-	done
-done
-printf '%s' "$log"
-`
+var httpScript = "n=$1 u=$2; shift 2\no=${TMPDIR:-/tmp}/bench-http.$$\n" + timedCalls(`"$c" -s "$u"`)
 
 // httpRow serves "hello" on 127.0.0.1, makes an http gate for it (in the
 // session's registry, while the row runs), and times n requests through

@@ -97,12 +97,17 @@ func (cfg *Config) CheckPlaceInSandbox(configFile, configGiven string, r Reused)
 	return nil
 }
 
-// CheckServeWorkspace refuses a sandbox whose workspace holds the config
-// file (configFile), or, writable, the audit log: the sandboxed command could change
+// CheckServeWorkspace refuses a sandbox whose workspace holds the grants
+// file, the config file (configFile), or, writable, the audit log: the sandboxed command could change
 // what the next gatebridge reads or erase the record of what it did. As
 // root it refuses a workspace whose path another user controls too
 // (CheckWorkspacePath).
 func (cfg *Config) CheckServeWorkspace(workspace string, writable bool, configFile string) error {
+	if store, err := cfg.GrantsStore(); err != nil {
+		return err
+	} else if err := store.Inside(workspace); err != nil {
+		return err
+	}
 	inside := func(p string) bool {
 		if p == "" {
 			return false

@@ -152,32 +152,61 @@ func ReadTrusted(path string, t Trust) (data []byte, real string, err error) {
 // through, and returns the resolved path of the last component (which it
 // does not check).
 func resolveTrusted(path string, me int) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", &TrustError{Problem: TrustIO, Path: path, Op: "abs", Err: err}
-	}
-	checkDir := func(dir string) error {
-		var st unix.Stat_t
-		if err := unix.Lstat(dir, &st); err != nil {
-			return &TrustError{Problem: TrustIO, Path: dir, Kind: "directory", Op: "lstat", Err: err}
+	return WalkPath(path, func(s PathStep) error {
+		if s.Link {
+			if s.UID != me && s.UID != 0 {
+				return &TrustError{Problem: TrustOwner, Path: s.Path, Kind: "symlink", UID: s.UID}
+			}
+			return nil
 		}
-		e := &TrustError{Path: dir, Kind: "directory", UID: int(st.Uid), Mode: fs.FileMode(st.Mode & 0o777)}
+		e := &TrustError{Path: s.Path, Kind: "directory", UID: s.UID, Mode: fs.FileMode(s.Mode & 0o777)}
 		switch {
-		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		case s.Mode&unix.S_IFMT != unix.S_IFDIR:
 			e.Problem = TrustNotDir
-		case int(st.Uid) != me && st.Uid != 0:
+		case s.UID != me && s.UID != 0:
 			e.Problem = TrustOwner
-		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+		case s.OpenToOthers():
 			e.Problem = TrustWritable
 		default:
 			return nil
 		}
 		return e
+	})
+}
+
+// WalkPath resolves path like the kernel does (symbolic links anywhere,
+// ".." after them, at most 40 links) and returns the resolved path of its
+// last component, which it does not stat. It calls step, in order, for
+// "/" and each directory a component is looked up in (a directory may
+// come more than once), and for each symbolic link before it is
+// followed; an error from step ends the walk. Whoever controls a step
+// controls what the path names: this is the one walk of the checks that
+// refuse a path someone else could redirect (ReadTrusted, and the
+// config's workspace check as root). A failed lstat or readlink is a
+// *TrustError (TrustIO), too many links one with TrustLinkLoop.
+func WalkPath(path string, step func(PathStep) error) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", &TrustError{Problem: TrustIO, Path: path, Op: "abs", Err: err}
 	}
-	if err := checkDir("/"); err != nil {
-		return "", err
+	lstat := func(p, kind string) (unix.Stat_t, error) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return st, &TrustError{Problem: TrustIO, Path: p, Kind: kind, Op: "lstat", Err: err}
+		}
+		return st, nil
 	}
 	resolved := "/"
+	dirStep := func() error {
+		st, err := lstat(resolved, "directory")
+		if err == nil {
+			err = step(PathStep{Path: resolved, UID: int(st.Uid), Mode: uint32(st.Mode)})
+		}
+		return err
+	}
+	if err := dirStep(); err != nil {
+		return "", err
+	}
 	rest := strings.Split(abs, "/")
 	for links := 0; len(rest) > 0; {
 		c := rest[0]
@@ -189,14 +218,19 @@ func resolveTrusted(path string, me int) (string, error) {
 			resolved = filepath.Dir(resolved)
 			continue
 		}
+		if resolved != "/" { // "/" was the first step
+			if err := dirStep(); err != nil {
+				return "", err
+			}
+		}
 		p := filepath.Join(resolved, c)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return "", &TrustError{Problem: TrustIO, Path: p, Op: "lstat", Err: err}
+		st, err := lstat(p, "")
+		if err != nil {
+			return "", err
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if int(st.Uid) != me && st.Uid != 0 {
-				return "", &TrustError{Problem: TrustOwner, Path: p, Kind: "symlink", UID: int(st.Uid)}
+			if err := step(PathStep{Path: p, UID: int(st.Uid), Mode: uint32(st.Mode), Link: true}); err != nil {
+				return "", err
 			}
 			if links++; links > 40 {
 				return "", &TrustError{Problem: TrustLinkLoop, Path: path}
@@ -211,22 +245,7 @@ func resolveTrusted(path string, me int) (string, error) {
 			rest = append(strings.Split(target, "/"), rest...)
 			continue
 		}
-		if remaining(rest) {
-			if err := checkDir(p); err != nil {
-				return "", err
-			}
-		}
 		resolved = p
 	}
 	return resolved, nil
-}
-
-// remaining reports whether rest still names a component.
-func remaining(rest []string) bool {
-	for _, c := range rest {
-		if c != "" && c != "." {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -224,5 +225,44 @@ func named(err error) error {
 		c.Backend = Name
 		return &c
 	}
+	return err
+}
+
+// ProtectedError is a protected path (sandbox.protected_paths) that the
+// read-only paths the pod declares (sandbox.attach.read_only_paths) do
+// not cover: a writable attached sandbox could plant what host tools run.
+type ProtectedError struct{ hint.Hinted }
+
+// CheckDeclared is the check of `serve --attach` with a writable
+// workspace, before anything is served: the workspaces whose protected
+// paths readOnly covers (ProtectedWorkspaces), or a *ProtectedError when
+// there is none.
+func CheckDeclared(protected, readOnly []string) ([]string, error) {
+	ws := ProtectedWorkspaces(protected, readOnly)
+	if len(ws) > 0 {
+		return ws, nil
+	}
+	var eg []string
+	for _, p := range protected {
+		eg = append(eg, path.Join("/workspace", p))
+	}
+	return nil, &ProtectedError{hint.Hinted{
+		Err: fmt.Errorf("with a writable workspace: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container for any workspace (sandbox.attach.read_only_paths %q): gatebridge cannot make it read-only there, and the sandbox could plant what host tools run",
+			strings.Join(protected, ", "), readOnly),
+		Help: fmt.Sprintf("mount each read-only in the sandbox's container (a readOnly subPath volumeMount of the workspace, as deploy/k8s/pod.yaml does), then declare where, as absolute paths: for a workspace /workspace, sandbox.attach.read_only_paths: [%s] (or GATEBRIDGE_SANDBOX_ATTACH_READ_ONLY_PATHS=%s); or mount the workspace read-only and pass --attach-readonly-workspace",
+			strings.Join(eg, ", "), strings.Join(eg, ","))}}
+}
+
+// CheckWritable refuses a writable sandbox on the workspace the sandbox
+// sees at inside, at its open, before anything runs (Run checks each
+// command again): a protected path readOnly does not cover (a
+// *ProtectedError), or a link on the way to one.
+func CheckWritable(inside string, protected, readOnly []string) error {
+	if un := Uncovered(inside, protected, readOnly); len(un) > 0 {
+		return &ProtectedError{hint.Hinted{
+			Err:  fmt.Errorf("%q %s: protected path %s (sandbox.protected_paths) is not declared read-only in the sandbox's container (sandbox.attach.read_only_paths): the sandbox could write it", "workspace", inside, strings.Join(un, ", ")),
+			Help: ProtectedHint(protected, readOnly)}}
+	}
+	_, err := sandbox.ProtectedPaths(Name, &sandbox.Spec{Workspace: inside, WorkspaceWritable: true, ProtectedPaths: protected})
 	return err
 }

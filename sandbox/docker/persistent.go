@@ -68,6 +68,12 @@ const ContainerPrefix = "gatebridge-"
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
+// ValidName reports whether name is a name a persistent sandbox may have
+// (1-63 letters, digits, '_', '.' or '-', starting with a letter or
+// digit), so that a front end can refuse a bad one before the engine is
+// asked.
+func ValidName(name string) bool { return validName.MatchString(name) }
+
 // ErrNotFound is returned when no persistent sandbox has the given name.
 var ErrNotFound = errors.New("docker: no such persistent sandbox")
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -208,11 +209,7 @@ func (b *Backend) askFacts(ctx context.Context) *engineFacts {
 
 // runtimeNames are the engine's runtimes, sorted.
 func (f *engineFacts) runtimeNames() []string {
-	names := make([]string, 0, len(f.runtimes))
-	for k := range f.runtimes {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(f.runtimes))
 	return names
 }
 
