@@ -241,8 +241,10 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 		case refused != nil:
 			ex.Code, ex.Err = 126, refused
 			hn := hint.Of(refused)
-			if pe, ok := cmdpolicy.IsDenied(refused); ok && hn == "" {
-				hn = pe.Hint()
+			if _, ok := cmdpolicy.IsDenied(refused); ok && hn == "" {
+				// Asked and answered no (the runtime, a person): not the
+				// policy's "no one to ask" hint.
+				hn = "the answer to the question decided; `gatebridge policy check -- COMMAND...` shows which rule asks"
 			}
 			pspec.Stderr.Write([]byte("gatebridge: " + refused.Error() + "\ngatebridge: hint: " + hn + "\n"))
 		case runErr != nil:
