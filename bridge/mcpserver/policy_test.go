@@ -60,6 +60,9 @@ func TestMCPCommandPolicyAsk(t *testing.T) {
 	cs, ws := mcpSession(t, Options{Writable: true, Policy: testPolicy(t, cmdpolicy.Rule{Command: "git", Args: []string{"push"}, Decision: "ask"})}, nil)
 	for _, background := range []bool{false, true} {
 		res, out := bash(t, cs, map[string]any{"command": "touch ran && git push origin main", "background": background})
+		stderr := out.Stderr
+		// bash_output returns what came since the last read: the stderr
+		// may come in one read and the exit in the next.
 		for i := 0; background && out.ProcessID != "" && out.Running && i < 50; i++ {
 			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash_output", Arguments: map[string]any{"process_id": out.ProcessID, "wait_ms": 20000}})
 			if err != nil {
@@ -68,7 +71,9 @@ func TestMCPCommandPolicyAsk(t *testing.T) {
 			res, out = r, bashOutput{}
 			b, _ := json.Marshal(r.StructuredContent)
 			json.Unmarshal(b, &out)
+			stderr += out.Stderr
 		}
+		out.Stderr = stderr
 		if !res.IsError || out.ExitCode != 126 || out.Running || !strings.Contains(out.Stderr, "policy: command git push origin main needs approval by rule 0") ||
 			!strings.Contains(out.Stderr, "did not declare elicitation") || !strings.Contains(out.Stderr, "\ngatebridge: hint: ") {
 			t.Fatalf("background %v: an ask command: %q %+v", background, text(res), out)
