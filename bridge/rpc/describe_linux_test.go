@@ -28,7 +28,7 @@ func TestDescribeShellIsTrue(t *testing.T) {
 			t.Logf("docker skipped: %v", err)
 		}
 	}
-	h := control.New(opts.ControlOptions())
+	h := control.New(opts.Options)
 	for _, name := range names {
 		for _, writable := range []bool{false, true} {
 			sb, err := h.Open(context.Background(), control.SandboxSpec{ID: "d", Backend: name, Workspace: traversableTempDir(t), Writable: writable})

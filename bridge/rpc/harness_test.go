@@ -14,6 +14,7 @@ import (
 	. "github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/bridge/rpc/rpctest"
 
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/bwrap"
@@ -40,7 +41,7 @@ func testOptions(t testing.TB) Options {
 	if err := bwrap.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	return Options{
+	return Options{Options: control.Options{
 		Backends:         reg,
 		AllowUnsandboxed: true,
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
@@ -57,7 +58,7 @@ func testOptions(t testing.TB) Options {
 		},
 		Process: sandbox.Spec{KillGrace: 500 * time.Millisecond},
 		Logf:    t.Logf,
-	}
+	}}
 }
 
 // newClient serves one connection with opts and initializes it.

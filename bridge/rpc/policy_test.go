@@ -30,7 +30,7 @@ func policyOf(t *testing.T, cfg cmdpolicy.Config) *cmdpolicy.Policy {
 // file is touched.
 func TestProcessStartPolicyDenied(t *testing.T) {
 	opts := testOptions(t)
-	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{
+	opts.Approvals.Commands = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{
 		{Command: "rm", Decision: "deny"},
 		{Command: "git", Args: []string{"push"}, Decision: "ask"},
 	}})
@@ -84,7 +84,7 @@ func TestProcessStartPolicyDenied(t *testing.T) {
 // made), its stderr naming the rule and the reason.
 func TestProcessStartPolicyAsk(t *testing.T) {
 	opts := testOptions(t)
-	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
+	opts.Approvals.Commands = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
 	c := newClient(t, opts)
 	ws, _ := c.openSandbox("sb", local.Name, true)
 	for _, allow := range []bool{true, false} {
@@ -135,7 +135,7 @@ func TestProcessStartPolicyAsk(t *testing.T) {
 // why, even when the client answers allow afterwards.
 func TestProcessStartPolicyAskSignal(t *testing.T) {
 	opts := testOptions(t)
-	opts.Policy = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
+	opts.Approvals.Commands = policyOf(t, cmdpolicy.Config{Rules: []cmdpolicy.Rule{{Command: "touch", Decision: "ask"}}})
 	c := newClient(t, opts)
 	ws, _ := c.openSandbox("sb", local.Name, true)
 	c.Call(MethodProcessStart, ProcessStartParams{ProcessID: "p", SandboxID: "sb", Argv: []string{"touch", "made"}}, nil)
@@ -196,7 +196,7 @@ func TestProcessStartCommandLimits(t *testing.T) {
 // unknown: deny; the victim is untouched.
 func TestProcessStartPolicyEnv(t *testing.T) {
 	opts := testOptions(t)
-	opts.Policy = policyOf(t, cmdpolicy.Config{Unknown: "deny", Rules: []cmdpolicy.Rule{{Command: "rm", Decision: "deny"}}})
+	opts.Approvals.Commands = policyOf(t, cmdpolicy.Config{Unknown: "deny", Rules: []cmdpolicy.Rule{{Command: "rm", Decision: "deny"}}})
 	c := newClient(t, opts)
 	ws, _ := c.openSandbox("sb", local.Name, true)
 	victim := filepath.Join(ws, "victim")

@@ -27,8 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatebridge/gatebridge/bridge"
-	"github.com/gatebridge/gatebridge/bridge/approval"
 	"github.com/gatebridge/gatebridge/bridge/cmdpolicy"
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/gates"
@@ -36,85 +34,49 @@ import (
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
-// Defaults of Options fields left zero.
+// Defaults of Options fields left zero (the control plane's own limits
+// take bridge/control's defaults).
 const (
-	DefaultMaxMessageBytes  = 16 << 20
-	DefaultMaxSandboxes     = 16
-	DefaultMaxProcesses     = 128
-	DefaultMaxPendingCalls  = 64
-	DefaultMaxRetainedBytes = 256 << 10 // per stream: the snapshot's head + tail
-	DefaultMaxReplayBytes   = 1 << 20   // per process: what process/read can replay
-	DefaultMaxStdinQueued   = 4 << 20   // per process: written but not yet read by it
-	DefaultKeepExited       = 64        // exited processes kept for wait/read/snapshot
-	DefaultGateTimeout      = 60 * time.Second
-	DefaultApprovalTimeout  = 5 * time.Minute
+	DefaultMaxMessageBytes = 16 << 20
+	DefaultMaxSandboxes    = 16
+	DefaultMaxProcesses    = 128
+	DefaultMaxPendingCalls = 64
+	DefaultMaxReplayBytes  = 1 << 20 // per process: what process/read can replay
+	DefaultKeepExited      = 64      // exited processes kept for wait/read/snapshot
 )
 
-// Options configure a Server.
+// HowLocal ends the hint when backend "auto" finds no usable backend, in
+// the protocol's words (control.Options.HowLocal).
+const HowLocal = `pass backend "local" (no isolation)`
+
+// Options configure a Server: the options of the control plane under it
+// (bridge/control, embedded) and the caps of each connection. What the
+// control plane's options mean over the protocol:
+//   - Backends nil offers none: the program registers them, as
+//     cmd/gatebridge does.
+//   - CheckWorkspace refuses at sandbox/open: an *Error it returns is the
+//     answer, any other error a -32602. Gates is called for gate/list too,
+//     with no sandbox.
+//   - Approvals: each connection's client is asked (approval/request);
+//     Approvals.Timeout is also its deadline. Approvals.Commands, the
+//     command policy, decides every process/start before it starts (nil:
+//     all allowed).
+//   - GateTimeout is the gate/call deadline without timeoutMs.
+//   - Pool: the warm pool's sandboxes take no slot of MaxSandboxes until a
+//     sandbox/open takes one; Server.Close stops them.
+//   - FSMaxFileBytes bounds a file fs/write leaves (gates.max_file_bytes);
+//     MaxGateCalls the gate-call records in one process/exited.
+//   - HowLocal "" is [HowLocal].
 type Options struct {
-	// Backends are the sandbox backends offered (nil: none; the program
-	// registers them, as cmd/gatebridge does); Settings are what their
-	// constructors read. AllowUnsandboxed lets "auto" fall back to an
-	// unsandboxed backend (local).
-	Backends         *sandbox.Registry
-	Settings         sandbox.Settings
-	AllowUnsandboxed bool
-	// Gates makes the gates every sandbox offers besides the ones the
-	// connection registers (built-in and configured ones) for a workspace
-	// the sandbox sees at inside, and names each one's kind. nil: none.
-	Gates func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error)
-	// CheckWorkspace, when set, may refuse a sandbox's workspace (absolute,
-	// its links resolved) at sandbox/open, before anything is started for
-	// it: an *Error it returns is the answer, any other error a -32602.
-	// (Gates is called for gate/list too, with no sandbox.)
-	CheckWorkspace func(workspace string, writable bool) error
-	// DefaultWorkspace is the workspace gate/list describes the gates for
-	// (before any sandbox is open); "" means the current directory.
-	DefaultWorkspace string
-	// Approvals configure the server's one approval decider
-	// (bridge/approval, control.Options.Approvals): approvals.timeout
-	// (also the approval/request deadline) and max_pending, the grants
-	// store, the gates' settings by name, the command policy checked at
-	// each gate call, the audit of decisions. Each connection's client
-	// is asked (approval/request).
-	Approvals approval.Config
-	// Bridge is the template of every process's session: Dir, Limits,
-	// Watch, Audit, Logf. Gates and Approve are set per process.
-	Bridge bridge.Config
-	// Process is the template of every process's sandbox.Spec: Timeout
-	// (when process/start gives none), KillGrace, Limits, ProtectedPaths,
-	// AllowRoot.
-	Process sandbox.Spec
-	// RunAs is the host identity commands of a sandbox with this workspace
-	// run as when gatebridge is root; nil means gatebridge's own.
-	RunAs func(workspace string) (uid, gid int)
-	// Policy decides every process/start before it starts (nil: all
-	// allowed); MaxCommandBytes and MaxCommands bound a command's size and
-	// a sandbox's commands (control.Options).
-	Policy          *cmdpolicy.Policy
-	MaxCommandBytes int64
-	MaxCommands     int
-	// Caps; zero fields take the defaults above.
-	MaxMessageBytes  int
-	MaxSandboxes     int
-	MaxProcesses     int // running at once per connection
-	MaxPendingCalls  int // gate/call and approval/request awaiting the client
-	MaxRetainedBytes int64
-	MaxReplayBytes   int64
-	MaxStdinQueued   int64
-	GateTimeout      time.Duration // gate/call deadline without timeoutMs
-	// Pool is the warm pool of the server's control plane (zero: none):
-	// sandboxes started ahead of sandbox/open. They take no slot of
-	// MaxSandboxes until a sandbox/open takes one. Close stops them.
-	Pool control.PoolOptions
-	// MaxFileBytes bounds a file fs/write leaves (gates.max_file_bytes);
-	// 0 means gates.DefaultMaxFileBytes.
-	MaxFileBytes int64
-	MaxGateCalls int // gate-call records in one process/exited
+	control.Options
+	// Caps of each connection; zero fields take the defaults above.
+	MaxMessageBytes int
+	MaxSandboxes    int
+	MaxProcesses    int // running at once per connection
+	MaxPendingCalls int // gate/call and approval/request awaiting the client
+	MaxReplayBytes  int64
 	// Version is serverVersion in initialize's result.
 	Version string
-	// Logf receives the server's log lines; nil discards them.
-	Logf func(format string, args ...any)
 }
 
 // Server serves the protocol: a front end of the control plane
@@ -131,36 +93,11 @@ func NewServer(opts Options) *Server {
 	setDefault(&o.MaxSandboxes, DefaultMaxSandboxes)
 	setDefault(&o.MaxProcesses, DefaultMaxProcesses)
 	setDefault(&o.MaxPendingCalls, DefaultMaxPendingCalls)
-	setDefault(&o.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	setDefault(&o.MaxReplayBytes, DefaultMaxReplayBytes)
-	setDefault(&o.MaxStdinQueued, DefaultMaxStdinQueued)
-	setDefault(&o.GateTimeout, DefaultGateTimeout)
-	setDefault(&o.Approvals.Timeout, DefaultApprovalTimeout)
-	setDefault(&o.MaxGateCalls, control.DefaultMaxGateCalls)
-	if o.Backends == nil {
-		o.Backends = sandbox.NewRegistry()
-	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	host := control.New(o.ControlOptions())
+	o.HowLocal = cmp.Or(o.HowLocal, HowLocal)
+	host := control.New(o.Options)
+	o.Options = host.Options() // the control plane's defaults filled
 	return &Server{opts: opts, host: host}
-}
-
-// ControlOptions are the options of the control plane under a server with
-// o: what a front end that calls bridge/control directly (the MCP server)
-// builds from the same configuration.
-func (o Options) ControlOptions() control.Options {
-	c := control.Options{Backends: o.Backends, Settings: o.Settings, AllowUnsandboxed: o.AllowUnsandboxed,
-		HowLocal: `pass backend "local" (no isolation)`,
-		Gates:    o.Gates, CheckWorkspace: o.CheckWorkspace, DefaultWorkspace: o.DefaultWorkspace, Approvals: o.Approvals,
-		Bridge: o.Bridge, Process: o.Process, RunAs: o.RunAs, MaxRetainedBytes: o.MaxRetainedBytes, MaxStdinQueued: o.MaxStdinQueued,
-		GateTimeout: o.GateTimeout, Pool: o.Pool, FSMaxFileBytes: o.MaxFileBytes, Logf: o.Logf,
-		MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands, MaxGateCalls: o.MaxGateCalls}
-	if c.Approvals.Commands == nil {
-		c.Approvals.Commands = o.Policy
-	}
-	return c
 }
 
 // Close stops the sandboxes of the server's warm pool (Options.Pool);
@@ -186,8 +123,8 @@ func (s *Server) limits() ConnLimits {
 		MaxPendingCalls: o.MaxPendingCalls, MaxRetainedBytes: o.MaxRetainedBytes, MaxReplayBytes: o.MaxReplayBytes,
 		DefaultTimeoutMs: o.Process.Timeout.Milliseconds(), GateTimeoutMs: o.GateTimeout.Milliseconds(),
 		ApprovalTimeoutMs: o.Approvals.Timeout.Milliseconds(), MaxGateCalls: o.MaxGateCalls,
-		MaxCommandBytes: s.host.Options().MaxCommandBytes, MaxCommands: o.MaxCommands,
-		MaxFsChunkBytes: fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.MaxFileBytes, gates.DefaultMaxFileBytes),
+		MaxCommandBytes: o.MaxCommandBytes, MaxCommands: o.MaxCommands,
+		MaxFsChunkBytes: fsChunk(o.MaxMessageBytes), MaxFsFileBytes: cmp.Or(o.FSMaxFileBytes, gates.DefaultMaxFileBytes),
 	}
 }
 

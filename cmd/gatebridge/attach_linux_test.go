@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/config"
@@ -119,13 +120,13 @@ func TestAttachRefusesForeignWritableDir(t *testing.T) {
 func TestAttachRefusesUndeclaredWorkspace(t *testing.T) {
 	dir := t.TempDir()
 	var opened []string
-	opts := rpc.Options{
+	opts := rpc.Options{Options: control.Options{
 		Process: sandbox.Spec{ProtectedPaths: []string{".git"}},
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			opened = append(opened, inside)
 			return nil, nil, nil
 		},
-	}
+	}}
 	closeFn, err := attach(&opts, dir, false, config.AttachConfig{ReadOnlyPaths: []string{"/w/.git"}})
 	if err != nil {
 		t.Fatal(err)

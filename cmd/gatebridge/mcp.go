@@ -104,7 +104,7 @@ func (a *app) mcp(cmd *cobra.Command) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	srv := mcpserver.New(mcpserver.Options{Control: opts.ControlOptions(),
+	srv := mcpserver.New(mcpserver.Options{Control: opts.Options,
 		Backend: cfg.Sandbox.Backend, Workspace: workspace, Writable: cfg.Sandbox.WritableWorkspace,
 		Timeout: cfg.Sandbox.Timeout, MaxOutput: cfg.Sandbox.MaxOutput,
 		MaxBackground: cfg.MCP.Sessions.MaxBackground, MaxBackgroundBytes: cfg.MCP.Sessions.MaxBackgroundBytes,

@@ -94,7 +94,7 @@ func TestHostileMCPServerText(t *testing.T) {
 	st, ct := mcp.NewInMemoryTransports()
 	served := make(chan error, 1)
 	go func() {
-		served <- mcpserver.New(mcpserver.Options{Control: opts.ControlOptions(), Backend: local.Name, Workspace: ws}).Serve(ctx, st)
+		served <- mcpserver.New(mcpserver.Options{Control: opts.Options, Backend: local.Name, Workspace: ws}).Serve(ctx, st)
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
 	if err != nil {

@@ -224,10 +224,11 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 	}
 	bcfg := cfg.SessionConfig()
 	bcfg.Audit, bcfg.Redact, bcfg.Logf = audit, cfg.secrets.Redactor(), logf
-	return rpc.Options{
+	return rpc.Options{Options: control.Options{
 		Backends:         a.backends,
 		Settings:         backendSettings(cfg),
 		AllowUnsandboxed: cfg.Sandbox.AllowUnsandboxed,
+		HowLocal:         rpc.HowLocal,
 		Gates: func(workspace, inside string, writable bool) (*gates.Registry, map[string]string, error) {
 			if err := cfg.CheckServeWorkspace(workspace, writable, cfg.configFile); err != nil {
 				return nil, nil, err
@@ -238,10 +239,8 @@ func (a *app) rpcOptions(stderr io.Writer) (rpc.Options, func(), error) {
 		Bridge:          bcfg,
 		Process:         cfg.SpecTemplate(),
 		RunAs:           func(workspace string) (int, int) { return cfg.RunAs(workspace) },
-		Policy:          cfg.policy,
-		MaxFileBytes:    cfg.Gates.MaxFileBytes,
+		FSMaxFileBytes:  cfg.Gates.MaxFileBytes,
 		MaxCommandBytes: cfg.Sandbox.MaxCommandBytes, MaxCommands: cfg.Sandbox.MaxCommands,
-		Version: versionString(),
-		Logf:    logf,
-	}, closeAudit, nil
+		Logf: logf,
+	}, Version: versionString()}, closeAudit, nil
 }

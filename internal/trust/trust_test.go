@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/rpc"
 	"github.com/gatebridge/gatebridge/internal/config"
 )
@@ -34,10 +35,10 @@ func TestGuardSecretsRefusesWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asked []string
-	opts := rpc.Options{CheckWorkspace: func(ws string, _ bool) error {
+	opts := rpc.Options{Options: control.Options{CheckWorkspace: func(ws string, _ bool) error {
 		asked = append(asked, ws)
 		return nil
-	}}
+	}}}
 	err := Guard(&opts, nil, []SecretFile{
 		{"--token-file", filepath.Join(root, "link", "token")},
 		{"--tls-key", ""}, // no TLS
