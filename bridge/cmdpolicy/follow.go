@@ -399,39 +399,11 @@ func (c *checker) find(ws []word, nest int) {
 // mapfile checks mapfile/readarray's -C CALLBACK, which bash evaluates
 // (with the index and the line appended) every -c lines: a script.
 func (c *checker) mapfile(ws []word, nest int) {
-	args := ws[1:]
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !a.static {
-			c.unknown(ws, "an argument not known until it runs")
-			return
+	c.optValues(ws, "dnOsucC", "a mapfile callback", func(o byte, v word) {
+		if o == 'C' {
+			c.words(ws, []word{v}, nest)
 		}
-		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
-			return // the array name: no options after it
-		}
-		for j := 1; j < len(a.val); j++ {
-			o := a.val[j]
-			if !strings.ContainsRune("dnOsucC", rune(o)) {
-				continue // -t
-			}
-			val, rest := a.val[j+1:], []word(nil)
-			if val == "" && i+1 < len(args) {
-				i++
-				rest, val = args[i:i+1], args[i].val
-				if !args[i].static {
-					c.unknown(ws, "a mapfile callback not known until it runs")
-					return
-				}
-			}
-			if o == 'C' {
-				if rest == nil {
-					rest = []word{{val: val, src: val, static: true}}
-				}
-				c.words(ws, rest, nest)
-			}
-			break
-		}
-	}
+	})
 }
 
 // compgen checks what compgen runs: -C COMMAND (a script, the word
@@ -439,6 +411,22 @@ func (c *checker) mapfile(ws []word, nest int) {
 // expands. (-F names a function, whose body is checked where it is
 // defined; complete only runs these at an interactive prompt.)
 func (c *checker) compgen(ws []word, nest int) {
+	c.optValues(ws, "oAGWFCXPS", "a compgen value", func(o byte, v word) {
+		switch o {
+		case 'C':
+			c.words(ws, []word{{val: v.val, src: v.val, static: true}}, nest)
+		case 'W':
+			c.expandedCode(v.val, nest, "compgen -W's word list does not parse")
+		}
+	})
+}
+
+// optValues walks the short options of ws[1:] as getopt does, up to "--"
+// or the first operand, and calls fn for each option in withValue with
+// its value: the rest of its word, else the next argument (that word
+// itself). An argument not known statically is unknown (what names a
+// value that is not), and ends the walk.
+func (c *checker) optValues(ws []word, withValue, what string, fn func(o byte, v word)) {
 	args := ws[1:]
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -447,28 +435,23 @@ func (c *checker) compgen(ws []word, nest int) {
 			return
 		}
 		if a.val == "--" || len(a.val) < 2 || a.val[0] != '-' {
-			return // the word: no options after it
+			return // an operand: no options after it
 		}
 		for j := 1; j < len(a.val); j++ {
 			o := a.val[j]
-			if !strings.ContainsRune("oAGWFCXPS", rune(o)) {
-				continue // flags, -a -b -c ... (actions)
+			if !strings.ContainsRune(withValue, rune(o)) {
+				continue // a flag without a value
 			}
-			val := a.val[j+1:]
-			if val == "" && i+1 < len(args) {
+			v := word{val: a.val[j+1:], src: a.val[j+1:], static: true}
+			if v.val == "" && i+1 < len(args) {
 				i++
 				if !args[i].static {
-					c.unknown(ws, "a compgen value not known until it runs")
+					c.unknown(ws, what+" not known until it runs")
 					return
 				}
-				val = args[i].val
+				v = args[i]
 			}
-			switch o {
-			case 'C':
-				c.words(ws, []word{{val: val, src: val, static: true}}, nest)
-			case 'W':
-				c.expandedCode(val, nest, "compgen -W's word list does not parse")
-			}
+			fn(o, v)
 			break
 		}
 	}

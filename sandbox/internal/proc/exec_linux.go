@@ -149,13 +149,7 @@ func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, 
 		}
 	}
 	// The main process is gone; so must be everything it left behind.
-	if tree.Alive() {
-		tree.Terminate()
-		if !waitGone(tree, st.Grace()) {
-			tree.Kill()
-			waitGone(tree, reapLimit)
-		}
-	}
+	endLeftovers(tree, st.Grace())
 	res.Duration = time.Since(start)
 
 	// Whatever still holds the pipes is out of reach: read what it wrote
@@ -217,6 +211,18 @@ func startLocked(cmd *exec.Cmd, p *Process) (<-chan struct{}, error) {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// endLeftovers ends what the main process left behind in tree: TERM,
+// then KILL after grace.
+func endLeftovers(tree Tree, grace time.Duration) {
+	if tree.Alive() {
+		tree.Terminate()
+		if !waitGone(tree, grace) {
+			tree.Kill()
+			waitGone(tree, reapLimit)
+		}
+	}
 }
 
 // waitGone polls until tree has no live process or limit passes.

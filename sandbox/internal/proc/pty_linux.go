@@ -157,13 +157,7 @@ func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Resul
 			SetSize(master, sz) // a failure leaves the old size
 		}
 	}
-	if tree.Alive() {
-		tree.Terminate()
-		if !waitGone(tree, st.Grace()) {
-			tree.Kill()
-			waitGone(tree, reapLimit)
-		}
-	}
+	endLeftovers(tree, st.Grace())
 	res.Duration = time.Since(start)
 	draining.Store(true)
 	master.SetReadDeadline(time.Now().Add(drainDelay))
