@@ -135,21 +135,8 @@ func Run(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Result, 
 	go copyOut(&copiers, outR, outCap, spec.Stdout, &draining)
 	go copyOut(&copiers, errR, errCap, spec.Stderr, &draining)
 
-	tree := p.Tree(cmd.Process)
-	st := sandbox.NewStopper(ctx, spec, tree.Terminate, tree.Kill)
+	st := supervise(ctx, spec, p.Tree(cmd.Process), waited, nil)
 	defer st.Close()
-	for running := true; running; {
-		select {
-		case <-waited:
-			running = false
-		case <-st.C():
-			st.Step()
-		case sig := <-spec.Signals:
-			tree.Signal(sig) // during the grace too
-		}
-	}
-	// The main process is gone; so must be everything it left behind.
-	endLeftovers(tree, st.Grace())
 	res.Duration = time.Since(start)
 
 	// Whatever still holds the pipes is out of reach: read what it wrote
@@ -213,16 +200,37 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// endLeftovers ends what the main process left behind in tree: TERM,
-// then KILL after grace.
-func endLeftovers(tree Tree, grace time.Duration) {
+// supervise runs the stop sequence (timeout, cancellation, grace) over
+// tree until the main process is reaped (waited), passing spec's signals
+// on (during the grace too) and, with resize, each size of spec.Resize;
+// then it ends what the process left behind: TERM, KILL after the grace.
+// The caller closes the returned Stopper after reading its outcome.
+func supervise(ctx context.Context, spec *sandbox.Spec, tree Tree, waited <-chan struct{}, resize func(sandbox.TTYSize)) *sandbox.Stopper {
+	st := sandbox.NewStopper(ctx, spec, tree.Terminate, tree.Kill)
+	var sizes <-chan sandbox.TTYSize // nil: never ready
+	if resize != nil {
+		sizes = spec.Resize
+	}
+	for running := true; running; {
+		select {
+		case <-waited:
+			running = false
+		case <-st.C():
+			st.Step()
+		case sig := <-spec.Signals:
+			tree.Signal(sig)
+		case sz := <-sizes:
+			resize(sz)
+		}
+	}
 	if tree.Alive() {
 		tree.Terminate()
-		if !waitGone(tree, grace) {
+		if !waitGone(tree, st.Grace()) {
 			tree.Kill()
 			waitGone(tree, reapLimit)
 		}
 	}
+	return st
 }
 
 // waitGone polls until tree has no live process or limit passes.

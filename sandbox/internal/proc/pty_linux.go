@@ -142,22 +142,10 @@ func runTTY(ctx context.Context, spec *sandbox.Spec, p *Process) (*sandbox.Resul
 	var draining atomic.Bool
 	go copyOut(&copiers, master, outCap, spec.Stdout, &draining)
 
-	tree := p.Tree(cmd.Process)
-	st := sandbox.NewStopper(ctx, spec, tree.Terminate, tree.Kill)
+	st := supervise(ctx, spec, p.Tree(cmd.Process), waited, func(sz sandbox.TTYSize) {
+		SetSize(master, sz) // a failure leaves the old size
+	})
 	defer st.Close()
-	for running := true; running; {
-		select {
-		case <-waited:
-			running = false
-		case <-st.C():
-			st.Step()
-		case sig := <-spec.Signals:
-			tree.Signal(sig)
-		case sz := <-spec.Resize:
-			SetSize(master, sz) // a failure leaves the old size
-		}
-	}
-	endLeftovers(tree, st.Grace())
 	res.Duration = time.Since(start)
 	draining.Store(true)
 	master.SetReadDeadline(time.Now().Add(drainDelay))
