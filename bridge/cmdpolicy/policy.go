@@ -479,15 +479,21 @@ func (p *Policy) CheckArgv(argv []string) Result {
 		return allowNothing()
 	}
 	c := p.newChecker()
-	ws := make([]word, len(argv))
-	for i, a := range argv {
-		ws[i] = word{val: a, src: a, static: true}
-	}
+	ws := staticWords(argv)
 	if len(ws) == 0 {
 		return allowNothing()
 	}
 	c.command(ws, 0)
 	return c.worst
+}
+
+// staticWords is argv as words known before anything runs.
+func staticWords(argv []string) []word {
+	ws := make([]word, len(argv))
+	for i, a := range argv {
+		ws[i] = word{val: a, src: a, static: true}
+	}
+	return ws
 }
 
 // CheckArgvEnv is [Policy.CheckArgv] for argv started with env
@@ -500,10 +506,7 @@ func (p *Policy) CheckArgvEnv(argv, env []string) Result {
 		return allowNothing()
 	}
 	c := p.newChecker()
-	ws := make([]word, len(argv))
-	for i, a := range argv {
-		ws[i] = word{val: a, src: a, static: true}
-	}
+	ws := staticWords(argv)
 	for _, kv := range env {
 		if name, _, _ := strings.Cut(kv, "="); sensitiveVar(name) {
 			c.unknown(append([]word{{val: kv, src: kv, static: true}}, ws...), "its environment sets "+ShowCommand([]string{name})+", which chooses or runs commands")

@@ -126,21 +126,14 @@ func validID(id string) bool {
 }
 
 // parseSignalName splits "<id>.sig.<n>" into id and n.
-func parseSignalName(name string) (id string, n int, ok bool) {
-	id, rest, found := strings.Cut(name, extSignal)
-	if !found || !validID(id) {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 1 {
-		return "", 0, false
-	}
-	return id, n, true
-}
+func parseSignalName(name string) (id string, n int, ok bool) { return parseNumbered(name, extSignal) }
 
 // parseSizeName splits "<id>.size.<n>" into id and n.
-func parseSizeName(name string) (id string, n int, ok bool) {
-	id, rest, found := strings.Cut(name, extSize)
+func parseSizeName(name string) (id string, n int, ok bool) { return parseNumbered(name, extSize) }
+
+// parseNumbered splits "<id><ext><n>" into a valid id and n >= 1.
+func parseNumbered(name, ext string) (id string, n int, ok bool) {
+	id, rest, found := strings.Cut(name, ext)
 	if !found || !validID(id) {
 		return "", 0, false
 	}
