@@ -394,8 +394,14 @@ func (s *server) consider(id string) {
 	over := s.claimedN > s.cfg.Limits.MaxCalls
 	delete(s.slotFree, id)
 	refill := len(s.slotFree) < slotTarget && !s.slotsOff
+	none := len(s.slotFree) == 0
 	s.mu.Unlock()
-	if refill {
+	if refill && none {
+		// None is free (the run's first call): prepare them before this
+		// call is answered, or the caller's next call, made as soon as
+		// the answer is in, finds none and must make its own directory.
+		s.fillSlots()
+	} else if refill {
 		defer s.fillSlots()
 	}
 	cl := &claimed{dir: c, start: start}
