@@ -9,99 +9,30 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver/mcphttptest"
 )
 
 // lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = mcphttptest.LockedBuffer
 
 // testToken is the tests' bearer token.
 const testToken = "s3cret-token-7d1e4b2a9c0f5e38d6a1"
 
-// httpServer is ServeHTTP running in this process on a free loopback port.
-type httpServer struct {
-	url    string
-	err    error // what ServeHTTP returned, when it did before serving
-	stderr *lockedBuffer
-}
-
-var servingLine = regexp.MustCompile(`serving streamable HTTP on (http://\S+/)`)
-
 // startHTTP runs ServeHTTP on 127.0.0.1:0 with token; it waits until it
 // serves or returns. It is stopped at cleanup.
-func startHTTP(t *testing.T, token string) *httpServer {
+func startHTTP(t *testing.T, token string) *mcphttptest.Server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &httpServer{stderr: &lockedBuffer{}}
-	errc := make(chan error, 1)
 	srv := testServer(t, Options{})
-	go func() { errc <- srv.ServeHTTP(ctx, HTTPOptions{Addr: "127.0.0.1:0", Token: token}, s.stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		if s.url == "" {
-			return
-		}
-		select {
-		case <-errc:
-		case <-time.After(30 * time.Second):
-			t.Error("the server did not stop")
-		}
+	return mcphttptest.Start(t, func(ctx context.Context, stderr *lockedBuffer) error {
+		return srv.ServeHTTP(ctx, HTTPOptions{Addr: "127.0.0.1:0", Token: token}, stderr)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case s.err = <-errc:
-			return s
-		default:
-		}
-		if m := servingLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			s.url = m[1]
-			return s
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("neither served nor failed: %s", s.stderr.String())
-	return nil
 }
 
-// connectHTTP opens an MCP session over streamable HTTP sending auth as
-// the Authorization header ("": none).
-func connectHTTP(ctx context.Context, url, auth string) (*mcp.ClientSession, error) {
-	hc := &http.Client{Transport: authHeader(auth)}
-	return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
-}
-
-type authHeader string
-
-func (a authHeader) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a != "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", string(a))
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
+var connectHTTP = mcphttptest.Connect
 
 // The review's attack: `mcp --http` without a token served anyone on
 // this machine, who ran commands through it as the invoker. ServeHTTP
@@ -111,15 +42,15 @@ func (a authHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestHTTPNeedsToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if s := startHTTP(t, ""); s.url != "" || !errors.Is(s.err, ErrNoToken) {
-		t.Fatalf("without a token: served at %q (%v)", s.url, s.err)
+	if s := startHTTP(t, ""); s.URL != "" || !errors.Is(s.Err, ErrNoToken) {
+		t.Fatalf("without a token: served at %q (%v)", s.URL, s.Err)
 	}
 	s := startHTTP(t, testToken)
-	if s.url == "" {
-		t.Fatalf("with a token: %v %s", s.err, s.stderr.String())
+	if s.URL == "" {
+		t.Fatalf("with a token: %v %s", s.Err, s.Stderr.String())
 	}
 	for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "-and-more", "Bearer " + testToken[:len(testToken)-1], testToken, "Basic " + testToken} {
-		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req, _ := http.NewRequest("POST", s.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if auth != "" {
@@ -133,13 +64,13 @@ func TestHTTPNeedsToken(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("Authorization %q on loopback: %s", auth, resp.Status)
 		}
-		if cs, err := connectHTTP(ctx, s.url, auth); err == nil {
+		if cs, err := connectHTTP(ctx, s.URL, auth); err == nil {
 			res, _ := bash(t, cs, map[string]any{"command": "id -u"})
 			cs.Close()
 			t.Fatalf("Authorization %q: a session, and `id -u` ran: %q", auth, text(res))
 		}
 	}
-	cs, err := connectHTTP(ctx, s.url, "Bearer "+testToken)
+	cs, err := connectHTTP(ctx, s.URL, "Bearer "+testToken)
 	if err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
@@ -164,10 +95,10 @@ func TestMCPHTTPUnauthenticatedConnsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := startHTTP(t, testToken)
-	if s.url == "" {
-		t.Fatalf("did not serve: %v %s", s.err, s.stderr.String())
+	if s.URL == "" {
+		t.Fatalf("did not serve: %v %s", s.Err, s.Stderr.String())
 	}
-	u, err := url.Parse(s.url)
+	u, err := url.Parse(s.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +177,7 @@ func TestMCPHTTPUnauthenticatedConnsBounded(t *testing.T) {
 				more = append(more, nc)
 			}
 		}()
-		cs, err := connectHTTP(ctx, s.url, "Bearer "+testToken)
+		cs, err := connectHTTP(ctx, s.URL, "Bearer "+testToken)
 		if err == nil {
 			res, out := bash(t, cs, map[string]any{"command": "echo in"})
 			if res.IsError || out.Stdout != "in\n" {

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/bridge/control"
 	"github.com/gatebridge/gatebridge/bridge/mcpserver"
+	"github.com/gatebridge/gatebridge/bridge/mcpserver/mcphttptest"
 	"github.com/gatebridge/gatebridge/gates"
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/sandbox"
@@ -24,22 +23,7 @@ import (
 )
 
 // lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = mcphttptest.LockedBuffer
 
 // testMCPServer is an MCP server on the local backend with the built-in
 // gates, in a fresh workspace.
@@ -88,70 +72,17 @@ func text(res *mcp.CallToolResult) string {
 // rpc.MinTokenBytes long.
 const testToken = "s3cret-token-7d1e4b2a9c0f5e38d6a1"
 
-// httpMCP is serveMCPHTTP running in this process on a free loopback port.
-type httpMCP struct {
-	url    string
-	err    error // what serveMCPHTTP returned, when it did before serving
-	stderr *lockedBuffer
-}
-
-var servingLine = regexp.MustCompile(`serving streamable HTTP on (http://\S+/)`)
-
 // startHTTPMCP runs serveMCPHTTP on 127.0.0.1:0 with tokenFile; it waits
 // until it serves or returns. It is stopped at cleanup.
-func startHTTPMCP(t *testing.T, tokenFile string) *httpMCP {
+func startHTTPMCP(t *testing.T, tokenFile string) *mcphttptest.Server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &httpMCP{stderr: &lockedBuffer{}}
-	errc := make(chan error, 1)
-	go func() {
-		errc <- serveMCPHTTP(ctx, testMCPServer(t), mcpserver.HTTPOptions{Addr: "127.0.0.1:0"}, tokenFile, s.stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if s.url == "" {
-			return
-		}
-		select {
-		case <-errc:
-		case <-time.After(30 * time.Second):
-			t.Error("the server did not stop")
-		}
+	srv := testMCPServer(t)
+	return mcphttptest.Start(t, func(ctx context.Context, stderr *lockedBuffer) error {
+		return serveMCPHTTP(ctx, srv, mcpserver.HTTPOptions{Addr: "127.0.0.1:0"}, tokenFile, stderr)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case s.err = <-errc:
-			return s
-		default:
-		}
-		if m := servingLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			s.url = m[1]
-			return s
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("neither served nor failed: %s", s.stderr.String())
-	return nil
 }
 
-// connectHTTP opens an MCP session over streamable HTTP sending auth as
-// the Authorization header ("": none).
-func connectHTTP(ctx context.Context, url, auth string) (*mcp.ClientSession, error) {
-	hc := &http.Client{Transport: authHeader(auth)}
-	return mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
-}
-
-type authHeader string
-
-func (a authHeader) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a != "" {
-		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", string(a))
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
+var connectHTTP = mcphttptest.Connect
 
 // The review's attack: `mcp --http 127.0.0.1:PORT` without --token-file
 // served anyone on this machine, and uid 4242 ran commands through it as
@@ -163,9 +94,9 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 	defer cancel()
 
 	s := startHTTPMCP(t, "")
-	if s.url != "" {
+	if s.URL != "" {
 		// It serves: be the other local user.
-		cs, err := connectHTTP(ctx, s.url, "")
+		cs, err := connectHTTP(ctx, s.URL, "")
 		if err != nil {
 			t.Fatalf("served on loopback without a token (a client could not connect: %v)", err)
 		}
@@ -173,7 +104,7 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 		res, _ := bash(t, cs, map[string]any{"command": "id -u"})
 		t.Fatalf("served on loopback without a token: a client without one ran `id -u`: %q", text(res))
 	}
-	err := s.err
+	err := s.Err
 	if err == nil || !strings.Contains(err.Error(), "mcp: --http needs --token-file: anyone who reaches 127.0.0.1:0 could run commands as you") ||
 		!strings.Contains(hint.Of(err), "openssl rand -hex 32 > token; chmod 600 token") {
 		t.Fatalf("without --token-file: %v (hint %q)", err, hint.Of(err))
@@ -184,11 +115,11 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = startHTTPMCP(t, tokenFile)
-	if s.url == "" {
-		t.Fatalf("with a token file: %v %s", s.err, s.stderr.String())
+	if s.URL == "" {
+		t.Fatalf("with a token file: %v %s", s.Err, s.Stderr.String())
 	}
 	for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "-and-more", "Bearer " + testToken[:len(testToken)-1], testToken, "Basic " + testToken} {
-		req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req, _ := http.NewRequest("POST", s.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if auth != "" {
@@ -202,13 +133,13 @@ func TestMCPHTTPNeedsToken(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("Authorization %q on loopback: %s", auth, resp.Status)
 		}
-		if cs, err := connectHTTP(ctx, s.url, auth); err == nil {
+		if cs, err := connectHTTP(ctx, s.URL, auth); err == nil {
 			res, _ := bash(t, cs, map[string]any{"command": "id -u"})
 			cs.Close()
 			t.Fatalf("Authorization %q: a session, and `id -u` ran: %q", auth, text(res))
 		}
 	}
-	cs, err := connectHTTP(ctx, s.url, "Bearer "+testToken)
+	cs, err := connectHTTP(ctx, s.URL, "Bearer "+testToken)
 	if err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
@@ -228,9 +159,9 @@ func TestMCPHTTPRefusesWeakToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startHTTPMCP(t, tokenFile)
-	if s.url != "" {
+	if s.URL != "" {
 		for i := range 256 {
-			req, _ := http.NewRequest("POST", s.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+			req, _ := http.NewRequest("POST", s.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			req.Header.Set("Authorization", fmt.Sprintf("Bearer %02x", i))
@@ -245,7 +176,7 @@ func TestMCPHTTPRefusesWeakToken(t *testing.T) {
 		}
 		t.Fatal("mcp --http served a 2-byte token")
 	}
-	if err := s.err; err == nil || !strings.Contains(err.Error(), "mcp: --token-file: "+tokenFile+": the token is 2 bytes long, shorter than 32") ||
+	if err := s.Err; err == nil || !strings.Contains(err.Error(), "mcp: --token-file: "+tokenFile+": the token is 2 bytes long, shorter than 32") ||
 		hint.Of(err) != "write a random one: openssl rand -hex 32 > "+tokenFile+"; chmod 600 "+tokenFile {
 		t.Fatalf("a 2-byte token: %v (hint %q)", err, hint.Of(err))
 	}
