@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatebridge/gatebridge/bridge/mcpserver/mcphttptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatebridge/gatebridge/bridge/control"
@@ -119,27 +120,11 @@ func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNoti
 // bash calls the bash tool and decodes its structured result.
 func bash(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, bashOutput) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args})
-	if err != nil {
-		t.Fatalf("bash %v: %v", args, err)
-	}
 	var out bashOutput
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		json.Unmarshal(b, &out)
-	}
-	return res, out
+	return mcphttptest.Call(t, cs, "bash", args, &out), out
 }
 
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+var text = mcphttptest.Text
 
 // The tool as a model sees it: one bash tool whose description says how
 // the shell behaves and lists every gate with its usage; input and output

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -46,27 +45,11 @@ func testMCPServer(t *testing.T) *mcpserver.Server {
 // bash calls the bash tool and decodes its structured result.
 func bash(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, struct{ Stdout string }) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: args})
-	if err != nil {
-		t.Fatalf("bash %v: %v", args, err)
-	}
 	var out struct{ Stdout string }
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		json.Unmarshal(b, &out)
-	}
-	return res, out
+	return mcphttptest.Call(t, cs, "bash", args, &out), out
 }
 
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
+var text = mcphttptest.Text
 
 // testToken is the tests' token for mcp --http: at least
 // rpc.MinTokenBytes long.

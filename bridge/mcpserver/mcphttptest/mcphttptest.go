@@ -1,10 +1,12 @@
-// Package mcphttptest runs an MCP streamable-HTTP server in a test and
-// connects to it with a chosen Authorization header: the scaffolding the
-// MCP server's own tests and the CLI's `mcp --http` tests share.
+// Package mcphttptest runs an MCP streamable-HTTP server in a test,
+// connects to it with a chosen Authorization header and calls its tools:
+// the scaffolding the MCP server's own tests and the CLI's `mcp` tests
+// share.
 package mcphttptest
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -94,4 +96,31 @@ func (a authHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", string(a))
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Call calls the tool name with args, failing t on a protocol error, and
+// decodes the result's structured content into out (when both are
+// there).
+func Call(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	if res.StructuredContent != nil && out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, out)
+	}
+	return res
+}
+
+// Text is the text content of res, concatenated.
+func Text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
