@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
 	"github.com/gatebridge/gatebridge/sandbox/local"
 )
@@ -41,22 +40,11 @@ func TestHelperTTY(t *testing.T) {
 // A command reading gatebridge's terminal must not be stopped by SIGTTIN
 // (it runs in its own, background, process group) until the timeout.
 func TestLocalTerminalStdin(t *testing.T) {
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	master, slave, err := tty.OpenPTY()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
 	}
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Skipf("pty number: %v", err)
-	}
-	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("open pty: %v", err)
-	}
 	defer slave.Close()
 	var out bytes.Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTTY$", "-test.count=1")

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -62,22 +63,11 @@ func HostTerminalUntouched(t *testing.T, helper string) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for TIOCSTI")
 	}
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	master, slave, err := tty.OpenPTY()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
 	}
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Skipf("pty number: %v", err)
-	}
-	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("open pty: %v", err)
-	}
 	defer slave.Close()
 	var out Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")

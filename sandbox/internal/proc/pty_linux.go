@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gatebridge/gatebridge/internal/tty"
 	"github.com/gatebridge/gatebridge/sandbox"
 )
 
@@ -24,30 +24,13 @@ import (
 // stderr and controlling terminal. Neither becomes gatebridge's own
 // controlling terminal (O_NOCTTY).
 func OpenPTY(sz sandbox.TTYSize) (master, slave *os.File, err error) {
-	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	if master, slave, err = tty.OpenPTY(); err != nil {
 		return nil, nil, err
-	}
-	fail := func(e error) (*os.File, *os.File, error) {
-		master.Close()
-		return nil, nil, e
-	}
-	var n int
-	if err := control(master, func(fd int) (err error) {
-		if err = unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err == nil {
-			n, err = unix.IoctlGetInt(fd, unix.TIOCGPTN)
-		}
-		return err
-	}); err != nil {
-		return fail(err)
-	}
-	slave, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return fail(err)
 	}
 	if err := SetSize(master, sz); err != nil {
 		slave.Close()
-		return fail(err)
+		master.Close()
+		return nil, nil, err
 	}
 	return master, slave, nil
 }
