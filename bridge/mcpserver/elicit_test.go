@@ -45,36 +45,15 @@ func elicitSessionPolicy(t *testing.T, timeout time.Duration, version string, po
 	c.Approvals.Store = st
 	set := testSettings(t, Options{Control: c})
 	os.WriteFile(filepath.Join(set.Workspace, "f"), []byte("secret\n"), 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := testServer(t, set).newHost(ctx, nil)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	sT, cT := mcp.NewInMemoryTransports()
-	ss, err := h.server.Connect(ctx, sT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var asked []*mcp.ElicitParams
-	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+	cs, _ := connectHost(t, set, &mcp.ClientOptions{
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			mu.Lock()
 			asked = append(asked, req.Params)
 			mu.Unlock()
 			return answer(ctx, req)
-		}})
-	cs, err := client.Connect(ctx, cT, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cs.Close()
-		ss.Close()
-		h.close()
-		cancel()
-	})
+		}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	return cs, set.Workspace, func() []*mcp.ElicitParams {
 		mu.Lock()
 		defer mu.Unlock()

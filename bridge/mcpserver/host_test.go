@@ -89,6 +89,19 @@ func testServer(t testing.TB, set Options) *Server {
 func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNotificationParams)) (*mcp.ClientSession, *host, string) {
 	t.Helper()
 	set = testSettings(t, set)
+	copts := &mcp.ClientOptions{}
+	if onProgress != nil {
+		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { onProgress(r.Params) }
+	}
+	cs, h := connectHost(t, set, copts, nil)
+	return cs, h, set.Workspace
+}
+
+// connectHost opens a host on set (testSettings already applied) and
+// connects a client with copts and sopts to it in memory; all of it is
+// closed at cleanup.
+func connectHost(t testing.TB, set Options, copts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) (*mcp.ClientSession, *host) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := testServer(t, set).newHost(ctx, nil)
 	if err != nil {
@@ -100,11 +113,7 @@ func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNoti
 	if err != nil {
 		t.Fatal(err)
 	}
-	copts := &mcp.ClientOptions{}
-	if onProgress != nil {
-		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { onProgress(r.Params) }
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, copts).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, copts).Connect(ctx, ct, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +123,7 @@ func mcpSessionHost(t testing.TB, set Options, onProgress func(*mcp.ProgressNoti
 		h.close()
 		cancel()
 	})
-	return cs, h, set.Workspace
+	return cs, h
 }
 
 // bash calls the bash tool and decodes its structured result.
