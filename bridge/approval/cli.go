@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatebridge/gatebridge/gates"
+	"github.com/gatebridge/gatebridge/internal/hint"
 )
 
 // OpenStore is the store at path, or at [DefaultPath] when path is "".
@@ -45,7 +46,7 @@ func (f GrantFlags) Grant(now time.Time) (Grant, error) {
 	if f.IsExact {
 		g.Exact = append([]string{}, f.Exact...)
 	} else if len(f.Exact) > 0 {
-		return Grant{}, withHint(fmt.Errorf("grants add: arguments after %s need --exact", f.Gate), "gatebridge grants add GATE --exact -- ARG...")
+		return Grant{}, hint.With(fmt.Errorf("grants add: arguments after %s need --exact", f.Gate), "gatebridge grants add GATE --exact -- ARG...")
 	}
 	if len(f.Args) > 0 {
 		p, err := parseArgPatterns(f.Args)
@@ -65,7 +66,7 @@ func (f GrantFlags) Grant(now time.Time) (Grant, error) {
 		g.Expires = now.Add(f.For).UTC().Truncate(time.Second)
 	}
 	if err := g.Validate(); err != nil {
-		return Grant{}, withHint(err, "give one of --exact, --arg N=RE or --any")
+		return Grant{}, hint.With(err, "give one of --exact, --arg N=RE or --any")
 	}
 	return g, nil
 }
@@ -78,7 +79,7 @@ func parseArgPatterns(flags []string) ([]string, error) {
 		n, re, ok := strings.Cut(f, "=")
 		i, err := strconv.Atoi(n)
 		if !ok || err != nil || i < 1 || i > 4096 {
-			return nil, withHint(fmt.Errorf("grants add: --arg %q: want N=RE with N from 1", f), "e.g. --arg 1=-n --arg 2='[0-9]+'")
+			return nil, hint.With(fmt.Errorf("grants add: --arg %q: want N=RE with N from 1", f), "e.g. --arg 1=-n --arg 2='[0-9]+'")
 		}
 		if _, dup := byPos[i]; dup {
 			return nil, fmt.Errorf("grants add: argument %d given twice", i)
@@ -89,7 +90,7 @@ func parseArgPatterns(flags []string) ([]string, error) {
 	for i := range out {
 		re, ok := byPos[i+1]
 		if !ok {
-			return nil, withHint(fmt.Errorf("grants add: no --arg %d (a grant names every argument)", i+1),
+			return nil, hint.With(fmt.Errorf("grants add: no --arg %d (a grant names every argument)", i+1),
 				fmt.Sprintf("--arg %d='.*' allows whatever the gate's policy allows there", i+1))
 		}
 		out[i] = re

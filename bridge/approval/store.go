@@ -87,7 +87,7 @@ func (s *Store) Inside(dir string) error {
 	// As written, and with links resolved on both sides: a grants file
 	// reached through a link into the workspace is in it.
 	if within(s.path, dir) || within(resolve(s.path), resolve(dir)) {
-		return withHint(fmt.Errorf("approval: the grants file %s is inside the workspace %s, where the sandbox could write it", s.path, dir),
+		return hint.With(fmt.Errorf("approval: the grants file %s is inside the workspace %s, where the sandbox could write it", s.path, dir),
 			"set approvals.grants_file to a path outside every workspace (the default is $XDG_CONFIG_HOME/gatebridge/grants.yaml)")
 	}
 	return nil
@@ -180,7 +180,7 @@ func (s *Store) Remove(id string) error {
 				return append(list[:i:i], list[i+1:]...), nil
 			}
 		}
-		return nil, withHint(fmt.Errorf("%w: %s", ErrNoGrant, id), "gatebridge grants ls lists the grants and their ids")
+		return nil, hint.With(fmt.Errorf("%w: %s", ErrNoGrant, id), "gatebridge grants ls lists the grants and their ids")
 	})
 }
 
@@ -220,7 +220,7 @@ func (s *Store) edit(fn func([]Grant) ([]Grant, error)) error {
 	if b.Len() > maxFileBytes {
 		// Written, it would be refused at every read: every call that
 		// needs approval denied, in every process of the user.
-		return withHint(fmt.Errorf("approval: the grants file would be %d bytes, over its %d-byte limit: grant not kept", b.Len(), maxFileBytes),
+		return hint.With(fmt.Errorf("approval: the grants file would be %d bytes, over its %d-byte limit: grant not kept", b.Len(), maxFileBytes),
 			"remove grants you no longer need (gatebridge grants ls, gatebridge grants rm ID), or keep this one for the session")
 	}
 	if err := writeAtomic(s.path, b.Bytes()); err != nil {
@@ -236,7 +236,7 @@ func (s *Store) edit(fn func([]Grant) ([]Grant, error)) error {
 func parse(path string, data []byte) ([]Grant, error) {
 	var doc file
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, withHint(fmt.Errorf("approval: grants file %s: %v", path, err), "fix or remove the file; gatebridge grants ls shows what it holds")
+		return nil, hint.With(fmt.Errorf("approval: grants file %s: %v", path, err), "fix or remove the file; gatebridge grants ls shows what it holds")
 	}
 	seen := map[string]bool{}
 	for i := range doc.Grants {
@@ -257,6 +257,3 @@ func parse(path string, data []byte) ([]Grant, error) {
 	}
 	return doc.Grants, nil
 }
-
-// withHint is err with a hint for the person (internal/hint).
-func withHint(err error, h string) error { return hint.With(err, h) }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
 )
 
@@ -42,11 +43,11 @@ func readFile(path string) ([]Grant, error) {
 	case err != nil:
 		return nil, fmt.Errorf("approval: grants file: %w", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, withHint(fmt.Errorf("approval: grants file %s is a symbolic link (refused: it may point anywhere)", path), fixHint)
+		return nil, hint.With(fmt.Errorf("approval: grants file %s is a symbolic link (refused: it may point anywhere)", path), fixHint)
 	}
 	data, _, err := hostilefs.ReadTrusted(path, hostilefs.Trust{MaxBytes: maxFileBytes, Forbid: 0o077, Path: true})
 	if err != nil {
-		return nil, withHint(fmt.Errorf("approval: grants file refused: %w", err), fixHint)
+		return nil, hint.With(fmt.Errorf("approval: grants file refused: %w", err), fixHint)
 	}
 	return parse(path, data)
 }
@@ -58,7 +59,7 @@ func ensureDir(dir string) error {
 		return fmt.Errorf("approval: grants directory: %w", err)
 	}
 	if err := hostilefs.EnsureOwnedDir(dir, 0o700); err != nil {
-		return withHint(fmt.Errorf("approval: grants directory: %w", err), fixHint)
+		return hint.With(fmt.Errorf("approval: grants directory: %w", err), fixHint)
 	}
 	return nil
 }

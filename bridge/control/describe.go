@@ -43,18 +43,12 @@ func DescribeShell(f sandbox.Facts, known, writable bool) string {
 	return b.String()
 }
 
-// Facts are the sandbox's backend's Facts (ok false when it states
-// none): a long-lived sandbox's (docker under serve and MCP keeps /tmp
-// between processes) when there is one.
-func (sb *Sandbox) Facts() (sandbox.Facts, bool) {
-	if r, ok := sb.backend.(sandbox.FactsReporter); ok {
-		return r.Facts(), true
-	}
-	return sandbox.Facts{}, false
-}
-
-// DescribeShell is DescribeShell for this sandbox.
+// DescribeShell is DescribeShell for this sandbox, with its backend's
+// Facts when it states them: a long-lived sandbox's (docker under serve
+// and MCP keeps /tmp between processes) when there is one.
 func (sb *Sandbox) DescribeShell() string {
-	f, ok := sb.Facts()
-	return DescribeShell(f, ok, sb.writable)
+	if r, ok := sb.backend.(sandbox.FactsReporter); ok {
+		return DescribeShell(r.Facts(), true, sb.writable)
+	}
+	return DescribeShell(sandbox.Facts{}, false, sb.writable)
 }

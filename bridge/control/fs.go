@@ -394,7 +394,7 @@ func (f *FS) mkdir(path string, parents bool) error {
 		if parents {
 			return nil
 		}
-		return &Error{Kind: KindConflict, Field: "path", Msg: fmt.Sprintf("%s exists: it is the workspace", quote(path))}
+		return &Error{Kind: KindConflict, Field: "path", Msg: fmt.Sprintf("%s exists: it is the workspace", lossless.Quote(path))}
 	}
 	owner, err := f.owner()
 	if err != nil {
@@ -497,7 +497,7 @@ func (f *FS) rename(path, newPath string, replace bool) error {
 	defer nd.Close()
 	if err := d.Rename(base, nd, nbase, replace); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return &Error{Kind: KindConflict, Field: "newPath", Msg: fmt.Sprintf("rename %s: %s exists", quote(path), quote(newPath)),
+			return &Error{Kind: KindConflict, Field: "newPath", Msg: fmt.Sprintf("rename %s: %s exists", lossless.Quote(path), lossless.Quote(newPath)),
 				Err: err, Help: "remove it first, or set overwrite"}
 		}
 		return fsErr("rename", path, err)
@@ -516,7 +516,7 @@ func (f *FS) relField(field, path string) (string, error) {
 		return "", invalid(field, "%q is empty", field)
 	}
 	if strings.IndexByte(path, 0) >= 0 {
-		return "", invalid(field, "%q %s holds a NUL byte", field, quote(path))
+		return "", invalid(field, "%q %s holds a NUL byte", field, lossless.Quote(path))
 	}
 	clean := filepath.Clean(path)
 	if filepath.IsAbs(clean) {
@@ -525,11 +525,11 @@ func (f *FS) relField(field, path string) (string, error) {
 				return r, nil
 			}
 		}
-		return "", &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s is outside the workspace", quote(path)),
+		return "", &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s is outside the workspace", lossless.Quote(path)),
 			Help: fmt.Sprintf("give a path relative to the workspace, or absolute under %s", f.o.Inside)}
 	}
 	if clean != "." && !filepath.IsLocal(clean) {
-		return "", &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s leaves the workspace", quote(path)),
+		return "", &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s leaves the workspace", lossless.Quote(path)),
 			Help: "give a path relative to the workspace, without .. climbing out of it"}
 	}
 	return clean, nil
@@ -539,7 +539,7 @@ func (f *FS) relField(field, path string) (string, error) {
 func (f *FS) check(path string) func(string) error {
 	return func(sub string) error {
 		if p, ok := gates.ProtectedPath(sub, f.o.Protected); ok {
-			return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("%s is under the protected path %s (sandbox.protected_paths): refused", quote(path), p),
+			return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("%s is under the protected path %s (sandbox.protected_paths): refused", lossless.Quote(path), p),
 				Help: "host tools run what is there: the file API neither reads nor writes it"}
 		}
 		if testHookAfterCheck != nil {
@@ -557,7 +557,7 @@ func (f *FS) check(path string) func(string) error {
 // with its parent and stays protected by name.)
 func (f *FS) checkBelow(field, path, rel, what string) error {
 	if p, ok := gates.ProtectedBelow(rel, f.o.Protected); ok {
-		return &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): it is not %s", quote(path), p, what),
+		return &Error{Kind: KindInvalid, Field: field, Msg: fmt.Sprintf("%s holds the protected path %s (sandbox.protected_paths): it is not %s", lossless.Quote(path), p, what),
 			Help: "host tools run what is there: the file API neither moves nor removes it, nor puts a directory in its place"}
 	}
 	return nil
@@ -620,7 +620,7 @@ func (f *FS) walk(path, rel string, create bool, owner *hostilefs.Owner) (*hosti
 // workspace: "." is refused as a file).
 func (f *FS) walkParent(path, rel string, create bool) (*hostilefs.Dir, string, error) {
 	if rel == "." {
-		return nil, "", invalid("path", "%s is the workspace directory, not a file", quote(path))
+		return nil, "", invalid("path", "%s is the workspace directory, not a file", lossless.Quote(path))
 	}
 	var owner *hostilefs.Owner
 	if create {
@@ -666,7 +666,7 @@ func (f *FS) writableRel(path string) (string, error) {
 	if err != nil || f.o.Writable {
 		return rel, err
 	}
-	return "", &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", quote(path)),
+	return "", &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("cannot change %s: the sandbox's workspace is read-only", lossless.Quote(path)),
 		Help: "open the sandbox with a writable workspace (writableWorkspace / --writable-workspace) to write files"}
 }
 
@@ -702,14 +702,12 @@ func fileInfo(name string, st hostilefs.Info, mt time.Time) FileInfo {
 	return FileInfo{Name: name, Type: t, Size: st.Size, Mode: st.Mode, ModTime: mt}
 }
 
-func quote(path string) string { return lossless.Quote(path) }
-
 func refused(path, what string) *Error {
-	return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("%s %s (refused)", quote(path), what)}
+	return &Error{Kind: KindInvalid, Field: "path", Msg: fmt.Sprintf("%s %s (refused)", lossless.Quote(path), what)}
 }
 
 func tooLarge(path string, n, max int64) *Error {
-	return &Error{Kind: KindLimit, Field: "path", Msg: fmt.Sprintf("%s would be %d bytes, over the %d-byte file limit", quote(path), n, max),
+	return &Error{Kind: KindLimit, Field: "path", Msg: fmt.Sprintf("%s would be %d bytes, over the %d-byte file limit", lossless.Quote(path), n, max),
 		Help: "gates.max_file_bytes sets the limit"}
 }
 
@@ -727,11 +725,11 @@ func fsErr(op, path string, err error) error {
 	var fe *hostilefs.FileError
 	switch {
 	case errors.As(err, &pe):
-		why = quote(pe.Path) + " " + pe.Err.Error()
+		why = lossless.Quote(pe.Path) + " " + pe.Err.Error()
 	case errors.As(err, &fe):
-		why = quote(fe.Name) + " " + fe.Err.Error()
+		why = lossless.Quote(fe.Name) + " " + fe.Err.Error()
 	}
-	e := &Error{Kind: KindInternal, Msg: fmt.Sprintf("%s %s: %s", op, quote(path), why), Err: err}
+	e := &Error{Kind: KindInternal, Msg: fmt.Sprintf("%s %s: %s", op, lossless.Quote(path), why), Err: err}
 	switch {
 	case errors.Is(err, hostilefs.ErrSymlink):
 		e.Kind, e.Field, e.Help = KindInvalid, "path", "the file API follows no symbolic link in the workspace; name the target itself"
@@ -769,7 +767,7 @@ func (f *FS) CopyIn(dst, base string, r io.Reader) (string, int64, error) {
 	}
 	if into {
 		if base == "" || base == "." || base == ".." || base == "/" {
-			return "", 0, invalid("path", "copying into the directory %s needs a file name", quote(dst))
+			return "", 0, invalid("path", "copying into the directory %s needs a file name", lossless.Quote(dst))
 		}
 		dst = filepath.Join(dst, base)
 	}

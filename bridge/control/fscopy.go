@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatebridge/gatebridge/internal/hint"
 	"github.com/gatebridge/gatebridge/internal/hostilefs"
+	"github.com/gatebridge/gatebridge/internal/lossless"
 )
 
 // CopyFileIn copies the local regular file src (stdin for "-") to dst in
@@ -118,7 +119,7 @@ func openCopyDest(dst, base string) (d *hostilefs.Dir, dir, name string, err err
 	case fi.Mode&fs.ModeSymlink != 0:
 		d.Close()
 		return nil, "", "", &Error{Kind: KindInvalid, Field: "path",
-			Msg:  fmt.Sprintf("sandbox cp: %s is a symbolic link: not followed, not replaced", quote(dst)),
+			Msg:  fmt.Sprintf("sandbox cp: %s is a symbolic link: not followed, not replaced", lossless.Quote(dst)),
 			Help: "name the file or directory it points to, or remove the link first"}
 	case !fi.Mode.IsDir():
 		return d, dir, name, nil
@@ -190,7 +191,7 @@ func checkCopyDestDir(d *hostilefs.Dir, dir string) error {
 
 func copyDestRefused(dir, why string) error {
 	return &Error{Kind: KindInvalid, Field: "path",
-		Msg: fmt.Sprintf("sandbox cp: as root, refusing to write into %s: %s, and whoever controls it could point it at a directory only root may write (/etc, say)", quote(dir), why),
+		Msg: fmt.Sprintf("sandbox cp: as root, refusing to write into %s: %s, and whoever controls it could point it at a directory only root may write (/etc, say)", lossless.Quote(dir), why),
 		Help: "copy into a directory only root controls and move the file from there, or copy to stdout as root and write it as that user: " +
 			"gatebridge sandbox cp NAME:PATH - | sudo -u USER tee FILE >/dev/null"}
 }
@@ -200,5 +201,5 @@ func copyDestErr(path string, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	return fmt.Errorf("sandbox cp: %s: %w", quote(path), err)
+	return fmt.Errorf("sandbox cp: %s: %w", lossless.Quote(path), err)
 }

@@ -276,15 +276,6 @@ func (s *GateSet) detach(sb *Sandbox) {
 	s.mu.Unlock()
 }
 
-func (s *GateSet) lookup(name string) *runtimeGate {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gates[name]
-}
-
 // baseNames are the built-in and configured gates' names, with their
 // kinds (computed once per set).
 func (s *GateSet) baseNames() (map[string]string, error) {

@@ -396,9 +396,6 @@ func (p *Process) CloseStdin() {
 	}
 }
 
-// HasStdin says whether the process takes Write.
-func (p *Process) HasStdin() bool { return p.stdin != nil }
-
 // Wait waits for the exit, or ctx's end.
 func (p *Process) Wait(ctx context.Context) (Exit, error) {
 	select {
