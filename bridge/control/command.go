@@ -43,20 +43,11 @@ func CheckCommandSize(argv []string, max int64) error {
 // `/bin/sh -c SCRIPT`) with the environment the client adds (env:
 // sandbox/open's and process/start's, KEY=VALUE) before anything starts:
 // its size (Options.MaxCommandBytes), then the command policy
-// (Options.Approvals.Commands; PATH or BASH_ENV in env is unknown).
-func (h *Host) checkCommand(argv, env []string) error {
-	ask, err := h.checkCommandAsk(argv, env)
-	if err == nil && ask != nil {
-		return askCommand(*ask)
-	}
-	return err
-}
-
-// checkCommandAsk is checkCommand for a front end that can wait for an
-// answer after it has replied (Prepare, then Run): a command the policy
-// marks ask is not refused but returned (ask), to be asked about before
-// it starts (Process.Run: askStart, as Sandbox.AskCommand with the process).
-func (h *Host) checkCommandAsk(argv, env []string) (ask *cmdpolicy.Result, err error) {
+// (Options.Approvals.Commands; PATH or BASH_ENV in env is unknown). A
+// command the policy marks ask is not refused but returned (ask), to be
+// asked about before it starts (Process.Run: askStart, after Prepare's
+// reply).
+func (h *Host) checkCommand(argv, env []string) (ask *cmdpolicy.Result, err error) {
 	if err := CheckCommandSize(argv, h.opts.MaxCommandBytes); err != nil {
 		return nil, err
 	}
@@ -68,16 +59,6 @@ func (h *Host) checkCommandAsk(argv, env []string) (ask *cmdpolicy.Result, err e
 		return &r, nil
 	}
 	return nil, policyError(r, "")
-}
-
-// askCommand refuses a command the policy marks ask, for a caller of
-// checkCommand that cannot ask. Sandbox.Prepare (process/start, the MCP
-// bash tool) does not refuse: it asks in Run, after the reply
-// (checkCommandAsk).
-func askCommand(r cmdpolicy.Result) error {
-	return policyError(r, "this command needs approval (policy.commands says ask); commands are asked about on the terminal "+
-		"(gatebridge run, sandbox exec), not here: change the rule to allow in policy.commands to run it here "+
-		"(`gatebridge policy check` shows which rule decides)")
 }
 
 // policyError is the refusal of r: a KindPolicy *Error wrapping the

@@ -137,7 +137,7 @@ func (sb *Sandbox) Prepare(ctx context.Context, spec ProcessSpec) (*Process, err
 	// Before anything starts; an ask is asked in Run, after the caller's
 	// reply (process/start answers at once, and its connection answers
 	// the question).
-	ask, err := sb.h.checkCommandAsk(argv, sandbox.MergeEnv(sb.env, spec.Env))
+	ask, err := sb.h.checkCommand(argv, sandbox.MergeEnv(sb.env, spec.Env))
 	if err != nil {
 		return nil, err
 	}

@@ -50,9 +50,6 @@ func (u canonURL) hostPort(withDefault bool) string {
 	return h + ":" + p
 }
 
-// origin is scheme://host[:port].
-func (u canonURL) origin() string { return u.scheme + "://" + u.hostPort(false) }
-
 var defaultPort = map[string]string{"http": "80", "https": "443"}
 
 // urlError is a URL the gate refuses; denied ones are policy (126),
